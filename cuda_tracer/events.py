@@ -1,0 +1,365 @@
+"""The one event model every source produces and every analysis reads: a columnar ``EventBatch``.
+
+An ``EventBatch`` is a set of equally long numpy columns plus a string table. Names (kernel names,
+API names, annotation names) are stored once in ``strings`` and referenced by index from the ``name``
+column, so a million launches of the same kernel cost one string. Rare per-event attributes (a
+collective's message size, a sync event's awaited stream, ...) live in a sparse side table
+(``extra_row``/``extra_key``/``extra_value``) instead of a column.
+
+Times are integers: nanoseconds since the Unix epoch. Missing integers are ``-1`` (``MISSING``).
+"""
+
+from __future__ import annotations
+
+import enum
+import io
+import json
+import zipfile
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+MISSING = -1
+
+
+class Kind(enum.IntEnum):
+    """What an event is. GPU-side kinds run on a device stream; the rest run on a CPU thread."""
+
+    KERNEL = 1
+    MEMCPY = 2
+    MEMSET = 3
+    SYNC = 4
+    RUNTIME = 5
+    DRIVER = 6
+    CPU_OP = 7
+    USER_ANNOTATION = 8
+    GPU_USER_ANNOTATION = 9
+    STEP = 10
+    PYTHON_FUNCTION = 11
+    OVERHEAD = 12
+    INSTANT = 13
+    MEMORY = 14
+    PROFILER = 15
+    OTHER = 16
+
+
+class MemcpyKind(enum.IntEnum):
+    """Direction of a copy (``subkind`` of a MEMCPY event), as CUPTI and Kineto name it."""
+
+    UNKNOWN = 0
+    HtoD = 1
+    DtoH = 2
+    DtoD = 3
+    PtoP = 4
+    HtoH = 5
+
+
+class SyncKind(enum.IntEnum):
+    """What a SYNC event waited for (``subkind`` of a SYNC event)."""
+
+    UNKNOWN = 0
+    STREAM = 1
+    EVENT = 2
+    CONTEXT = 3
+    STREAM_WAIT_EVENT = 4
+
+
+GPU_OP_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+"""Work that occupies a GPU stream: what utilization, idle time and launch statistics count."""
+
+LAUNCH_KINDS = (Kind.RUNTIME, Kind.DRIVER)
+"""CPU-side API calls that can enqueue GPU work."""
+
+# The columns of a batch, with their dtype. Order is the on-disk order.
+COLUMNS: dict[str, np.dtype] = {
+    "kind": np.dtype(np.uint8),
+    "subkind": np.dtype(np.uint8),
+    "name": np.dtype(np.int32),
+    "start_ns": np.dtype(np.int64),
+    "end_ns": np.dtype(np.int64),
+    "pid": np.dtype(np.int64),
+    "tid": np.dtype(np.int64),
+    "rank": np.dtype(np.int32),
+    "device": np.dtype(np.int32),
+    "stream": np.dtype(np.int64),
+    "correlation": np.dtype(np.int64),
+    "external_id": np.dtype(np.int64),
+    "graph_id": np.dtype(np.int64),
+    "bytes": np.dtype(np.int64),
+    "grid_x": np.dtype(np.int32),
+    "grid_y": np.dtype(np.int32),
+    "grid_z": np.dtype(np.int32),
+    "block_x": np.dtype(np.int32),
+    "block_y": np.dtype(np.int32),
+    "block_z": np.dtype(np.int32),
+    "registers": np.dtype(np.int32),
+    "shared_mem": np.dtype(np.int64),
+}
+
+_FORMAT = "otel-profiler.event-batch"
+_FORMAT_VERSION = 1
+
+
+@dataclass(eq=False)
+class EventBatch:
+    """Columnar events. Build one with :class:`BatchBuilder` or :meth:`from_columns`."""
+
+    columns: dict[str, np.ndarray]
+    strings: list[str]
+    extra_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    extra_key: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    extra_value: list[Any] = field(default_factory=list)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def empty(cls) -> "EventBatch":
+        return cls({name: np.zeros(0, dt) for name, dt in COLUMNS.items()}, [])
+
+    @classmethod
+    def from_columns(cls, strings: Sequence[str], **columns: Any) -> "EventBatch":
+        """Build from whole columns; columns not given are filled with ``MISSING``.
+
+        ``kind``, ``name``, ``start_ns`` and ``end_ns`` are required. ``name`` indexes ``strings``.
+        """
+        n = len(columns["kind"])
+        out: dict[str, np.ndarray] = {}
+        for col, dt in COLUMNS.items():
+            if col in columns:
+                arr = np.asarray(columns[col], dtype=dt)
+                if arr.shape != (n,):
+                    raise ValueError(f"column {col!r} has shape {arr.shape}, expected ({n},)")
+            else:
+                arr = np.full(n, 0 if col == "subkind" else MISSING, dt)
+            out[col] = arr
+        unknown = set(columns) - set(COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown columns: {sorted(unknown)}")
+        return cls(out, list(strings))
+
+    # ------------------------------------------------------------------ basics
+    def __len__(self) -> int:
+        return len(self.columns["kind"])
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        # Columns read as attributes: batch.start_ns, batch.kind, ...
+        columns = self.__dict__.get("columns")
+        if columns is not None and name in columns:
+            return columns[name]
+        raise AttributeError(name)
+
+    @property
+    def duration_ns(self) -> np.ndarray:
+        return self.columns["end_ns"] - self.columns["start_ns"]
+
+    def names(self, rows: np.ndarray | None = None) -> list[str]:
+        """The event names of ``rows`` (all rows by default) as Python strings."""
+        ids = self.columns["name"] if rows is None else self.columns["name"][rows]
+        table = self.strings
+        return [table[i] for i in ids.tolist()]
+
+    def name_id(self, name: str) -> int:
+        """Index of ``name`` in the string table, or -1 when no event has it."""
+        try:
+            return self.strings.index(name)
+        except ValueError:
+            return -1
+
+    def counts_by_kind(self) -> dict[str, int]:
+        counts = np.bincount(self.columns["kind"], minlength=len(Kind) + 1)
+        return {k.name.lower(): int(counts[k]) for k in Kind if counts[k]}
+
+    def extra(self, key: str) -> dict[int, Any]:
+        """The side-table attribute ``key`` as {row: value}."""
+        try:
+            key_id = self.strings.index(key)
+        except ValueError:
+            return {}
+        hits = np.flatnonzero(self.extra_key == key_id)
+        return {int(self.extra_row[i]): self.extra_value[i] for i in hits}
+
+    def extras_of(self, row: int) -> dict[str, Any]:
+        """Every side-table attribute of one row."""
+        hits = np.flatnonzero(self.extra_row == row)
+        return {self.strings[int(self.extra_key[i])]: self.extra_value[i] for i in hits}
+
+    # ------------------------------------------------------------------ selection
+    def take(self, rows: np.ndarray) -> "EventBatch":
+        """A new batch holding ``rows`` (a boolean mask or integer indices), in that order."""
+        rows = np.asarray(rows)
+        if rows.dtype == bool:
+            rows = np.flatnonzero(rows)
+        columns = {c: a[rows] for c, a in self.columns.items()}
+        if len(self.extra_row):
+            # Map old row -> new row for the side table; rows not taken drop their extras.
+            remap = np.full(len(self), -1, np.int64)
+            remap[rows] = np.arange(len(rows))
+            new_rows = remap[self.extra_row]
+            keep = np.flatnonzero(new_rows >= 0)
+            extra_row, extra_key = new_rows[keep], self.extra_key[keep]
+            extra_value = [self.extra_value[i] for i in keep.tolist()]
+        else:
+            extra_row, extra_key, extra_value = self.extra_row, self.extra_key, []
+        return EventBatch(columns, self.strings, extra_row, extra_key, extra_value)
+
+    def of_kind(self, *kinds: Kind) -> "EventBatch":
+        return self.take(np.isin(self.columns["kind"], np.asarray(kinds, np.uint8)))
+
+    def between(self, start_ns: int, end_ns: int) -> "EventBatch":
+        """Events that overlap the half-open window ``[start_ns, end_ns)``."""
+        c = self.columns
+        return self.take((c["start_ns"] < end_ns) & (c["end_ns"] > start_ns) |
+                         ((c["start_ns"] == c["end_ns"]) & (c["start_ns"] >= start_ns) &
+                          (c["start_ns"] < end_ns)))
+
+    def sorted_by_start(self) -> "EventBatch":
+        return self.take(np.argsort(self.columns["start_ns"], kind="stable"))
+
+    # ------------------------------------------------------------------ combination
+    @staticmethod
+    def concat(batches: Iterable["EventBatch"]) -> "EventBatch":
+        """One batch holding every event of ``batches`` in order, with a merged string table."""
+        batches = [b for b in batches]
+        if not batches:
+            return EventBatch.empty()
+        strings: list[str] = []
+        index: dict[str, int] = {}
+        parts: dict[str, list[np.ndarray]] = {c: [] for c in COLUMNS}
+        extra_rows, extra_keys, extra_values = [], [], []
+        offset = 0
+        for b in batches:
+            remap = np.empty(len(b.strings), np.int32)
+            for i, s in enumerate(b.strings):
+                j = index.get(s)
+                if j is None:
+                    j = index[s] = len(strings)
+                    strings.append(s)
+                remap[i] = j
+            for c in COLUMNS:
+                col = b.columns[c]
+                parts[c].append(remap[col] if c == "name" and len(col) else col)
+            if len(b.extra_row):
+                extra_rows.append(b.extra_row + offset)
+                extra_keys.append(remap[b.extra_key])
+                extra_values.extend(b.extra_value)
+            offset += len(b)
+        columns = {c: np.concatenate(parts[c]).astype(COLUMNS[c], copy=False) for c in COLUMNS}
+        return EventBatch(
+            columns,
+            strings,
+            np.concatenate(extra_rows) if extra_rows else np.zeros(0, np.int64),
+            np.concatenate(extra_keys).astype(np.int32) if extra_keys else np.zeros(0, np.int32),
+            extra_values,
+        )
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path_or_file: Any) -> None:
+        """Write the batch losslessly (a zip of ``.npy`` columns plus a JSON string table)."""
+        with zipfile.ZipFile(path_or_file, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            header = {"format": _FORMAT, "version": _FORMAT_VERSION, "columns": list(COLUMNS)}
+            zf.writestr("header.json", json.dumps(header))
+            zf.writestr("strings.json", json.dumps(self.strings, ensure_ascii=False))
+            zf.writestr("extra_value.json", json.dumps(self.extra_value, ensure_ascii=False))
+            arrays = dict(self.columns, extra_row=self.extra_row, extra_key=self.extra_key)
+            for name, arr in arrays.items():
+                buf = io.BytesIO()
+                np.save(buf, arr, allow_pickle=False)
+                zf.writestr(f"{name}.npy", buf.getvalue())
+
+    @classmethod
+    def load(cls, path_or_file: Any) -> "EventBatch":
+        """Read a batch written by :meth:`save`. Raises ``ValueError`` for anything else."""
+        try:
+            with zipfile.ZipFile(path_or_file) as zf:
+                header = json.loads(zf.read("header.json"))
+                if header.get("format") != _FORMAT:
+                    raise ValueError("not an otel-profiler event batch")
+                if header.get("version", 0) > _FORMAT_VERSION:
+                    raise ValueError(f"event batch format version {header['version']} is newer "
+                                     f"than this otel-profiler understands ({_FORMAT_VERSION})")
+                strings = json.loads(zf.read("strings.json"))
+                extra_value = json.loads(zf.read("extra_value.json"))
+
+                def array(name: str) -> np.ndarray:
+                    return np.load(io.BytesIO(zf.read(f"{name}.npy")), allow_pickle=False)
+
+                columns = {c: array(c).astype(dt, copy=False) for c, dt in COLUMNS.items()}
+                return cls(columns, strings, array("extra_row"), array("extra_key"), extra_value)
+        except (zipfile.BadZipFile, KeyError, json.JSONDecodeError) as exc:
+            raise ValueError(f"not a readable event batch ({exc})") from None
+
+
+class BatchBuilder:
+    """Appends events one at a time (for sources that see events one by one) into column lists.
+
+    Only sources use it; analyses work on finished batches.
+    """
+
+    def __init__(self) -> None:
+        self._cols: dict[str, list[int]] = {c: [] for c in COLUMNS}
+        self.strings: list[str] = []
+        self._index: dict[str, int] = {}
+        self._extra_row: list[int] = []
+        self._extra_key: list[int] = []
+        self._extra_value: list[Any] = []
+
+    def intern(self, s: str) -> int:
+        i = self._index.get(s)
+        if i is None:
+            i = self._index[s] = len(self.strings)
+            self.strings.append(s)
+        return i
+
+    def __len__(self) -> int:
+        return len(self._cols["kind"])
+
+    def add(self, kind: int, name: str, start_ns: int, end_ns: int, **fields: int) -> int:
+        """Append one event and return its row. Fields not given are ``MISSING``."""
+        row = len(self._cols["kind"])
+        cols = self._cols
+        cols["kind"].append(int(kind))
+        cols["name"].append(self.intern(name))
+        cols["start_ns"].append(start_ns)
+        cols["end_ns"].append(end_ns)
+        cols["subkind"].append(fields.pop("subkind", 0))
+        for c in _PLAIN_COLUMNS:
+            cols[c].append(fields.pop(c, MISSING))
+        if fields:
+            raise ValueError(f"unknown fields: {sorted(fields)}")
+        return row
+
+    def add_extra(self, row: int, key: str, value: Any) -> None:
+        self._extra_row.append(row)
+        self._extra_key.append(self.intern(key))
+        self._extra_value.append(value)
+
+    def build(self) -> EventBatch:
+        columns = {c: np.asarray(v, dtype=COLUMNS[c]) if v else np.zeros(0, COLUMNS[c])
+                   for c, v in self._cols.items()}
+        return EventBatch(columns, list(self.strings), np.asarray(self._extra_row, np.int64),
+                          np.asarray(self._extra_key, np.int32), list(self._extra_value))
+
+
+_PLAIN_COLUMNS = tuple(c for c in COLUMNS if c not in ("kind", "subkind", "name", "start_ns", "end_ns"))
+
+
+def memcpy_kind_from_name(name: str) -> MemcpyKind:
+    """Direction from a Kineto/CUPTI copy name such as ``"Memcpy HtoD (Pageable -> Device)"``."""
+    for k in (MemcpyKind.HtoD, MemcpyKind.DtoH, MemcpyKind.DtoD, MemcpyKind.PtoP, MemcpyKind.HtoH):
+        if k.name in name:
+            return k
+    return MemcpyKind.UNKNOWN
+
+
+_SYNC_KIND_BY_NAME = {
+    "stream sync": SyncKind.STREAM,
+    "event sync": SyncKind.EVENT,
+    "context sync": SyncKind.CONTEXT,
+    "device sync": SyncKind.CONTEXT,
+    "stream wait event": SyncKind.STREAM_WAIT_EVENT,
+}
+
+
+def sync_kind_from_name(name: str) -> SyncKind:
+    """Sync kind from Kineto's ``cuda_sync_kind`` (``"Stream Sync"``, ``"Stream Wait Event"``, ...)."""
+    return _SYNC_KIND_BY_NAME.get(name.strip().lower(), SyncKind.UNKNOWN)

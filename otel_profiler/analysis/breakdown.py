@@ -1,0 +1,136 @@
+"""Where GPU time goes: kernel classes, per-device temporal breakdown, per-stream idle breakdown.
+
+Definitions follow Holistic Trace Analysis (HTA), stated next to the code:
+
+- **Kernel class**: *communication* when the name looks like a collective library kernel
+  (``nccl``/``rccl``/``hccl``), *memory* for memcpy and memset, *compute* for every other kernel.
+- **Temporal breakdown** of a device: merge the intervals of every GPU op (kernel, memcpy, memset) of
+  the device across its streams. ``span`` runs from the first op start to the last op end;
+  ``busy`` is the merged busy time, ``idle = span - busy``; ``compute`` is the merged time of compute
+  kernels (communication or copies overlapping compute count as compute);
+  ``non_compute = span - compute - idle``.
+- **Idle breakdown** of a stream: each gap between consecutive ops on the stream (sorted by start) is
+  *host wait* when the next op's launch call started after the previous op ended (the GPU waited for
+  the CPU), else *kernel wait* when the gap is shorter than ``consecutive_kernel_delay_ns`` (the
+  normal spacing between back-to-back ops), else *other* (waiting on another stream, an event, ...).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from cuda_tracer.correlate import Correlation
+from cuda_tracer.events import GPU_OP_KINDS, EventBatch, Kind
+
+COMPUTE, COMMUNICATION, MEMORY = "compute", "communication", "memory"
+KERNEL_CLASSES = (COMPUTE, COMMUNICATION, MEMORY)
+_COMMUNICATION = re.compile(r"^(nccl|rccl|hccl)|ncclKernel|ncclDevKernel", re.IGNORECASE)
+
+CONSECUTIVE_KERNEL_DELAY_NS = 30_000
+"""HTA's ``consecutive_kernel_delay`` is 30 in the trace's unit, which is µs for Kineto traces."""
+
+
+def kernel_class(kind: int, name: str) -> str:
+    if kind != Kind.KERNEL:
+        return MEMORY
+    return COMMUNICATION if _COMMUNICATION.search(name) else COMPUTE
+
+
+def classify(batch: EventBatch, rows: np.ndarray) -> np.ndarray:
+    """Kernel class (index into ``KERNEL_CLASSES``) of each GPU op in ``rows``, one regex per name."""
+    kinds, names = batch.kind[rows], batch.name[rows]
+    memo: dict[int, int] = {}
+    strings = batch.strings
+    out = np.empty(len(rows), np.uint8)
+    for i, (k, n) in enumerate(zip(kinds.tolist(), names.tolist())):
+        key = n if k == Kind.KERNEL else -1
+        c = memo.get(key)
+        if c is None:
+            c = memo[key] = KERNEL_CLASSES.index(kernel_class(k, strings[n]))
+        out[i] = c
+    return out
+
+
+def merged_length(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Total length of the union of intervals."""
+    if not len(starts):
+        return 0
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], np.maximum.accumulate(ends[order])
+    new = np.r_[True, s[1:] > e[:-1]]
+    first = np.flatnonzero(new)
+    last = np.r_[first[1:], len(s)] - 1
+    return int((e[last] - s[first]).sum())
+
+
+def temporal_breakdown(batch: EventBatch) -> list[dict]:
+    """One row per (rank, device): span, busy, idle, compute and non-compute time."""
+    rows = np.flatnonzero(np.isin(batch.kind, np.asarray(GPU_OP_KINDS, np.uint8)))
+    if not len(rows):
+        return []
+    classes = classify(batch, rows)
+    out = []
+    keys = np.stack([batch.rank[rows], batch.device[rows]], axis=1)
+    for rank, device in np.unique(keys, axis=0).tolist():
+        mask = (keys[:, 0] == rank) & (keys[:, 1] == device)
+        r = rows[mask]
+        starts, ends = batch.start_ns[r], batch.end_ns[r]
+        span = int(ends.max() - starts.min())
+        busy = merged_length(starts, ends)
+        comp = classes[mask] == KERNEL_CLASSES.index(COMPUTE)
+        compute = merged_length(starts[comp], ends[comp])
+        idle = span - busy
+        out.append({
+            "rank": int(rank), "device": int(device), "ops": int(mask.sum()),
+            "span_us": span / 1e3, "busy_us": busy / 1e3, "idle_us": idle / 1e3,
+            "compute_us": compute / 1e3, "non_compute_us": (span - compute - idle) / 1e3,
+            "idle_pct": _pct(idle, span), "compute_pct": _pct(compute, span),
+            "non_compute_pct": _pct(span - compute - idle, span),
+        })
+    return out
+
+
+def class_times(batch: EventBatch, rows: np.ndarray) -> dict[str, float]:
+    """Summed (not merged) GPU time in µs per kernel class."""
+    classes = classify(batch, rows)
+    durs = (batch.end_ns[rows] - batch.start_ns[rows]).astype(np.float64)
+    return {name: float(durs[classes == i].sum() / 1e3) for i, name in enumerate(KERNEL_CLASSES)}
+
+
+def idle_breakdown(batch: EventBatch, corr: Correlation,
+                   consecutive_kernel_delay_ns: int = CONSECUTIVE_KERNEL_DELAY_NS) -> list[dict]:
+    """Per (rank, device, stream): idle time split into host wait, kernel wait and other."""
+    rows, launch_of = corr.gpu_rows, corr.launch_of_gpu
+    if not len(rows):
+        return []
+    rank, device, stream = batch.rank[rows], batch.device[rows], batch.stream[rows]
+    start = batch.start_ns[rows]
+    order = np.lexsort((start, stream, device, rank))
+    rows, launch_of = rows[order], launch_of[order]
+    rank, device, stream, start = rank[order], device[order], stream[order], start[order]
+    end = batch.end_ns[rows]
+    launch_start = np.where(launch_of >= 0, batch.start_ns[np.maximum(launch_of, 0)], -1)
+    bounds = np.flatnonzero((np.diff(rank) != 0) | (np.diff(device) != 0) | (np.diff(stream) != 0)) + 1
+    out = []
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(rows)]):
+        prev_end = end[lo:hi - 1]
+        gap = start[lo + 1:hi] - prev_end
+        positive = gap > 0
+        host = positive & (launch_start[lo + 1:hi] > prev_end)
+        kernel = positive & ~host & (gap < consecutive_kernel_delay_ns)
+        other = positive & ~host & ~kernel
+        span = int(end[lo:hi].max() - start[lo])
+        out.append({
+            "rank": int(rank[lo]), "device": int(device[lo]), "stream": int(stream[lo]),
+            "ops": int(hi - lo), "span_us": span / 1e3,
+            "host_wait_us": float(gap[host].sum() / 1e3),
+            "kernel_wait_us": float(gap[kernel].sum() / 1e3),
+            "other_us": float(gap[other].sum() / 1e3),
+        })
+    return out
+
+
+def _pct(part: float, whole: float) -> float:
+    return 100.0 * part / whole if whole else 0.0

@@ -1,0 +1,165 @@
+"""The statistical summary of a profile: the JSON contract behind ``otel-profiler summary``.
+
+Shape (all times in µs, every section present even when empty)::
+
+    {"schema": "otel-profiler.summary/1", "sources": [...], "events": {kind: count},
+     "devices": {id: {span_us, busy_us, idle_us, idle_pct, compute_us, compute_pct,
+                      non_compute_us, non_compute_pct, ops}},
+     "kernels": {count, total_us, by_class: {compute, communication, memory},
+                 by_name: [{name, class, instances, total_us, avg_us, med_us, min_us, max_us,
+                            std_us, time_pct}]},
+     "memcpy": {HtoD|DtoH|DtoD|PtoP|HtoH|unknown: {count, bytes, total_us, avg_us, ...,
+                                                 throughput_gbps}},
+     "memset": {count, bytes, total_us, ...},
+     "runtime_api": [{name, calls, total_us, avg_us, med_us, min_us, max_us, std_us, time_pct}],
+     "sync": {count, total_us, by_kind: {stream|event|context|stream_wait_event|unknown: {...}},
+              api: [{name, calls, total_us}]},
+     "launch": {matched_gpu_ops, orphan_gpu_ops, delay_us: {p50,p90,p99,max,mean,count},
+                latency_us: {...}, by_api: {name: count}},
+     "streams": [{rank, device, stream, ops, span_us, host_wait_us, kernel_wait_us, other_us,
+                  max_queue_depth}],
+     "annotations": [{name, instances, total_us, ...}], "gpu_annotations": [...],
+     "steps": {count, duration_us: {p50,p90,p99,max,mean,count}, items: [{step, start_ns, duration_us}]},
+     "ranks": {rank: <this same shape for one rank>}   # only for multi-rank profiles
+    }
+
+Device keys are the device index for a single-rank profile and ``"<rank>:<device>"`` otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from cuda_tracer.correlate import correlate, queue_depths
+from cuda_tracer.events import EventBatch, Kind, MemcpyKind, SyncKind
+from cuda_tracer.profile import Profile
+
+from .breakdown import class_times, classify, idle_breakdown, temporal_breakdown, KERNEL_CLASSES
+from .stats import describe_us, group_durations, percentiles_us
+
+SCHEMA = "otel-profiler.summary/1"
+SYNC_API = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+            "cudaStreamWaitEvent", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+            "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize")
+
+
+def summarize(profile: Profile) -> dict[str, Any]:
+    """The summary of a whole profile (and of each rank when there are several)."""
+    multi = len({r.rank for r in profile.ranks}) > 1
+    out = summarize_batch(profile.batch(), multi_rank=multi)
+    out = {"schema": SCHEMA, "sources": list(profile.sources),
+           "ranks_meta": [_rank_meta(r.meta) for r in profile.ranks], **out}
+    if multi:
+        out["ranks"] = {str(r.rank): summarize_batch(r.batch, multi_rank=False)
+                        for r in profile.ranks}
+    return out
+
+
+def _rank_meta(meta: dict) -> dict:
+    keep = ("source", "rank", "world_size", "host_name", "versions", "format", "skipped_events")
+    out = {k: meta[k] for k in keep if k in meta}
+    out["devices"] = [d.get("name") for d in meta.get("device_properties", []) if isinstance(d, dict)]
+    return out
+
+
+def summarize_batch(batch: EventBatch, multi_rank: bool = False) -> dict[str, Any]:
+    corr = correlate(batch)
+    durations = batch.duration_ns
+    out: dict[str, Any] = {"events": batch.counts_by_kind()}
+    if len(batch):
+        out["window_us"] = {"start_ns": int(batch.start_ns.min()), "end_ns": int(batch.end_ns.max()),
+                            "span_us": float(batch.end_ns.max() - batch.start_ns.min()) / 1e3}
+
+    devices = {}
+    for d in temporal_breakdown(batch):
+        key = f"{d['rank']}:{d['device']}" if multi_rank else str(d["device"])
+        devices[key] = {k: v for k, v in d.items() if k not in ("rank", "device")}
+    out["devices"] = devices
+
+    kernel_rows = np.flatnonzero(batch.kind == Kind.KERNEL)
+    kernel_total = float(durations[kernel_rows].sum()) / 1e3
+    classes = classify(batch, kernel_rows)
+    class_of_name = dict(zip(batch.name[kernel_rows].tolist(), classes.tolist()))
+    by_name = []
+    for name_id, s in group_durations(batch.name[kernel_rows], durations[kernel_rows]):
+        by_name.append({"name": batch.strings[name_id],
+                        "class": KERNEL_CLASSES[class_of_name[name_id]],
+                        "instances": s.pop("count"), **s,
+                        "time_pct": 100.0 * s["total_us"] / kernel_total if kernel_total else 0.0})
+    gpu_rows = corr.gpu_rows
+    out["kernels"] = {"count": len(kernel_rows), "total_us": kernel_total,
+                      "by_class": class_times(batch, gpu_rows), "by_name": by_name}
+
+    out["memcpy"] = {}
+    memcpy = batch.kind == Kind.MEMCPY
+    for mk in MemcpyKind:
+        rows = np.flatnonzero(memcpy & (batch.subkind == mk))
+        if len(rows) or mk != MemcpyKind.UNKNOWN:
+            key = mk.name if mk != MemcpyKind.UNKNOWN else "unknown"
+            out["memcpy"][key] = _transfer_stats(batch, rows)
+    out["memset"] = _transfer_stats(batch, np.flatnonzero(batch.kind == Kind.MEMSET))
+
+    api_rows = corr.launch_rows
+    api_total = float(durations[api_rows].sum()) / 1e3
+    out["runtime_api"] = [
+        {"name": batch.strings[n], "calls": s.pop("count"), **s,
+         "time_pct": 100.0 * s["total_us"] / api_total if api_total else 0.0}
+        for n, s in group_durations(batch.name[api_rows], durations[api_rows])]
+
+    sync_rows = np.flatnonzero(batch.kind == Kind.SYNC)
+    by_kind = {}
+    for sk in SyncKind:
+        rows = sync_rows[batch.subkind[sync_rows] == sk]
+        if len(rows):
+            by_kind[sk.name.lower()] = describe_us(durations[rows])
+    out["sync"] = {**describe_us(durations[sync_rows]), "by_kind": by_kind,
+                   "api": [r for r in out["runtime_api"] if r["name"] in SYNC_API]}
+
+    matched = corr.matched
+    launch_names = batch.name[corr.launch_of_gpu[matched]]
+    ids, counts = np.unique(launch_names, return_counts=True)
+    out["launch"] = {
+        "matched_gpu_ops": int(matched.sum()), "orphan_gpu_ops": corr.orphan_count,
+        "delay_us": percentiles_us(corr.delay_ns[matched]),
+        "latency_us": percentiles_us(corr.latency_ns[matched]),
+        "by_api": {batch.strings[i]: int(c) for i, c in zip(ids.tolist(), counts.tolist())},
+    }
+
+    depth = {(q.rank, q.device, q.stream): q.max_depth for q in queue_depths(batch, corr)}
+    out["streams"] = [dict(s, max_queue_depth=depth.get((s["rank"], s["device"], s["stream"]), 0))
+                      for s in idle_breakdown(batch, corr)]
+
+    out["annotations"] = _by_name(batch, Kind.USER_ANNOTATION, durations)
+    out["gpu_annotations"] = _by_name(batch, Kind.GPU_USER_ANNOTATION, durations)
+    out["steps"] = _steps(batch)
+    return out
+
+
+def _transfer_stats(batch: EventBatch, rows: np.ndarray) -> dict[str, Any]:
+    durations = batch.duration_ns[rows]
+    nbytes = batch.bytes[rows]
+    total_bytes = int(nbytes[nbytes > 0].sum())
+    stats = describe_us(durations)
+    seconds = stats["total_us"] / 1e6
+    return {**stats, "bytes": total_bytes,
+            "throughput_gbps": total_bytes / seconds / 1e9 if seconds > 0 else 0.0}
+
+
+def _by_name(batch: EventBatch, kind: Kind, durations: np.ndarray) -> list[dict]:
+    rows = np.flatnonzero(batch.kind == kind)
+    return [{"name": batch.strings[n], "instances": s.pop("count"), **s}
+            for n, s in group_durations(batch.name[rows], durations[rows])]
+
+
+def _steps(batch: EventBatch) -> dict[str, Any]:
+    rows = np.flatnonzero(batch.kind == Kind.STEP)
+    numbers = batch.extra("step")
+    items = sorted(
+        ({"step": numbers.get(int(r), -1), "rank": int(batch.rank[r]),
+          "start_ns": int(batch.start_ns[r]),
+          "duration_us": float(batch.end_ns[r] - batch.start_ns[r]) / 1e3} for r in rows),
+        key=lambda s: (s["rank"], s["start_ns"]))
+    return {"count": len(items), "duration_us": percentiles_us(batch.duration_ns[rows]),
+            "items": items}

@@ -1,0 +1,4 @@
+"""One module per ``otel-profiler`` subcommand; each defines ``register(subparsers)``."""
+
+COMMANDS = ("summary",)
+"""Subcommand modules, in the order ``--help`` lists them."""

@@ -1,0 +1,39 @@
+"""``otel-profiler summary INPUT...``: the statistical summary of traces or a profile folder."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from cuda_tracer.profile import load_profile
+
+from ..analysis.summary import summarize
+from ..report.console import render_csv, render_json, render_table
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "summary", help="statistical summary of trace files or profile folders",
+        description="Summarize Kineto/Chrome trace files (.json, .json.gz), folders of per-rank "
+                    "traces, or profile folders written by `otel-profiler run`.")
+    p.add_argument("inputs", nargs="+", metavar="INPUT")
+    p.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    p.add_argument("--top", type=int, default=20, help="rows per table (table format)")
+    p.add_argument("-o", "--output", help="write to this file instead of standard output")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    summary = summarize(load_profile(args.inputs))
+    if args.format == "json":
+        text = render_json(summary)
+    elif args.format == "csv":
+        text = render_csv(summary)
+    else:
+        text = render_table(summary, top=args.top)
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text + "\n")
+    else:
+        sys.stdout.write(text + "\n")
+    return 0

@@ -1,0 +1,1 @@
+"""Renderers of analysis results: console tables, CSV, JSON (and HTML)."""
