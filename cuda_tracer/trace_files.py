@@ -44,6 +44,7 @@ class _Args(msgspec.Struct):
     sync_kind: Any = msgspec.field(default=None, name="cuda_sync_kind")
     wait_on_stream: Any = None
     wait_on_event_record: Any = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
+    wait_on_event_id: Any = msgspec.field(default=None, name="wait_on_cuda_event_id")
     # [memory] instant events
     mem_bytes: Any = msgspec.field(default=None, name="Bytes")
     mem_device_id: Any = msgspec.field(default=None, name="Device Id")
@@ -299,6 +300,7 @@ def _convert(path: str, doc: _TraceFile) -> RankProfile:
         if a is not None:
             extra.add_int(i, "wait_on_stream", a.wait_on_stream)
             extra.add_int(i, "wait_on_event_record_correlation", a.wait_on_event_record)
+            extra.add_int(i, "wait_on_event_id", a.wait_on_event_id)
     for i in np.flatnonzero(kinds == Kind.MEMORY).tolist():
         a = events[i].args
         if a is None:

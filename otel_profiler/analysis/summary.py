@@ -51,10 +51,22 @@ def summarize(profile: Profile) -> dict[str, Any]:
     out = summarize_batch(profile.batch(), multi_rank=multi)
     out = {"schema": SCHEMA, "sources": list(profile.sources),
            "ranks_meta": [_rank_meta(r.meta) for r in profile.ranks], **out}
+    out["notes"] = _notes(out)
     if multi:
         out["ranks"] = {str(r.rank): summarize_batch(r.batch, multi_rank=False)
                         for r in profile.ranks}
     return out
+
+
+def _notes(summary: dict) -> list[str]:
+    notes = []
+    if not summary["devices"]:
+        notes.append("no GPU activity in this profile (no kernels, copies or sets were recorded)")
+    orphans = summary["launch"]["orphan_gpu_ops"]
+    if orphans:
+        notes.append(f"{orphans} GPU ops have no launch call in the trace (launched before the "
+                     "profiling window opened); they count in GPU time but not in launch statistics")
+    return notes
 
 
 def _rank_meta(meta: dict) -> dict:
