@@ -17,6 +17,7 @@ import gzip
 import os
 import re
 import zlib
+from operator import attrgetter
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -29,7 +30,7 @@ from .events import (COLUMNS, MISSING, EventBatch, Kind, memcpy_kind_from_name,
 from .profile import Profile, RankProfile, TraceError
 
 
-class _Args(msgspec.Struct):
+class _Args(msgspec.Struct, gc=False):
     external_id: Any = msgspec.field(default=None, name="External id")
     external_id_legacy: Any = msgspec.field(default=None, name="external id")
     correlation: Any = None
@@ -61,7 +62,7 @@ class _Args(msgspec.Struct):
     name: Any = None
 
 
-class _Event(msgspec.Struct):
+class _Event(msgspec.Struct, gc=False):
     ph: Any = None
     cat: Any = None
     name: Any = None
@@ -72,7 +73,7 @@ class _Event(msgspec.Struct):
     args: _Args | None = None
 
 
-class _TraceFile(msgspec.Struct):
+class _TraceFile(msgspec.Struct, gc=False):
     traceEvents: list[_Event] | None = None
     schemaVersion: Any = None
     deviceProperties: Any = None
@@ -179,15 +180,22 @@ def _base_ns(doc: _TraceFile, path: str) -> int:
 
 
 def _ints(values: list[Any]) -> np.ndarray:
-    """An int64 column from JSON values; None and junk become MISSING (fast path: all ints)."""
+    """An int64 column from JSON values; None, junk and out-of-range numbers become MISSING."""
     try:
-        return np.array([MISSING if v is None else v for v in values], dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        return np.array([_int(v) for v in values], dtype=np.int64)
+        return np.array([v if type(v) is int else _int(v) for v in values], dtype=np.int64)
+    except OverflowError:
+        return np.array([_int(v) if -2**63 <= _int(v) < 2**63 else MISSING for v in values],
+                        dtype=np.int64)
 
 
-def _arg(events: list[_Event], attr: str) -> list[Any]:
-    return [None if e.args is None else getattr(e.args, attr) for e in events]
+def _micros_to_ns(values: list[Any]) -> np.ndarray:
+    """Exact integer ns from decimal µs values (ints take a vectorised path, Decimals an exact one)."""
+    if set(map(type, values)) <= {int}:
+        return np.array(values, dtype=np.int64) * 1000
+    return np.array([int(v * 1000) for v in values], dtype=np.int64)
+
+
+_EMPTY_ARGS = _Args()
 
 
 def _convert(path: str, doc: _TraceFile) -> RankProfile:
@@ -216,16 +224,12 @@ def _convert(path: str, doc: _TraceFile) -> RankProfile:
 
     # Times: exact decimal µs -> integer ns. Rows with unusable times are dropped (and counted).
     try:
-        start = np.array([int(e.ts * 1000) for e in events], dtype=np.int64) + base_ns
-        dur = np.array([int(e.dur * 1000) if e.dur is not None and e.ph == "X" else 0
-                        for e in events], dtype=np.int64)
+        start, dur = _times(events, base_ns)
     except (InvalidOperation, OverflowError, ValueError):
         usable = [e for e in events if _usable_time(e)]
         skipped += len(events) - len(usable)
         events = usable
-        start = np.array([int(e.ts * 1000) for e in events], dtype=np.int64) + base_ns
-        dur = np.array([int(e.dur * 1000) if e.dur is not None and e.ph == "X" else 0
-                        for e in events], dtype=np.int64)
+        start, dur = _times(events, base_ns)
     good = dur >= 0
     if not good.all():
         skipped += int((~good).sum())
@@ -256,17 +260,22 @@ def _convert(path: str, doc: _TraceFile) -> RankProfile:
     col["kind"], col["name"], col["start_ns"], col["end_ns"] = kinds, name_ids, start, start + dur
     col["subkind"] = np.zeros(n, np.uint8)
     gpu = np.isin(kinds, _GPU_KIND_CODES)
-    pids, tids = _ints([e.pid for e in events]), _ints([e.tid for e in events])
-    devices, streams = _ints(_arg(events, "device")), _ints(_arg(events, "stream"))
+    args = [_EMPTY_ARGS if a is None else a for a in map(attrgetter("args"), events)]
+
+    def arg_column(name: str) -> np.ndarray:
+        return _ints(list(map(attrgetter(name), args)))
+
+    pids = _ints(list(map(attrgetter("pid"), events)))
+    tids = _ints(list(map(attrgetter("tid"), events)))
+    devices, streams = arg_column("device"), arg_column("stream")
     # GPU rows: device/stream from args, else from the pid/tid Kineto files them under.
     col["device"] = np.where(gpu, np.where(devices != MISSING, devices, pids), MISSING)
     col["stream"] = np.where(gpu, np.where(streams != MISSING, streams, tids), MISSING)
     col["pid"] = np.where(gpu, MISSING, pids)
     col["tid"] = np.where(gpu, MISSING, tids)
-    external = _ints(_arg(events, "external_id"))
-    legacy = _ints(_arg(events, "external_id_legacy"))
+    external, legacy = arg_column("external_id"), arg_column("external_id_legacy")
     col["external_id"] = np.where(external != MISSING, external, legacy)
-    col["correlation"] = _ints(_arg(events, "correlation"))
+    col["correlation"] = arg_column("correlation")
 
     extra = _Extras(index, strings)
     for i, number in zip(step_rows, step_numbers):
@@ -301,16 +310,14 @@ def _convert(path: str, doc: _TraceFile) -> RankProfile:
             extra.add_int(i, "wait_on_stream", a.wait_on_stream)
             extra.add_int(i, "wait_on_event_record_correlation", a.wait_on_event_record)
             extra.add_int(i, "wait_on_event_id", a.wait_on_event_id)
-    for i in np.flatnonzero(kinds == Kind.MEMORY).tolist():
-        a = events[i].args
-        if a is None:
-            continue
-        col["bytes"][i] = _int(a.mem_bytes)
-        col["device"][i] = _int(a.mem_device_id)
-        extra.add_int(i, "total_allocated", a.total_allocated)
-        extra.add_int(i, "total_reserved", a.total_reserved)
-        extra.add_int(i, "device_type", a.mem_device_type)
-    for i, value in enumerate(_arg(events, "collective")):
+    memory = np.flatnonzero(kinds == Kind.MEMORY)
+    memory_args = [args[i] for i in memory.tolist()]
+    col["bytes"][memory] = _ints(list(map(attrgetter("mem_bytes"), memory_args)))
+    col["device"][memory] = _ints(list(map(attrgetter("mem_device_id"), memory_args)))
+    for key, attr in (("total_allocated", "total_allocated"), ("total_reserved", "total_reserved"),
+                      ("device_type", "mem_device_type")):
+        extra.add_ints(memory, key, list(map(attrgetter(attr), memory_args)))
+    for i, value in enumerate(map(attrgetter("collective"), args)):
         if isinstance(value, str):
             a = events[i].args
             extra.add(i, "collective", value)
@@ -354,6 +361,14 @@ def _convert(path: str, doc: _TraceFile) -> RankProfile:
     return RankProfile(meta=meta, batch=batch)
 
 
+def _times(events: list[_Event], base_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    start = _micros_to_ns(list(map(attrgetter("ts"), events))) + base_ns
+    durs = [0 if d is None else d for d in map(attrgetter("dur"), events)]
+    dur = _micros_to_ns(durs)
+    dur[np.array([e.ph != "X" for e in events], dtype=bool)] = 0
+    return start, dur
+
+
 def _usable_time(e: _Event) -> bool:
     try:
         int(e.ts * 1000)
@@ -385,3 +400,14 @@ class _Extras:
     def add_int(self, row: int, key: str, value: Any) -> None:
         if value is not None:
             self.add(row, key, _int(value))
+
+    def add_ints(self, rows: np.ndarray, key: str, values: list[Any]) -> None:
+        """One attribute for many rows at once; rows whose value is None get none."""
+        present = [i for i, v in enumerate(values) if v is not None]
+        if not present:
+            return
+        self.add(int(rows[present[0]]), key, _int(values[present[0]]))
+        k = self.keys[-1]
+        self.rows.extend(rows[present[1:]].tolist())
+        self.keys.extend([k] * (len(present) - 1))
+        self.values.extend(_ints([values[i] for i in present[1:]]).tolist())

@@ -65,12 +65,18 @@ def merged_length(starts: np.ndarray, ends: np.ndarray) -> int:
     return int((e[last] - s[first]).sum())
 
 
-def temporal_breakdown(batch: EventBatch) -> list[dict]:
-    """One row per (rank, device): span, busy, idle, compute and non-compute time."""
-    rows = np.flatnonzero(np.isin(batch.kind, np.asarray(GPU_OP_KINDS, np.uint8)))
+def temporal_breakdown(batch: EventBatch, rows: np.ndarray | None = None,
+                       is_compute: np.ndarray | None = None) -> list[dict]:
+    """One row per (rank, device): span, busy, idle, compute and non-compute time.
+
+    ``rows`` defaults to every GPU op; ``is_compute`` (one flag per row) to the compute kernel class.
+    """
+    if rows is None:
+        rows = np.flatnonzero(np.isin(batch.kind, np.asarray(GPU_OP_KINDS, np.uint8)))
     if not len(rows):
         return []
-    classes = classify(batch, rows)
+    if is_compute is None:
+        is_compute = classify(batch, rows) == KERNEL_CLASSES.index(COMPUTE)
     out = []
     keys = np.stack([batch.rank[rows], batch.device[rows]], axis=1)
     for rank, device in np.unique(keys, axis=0).tolist():
@@ -79,7 +85,7 @@ def temporal_breakdown(batch: EventBatch) -> list[dict]:
         starts, ends = batch.start_ns[r], batch.end_ns[r]
         span = int(ends.max() - starts.min())
         busy = merged_length(starts, ends)
-        comp = classes[mask] == KERNEL_CLASSES.index(COMPUTE)
+        comp = is_compute[mask]
         compute = merged_length(starts[comp], ends[comp])
         idle = span - busy
         out.append({

@@ -1,0 +1,278 @@
+"""Live GPU capture through NVIDIA's cupti-python (optional extra ``cupti``), for frameworks other than torch.
+
+Lifecycle (:class:`CuptiSource`): ``start()`` checks that no other profiler owns CUPTI
+(``cuda_tracer.subscriber``), imports ``cupti`` lazily, registers the buffer callbacks, enables the
+activity kinds and calibrates the clock; ``collect()`` flushes completed buffers and converts them;
+``stop()`` disables the kinds, force-flushes and converts the rest. Any failure turns capture off
+with one warning and a reason in :attr:`CuptiSource.reason`; nothing raises into the host program.
+
+Hot path: CUPTI fills buffers on its own; ``_buffer_completed`` (called by cupti-python with decoded
+record objects) only appends that list to a deque and returns, so buffers go back to CUPTI at once.
+The deque is bounded in records; a buffer that would overflow it is dropped and counted
+(``lost_records``), next to CUPTI's own count of records it had no buffer space for
+(``cupti_dropped_records``, from ``activity_get_num_dropped_records``). Conversion to columns runs
+in ``collect()``, on whichever thread the caller uses, never inside a CUDA call.
+
+Assumption to check on a GPU (tests/gpu does): the record objects stay valid after the callback
+returns. cupti-python's ``from_ptr`` documents that records built without an owner copy their data.
+
+NVTX markers reach CUPTI only when ``NVTX_INJECTION64_PATH`` names libcupti before the process first
+uses NVTX; :meth:`CuptiSource.stats` says whether it was set.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import importlib
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .cupti_records import (ACTIVITY_KIND, RecordConverter, overhead_names_from,
+                            strip_api_version)
+from .events import EventBatch
+from .subscriber import back_off, other_profiler_active, reason_from_cupti_error
+
+DEFAULT_ACTIVITIES = ("CONCURRENT_KERNEL", "MEMCPY", "MEMCPY2", "MEMSET", "RUNTIME", "DRIVER",
+                      "SYNCHRONIZATION", "MARKER", "NAME", "OVERHEAD")
+BUFFER_BYTES = 8 << 20  # NVIDIA's samples use 8 MiB with no record limit
+MAX_PENDING_RECORDS = 2_000_000  # bound on converted-later records held in memory
+
+
+# ---------------------------------------------------------------------------- the optional module
+def load_cupti() -> tuple[Any, str | None]:
+    """``(cupti.cupti module, None)``, or ``(None, reason)`` when cupti-python cannot be used here."""
+    try:
+        return importlib.import_module("cupti.cupti"), None
+    except ModuleNotFoundError as exc:
+        if exc.name in ("cupti", "cupti.cupti"):
+            return None, "cupti-python is not installed (pip install 'otel-profiler[cupti]')"
+        return None, f"cupti-python failed to import: {exc}"
+    except Exception as exc:  # e.g. libcupti or the CUDA driver missing: an OSError from dlopen
+        return None, f"cupti-python failed to load: {type(exc).__name__}: {exc}"
+
+
+# ---------------------------------------------------------------------------- clock calibration
+@dataclass(frozen=True)
+class ClockCalibration:
+    """``epoch_ns = cupti_ns + offset_ns``, known to within ``± uncertainty_ns``.
+
+    CUPTI timestamps (``cupti.get_timestamp()`` and every record) are ns on CUPTI's own clock. On
+    current Linux drivers that clock is usually already the realtime clock (offset near 0), but that
+    is not promised, so we measure: read the wall clock, CUPTI's clock, the wall clock again, and
+    take the CUPTI reading as simultaneous with the midpoint of the two wall readings. The error is at
+    most half the bracket; of several samples the one with the narrowest bracket wins.
+    """
+
+    offset_ns: int
+    uncertainty_ns: int
+
+    def to_epoch(self, cupti_ns: int) -> int:
+        return cupti_ns + self.offset_ns
+
+
+def calibrate(cupti_now: Callable[[], int], wall_now: Callable[[], int] = time.time_ns,
+              samples: int = 9) -> ClockCalibration:
+    """Measure the CUPTI → Unix-epoch offset (see :class:`ClockCalibration`)."""
+    best: tuple[int, int] | None = None  # (bracket, offset)
+    for _ in range(max(1, samples)):
+        w0 = wall_now()
+        c = int(cupti_now())
+        w1 = wall_now()
+        bracket = w1 - w0
+        if bracket < 0:  # wall clock stepped backwards between the reads: unusable sample
+            continue
+        offset = w0 + bracket // 2 - c
+        if best is None or bracket < best[0]:
+            best = (bracket, offset)
+    if best is None:
+        raise RuntimeError("the wall clock went backwards during every calibration sample")
+    return ClockCalibration(offset_ns=best[1], uncertainty_ns=(best[0] + 1) // 2)
+
+
+# ---------------------------------------------------------------------------- module-backed helpers
+def api_namer(cupti: Any) -> Callable[[int, int], str]:
+    """``(kind, cbid) -> "cudaLaunchKernel"`` through ``cupti.get_callback_name``, cached."""
+    domains = {ACTIVITY_KIND["RUNTIME"]: cupti.CallbackDomain.RUNTIME_API,
+               ACTIVITY_KIND["DRIVER"]: cupti.CallbackDomain.DRIVER_API}
+    cache: dict[tuple[int, int], str] = {}
+
+    def name(kind: int, cbid: int) -> str:
+        key = (kind, cbid)
+        found = cache.get(key)
+        if found is None:
+            try:
+                found = strip_api_version(str(cupti.get_callback_name(domains[kind], cbid)))
+            except Exception:
+                found = f"{'cuda' if kind == ACTIVITY_KIND['RUNTIME'] else 'cu'}_cbid_{cbid}"
+            cache[key] = found
+        return found
+
+    return name
+
+
+def read_dropped_records(cupti: Any) -> int:
+    """Records CUPTI dropped for lack of buffer space since the last read (it resets on read).
+
+    cupti-python mirrors the C call: ``activity_get_num_dropped_records(context, stream_id, dropped)``
+    with ``dropped`` the address of a ``size_t``. Context 0 and stream 0 name the global queue that
+    ``activity_register_callbacks`` buffers use.
+    """
+    dropped = ctypes.c_size_t(0)
+    try:
+        cupti.activity_get_num_dropped_records(0, 0, ctypes.addressof(dropped))
+    except TypeError:  # a binding that returns the count instead
+        return int(cupti.activity_get_num_dropped_records(0, 0) or 0)
+    return int(dropped.value)
+
+
+# ---------------------------------------------------------------------------- the source
+class CuptiSource:
+    """One CUPTI activity capture for this process. See the module docstring for the lifecycle."""
+
+    name = "cupti"
+
+    def __init__(self, activities: tuple[str, ...] = DEFAULT_ACTIVITIES,
+                 buffer_bytes: int = BUFFER_BYTES, max_pending_records: int = MAX_PENDING_RECORDS,
+                 rank: int = -1, module: Any = None) -> None:
+        self.activities = tuple(activities)
+        self.buffer_bytes = int(buffer_bytes)
+        self.max_pending_records = int(max_pending_records)
+        self.rank = rank
+        self.reason: str | None = None
+        self.clock: ClockCalibration | None = None
+        self.enabled: list[str] = []
+        self.refused: dict[str, str] = {}  # activity -> why CUPTI would not enable it
+        self._module = module
+        self._cupti: Any = None
+        self._pending: collections.deque = collections.deque()
+        # Each counter has one writer, so no lock is needed: the callback thread writes _appended
+        # and _lost_records, the draining thread writes _drained.
+        self._appended = 0
+        self._drained = 0
+        self._lost_records = 0
+        self._cupti_dropped = 0
+        self._converted = 0
+        self._converter: RecordConverter | None = None
+        self._lock = threading.Lock()  # one converter user at a time (collect vs stop)
+        self.running = False
+
+    # ---------------------------------------------------------------- CUPTI callbacks (hot path)
+    def _buffer_requested(self) -> tuple[int, int]:
+        return self.buffer_bytes, 0
+
+    def _buffer_completed(self, activities: list) -> None:
+        n = len(activities)
+        if self._appended - self._drained + n > self.max_pending_records:
+            self._lost_records += n
+            return
+        self._pending.append(activities)
+        self._appended += n
+
+    # ---------------------------------------------------------------- lifecycle
+    def start(self) -> bool:
+        """Begin capture. Returns False (and warns once, with :attr:`reason`) when it cannot."""
+        if self.running:
+            return True
+        reason = other_profiler_active()
+        cupti = self._module
+        if reason is None and cupti is None:
+            cupti, reason = load_cupti()
+        if reason is not None:
+            return self._give_up(reason)
+        try:
+            cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
+            for activity in self.activities:
+                try:
+                    cupti.activity_enable(getattr(cupti.ActivityKind, activity))
+                    self.enabled.append(activity)
+                except Exception as exc:  # e.g. a kind this CUPTI/driver does not support
+                    if getattr(exc, "status", None) == 39:  # another subscriber: stop entirely
+                        raise
+                    self.refused[activity] = reason_from_cupti_error(exc)
+            if not self.enabled:
+                raise RuntimeError("CUPTI enabled none of the requested activity kinds")
+            self.clock = calibrate(cupti.get_timestamp)
+        except Exception as exc:
+            self._disable(cupti)
+            return self._give_up(reason_from_cupti_error(exc))
+        self._cupti = cupti
+        self._converter = RecordConverter(self.clock.offset_ns, api_namer(cupti),
+                                          overhead_names_from(cupti), rank=self.rank)
+        self.running = True
+        return True
+
+    def collect(self) -> EventBatch:
+        """Convert every buffer CUPTI has completed so far (asks CUPTI to hand over full ones)."""
+        if self.running:
+            self._call("activity_flush_all", 0)
+        return self._drain()
+
+    def stop(self) -> EventBatch:
+        """End capture: disable the kinds, force-flush partial buffers, convert what is left."""
+        if not self.running:
+            return self._drain()
+        cupti, self.running = self._cupti, False
+        self._disable(cupti)
+        self._call("activity_flush_all", 1)
+        return self._drain()
+
+    def stats(self) -> dict[str, Any]:
+        """What was captured and lost, for the profile's metadata."""
+        conv = self._converter
+        return {
+            "source": self.name,
+            "running": self.running,
+            "reason": self.reason,
+            "enabled": list(self.enabled),
+            "refused": dict(self.refused),
+            "records_converted": self._converted,
+            "lost_records": self._lost_records,
+            "cupti_dropped_records": self._cupti_dropped,
+            "clock_offset_ns": self.clock.offset_ns if self.clock else None,
+            "clock_uncertainty_ns": self.clock.uncertainty_ns if self.clock else None,
+            "unclosed_markers": len(conv.open_markers) if conv else 0,
+            "unmatched_marker_ends": conv.unmatched_marker_ends if conv else 0,
+            "skipped_records": {str(k): v for k, v in (conv.skipped if conv else {}).items()},
+            "nvtx_injection": bool(os.environ.get("NVTX_INJECTION64_PATH")),
+        }
+
+    # ---------------------------------------------------------------- internals
+    def _drain(self) -> EventBatch:
+        with self._lock:
+            records: list = []
+            while self._pending:
+                buf = self._pending.popleft()
+                self._drained += len(buf)
+                records.extend(buf)
+            if self._cupti is not None:
+                try:
+                    self._cupti_dropped += read_dropped_records(self._cupti)
+                except Exception:
+                    pass
+            if self._converter is None or not records:
+                return EventBatch.empty()
+            self._converted += len(records)
+            return self._converter.convert(records)
+
+    def _disable(self, cupti: Any) -> None:
+        for activity in self.enabled:
+            try:
+                cupti.activity_disable(getattr(cupti.ActivityKind, activity))
+            except Exception:
+                pass
+
+    def _call(self, fn: str, *args: Any) -> None:
+        try:
+            getattr(self._cupti, fn)(*args)
+        except Exception as exc:  # a flush failing must not take the training job down
+            self.refused.setdefault(fn, reason_from_cupti_error(exc))
+
+    def _give_up(self, reason: str) -> bool:
+        self.reason = reason
+        self.enabled = []
+        back_off(self.name, reason)
+        return False

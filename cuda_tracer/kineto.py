@@ -1,0 +1,172 @@
+"""Live capture through ``torch.profiler`` (Kineto), read back without writing trace JSON.
+
+``KinetoSource.start()`` opens a ``torch.profiler.profile`` session with CUDA activities when a GPU
+is present and CPU ops only when asked; ``stop()`` closes it and returns a ``KinetoCapture`` whose
+``to_batch()`` (cheap to call later, e.g. from a background thread) reads
+``prof.profiler.kineto_results.events()`` (``_KinetoEvent`` objects) into an ``EventBatch``.
+
+Each ``_KinetoEvent`` is turned into the same typed event the trace-file reader decodes from JSON
+(category = ``activity_type()``, args = ``metadata_json()`` plus the correlation fields) and then goes
+through ``trace_files``' conversion, so live and file captures give identical kinds and columns.
+Field meanings (``torch/csrc/autograd/init.cpp``): ``device_index`` is the device, or the process id
+for CPU events; ``device_resource_id`` is the stream, or the thread id for CPU events;
+``correlation_id`` is the CUPTI correlation id of device and runtime events and the op's own id
+(the JSON "External id") for CPU ops; ``linked_correlation_id`` is the linked CPU op's id.
+
+Imports torch only when a source is created; never imports otel_profiler.
+"""
+
+from __future__ import annotations
+
+import sys
+from decimal import Decimal
+from typing import Any, Iterable
+
+import msgspec
+
+from .events import EventBatch, Kind
+from .profile import RankProfile
+# One conversion for files and live events: reuse the reader's typed event and converter.
+from .trace_files import _Args, _Event, _TraceFile, _convert
+
+GPU_ACTIVITIES = frozenset({"kernel", "memcpy", "memset", "sync", "runtime", "driver"})
+CPU_ACTIVITIES = frozenset({"cpu_op"})
+
+_ACTIVITY_OF_KIND = {
+    Kind.KERNEL: "kernel", Kind.MEMCPY: "memcpy", Kind.MEMSET: "memset", Kind.SYNC: "sync",
+    Kind.RUNTIME: "runtime", Kind.DRIVER: "driver", Kind.CPU_OP: "cpu_op",
+    Kind.USER_ANNOTATION: "cpu_op", Kind.PYTHON_FUNCTION: "cpu_op", Kind.STEP: "cpu_op",
+    Kind.GPU_USER_ANNOTATION: "kernel", Kind.MEMORY: "cpu_op", Kind.INSTANT: "cpu_op",
+}
+_CPU_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function", "cpu_instant_event"})
+_ARGS_DECODER = msgspec.json.Decoder(_Args)
+
+
+def cuda_available() -> bool:
+    """True when torch is imported and sees a CUDA device (never imports torch itself)."""
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch.cuda.is_available())
+    except Exception:
+        return False
+
+
+def unavailable_reason(activities: Iterable[str]) -> str | None:
+    """Why ``KinetoSource(activities)`` would capture nothing, or None when it can run."""
+    wanted = set(activities)
+    if "torch" not in sys.modules:
+        return "torch is not imported"
+    if wanted & CPU_ACTIVITIES:
+        return None
+    if wanted & GPU_ACTIVITIES and cuda_available():
+        return None
+    return "no CUDA device and CPU ops not requested"
+
+
+class KinetoSource:
+    """One torch.profiler session per capture window."""
+
+    def __init__(self, activities: Iterable[str], rank: int = -1) -> None:
+        import torch.profiler as tp
+
+        self.activities = frozenset(activities)
+        self.rank = rank
+        kinds = []
+        if self.activities & CPU_ACTIVITIES:
+            kinds.append(tp.ProfilerActivity.CPU)
+        if self.activities & GPU_ACTIVITIES and cuda_available():
+            kinds.append(tp.ProfilerActivity.CUDA)
+        self._kinds = kinds
+        self._prof: Any = None
+
+    @property
+    def running(self) -> bool:
+        return self._prof is not None
+
+    def start(self) -> None:
+        """Begin capturing. Raises RuntimeError when torch's profiler is already in use."""
+        import torch.autograd.profiler as ap
+        import torch.profiler as tp
+
+        if ap._is_profiler_enabled:
+            raise RuntimeError("another torch.profiler session is active in this process")
+        prof = tp.profile(activities=self._kinds, record_shapes=False, with_stack=False)
+        prof.start()
+        self._prof = prof
+
+    def stop(self) -> "KinetoCapture":
+        prof, self._prof = self._prof, None
+        if prof is None:
+            return KinetoCapture(None, self.activities, self.rank)
+        prof.stop()
+        return KinetoCapture(prof.profiler.kineto_results, self.activities, self.rank)
+
+
+class KinetoCapture:
+    """The result of one window; ``to_batch()`` converts it (and drops the torch objects)."""
+
+    def __init__(self, results: Any, activities: frozenset[str], rank: int) -> None:
+        self._results = results
+        self.activities = activities
+        self.rank = rank
+
+    def to_batch(self) -> EventBatch:
+        results, self._results = self._results, None
+        if results is None:
+            return EventBatch.empty()
+        rank_profile = convert_events(results.events(), self.rank)
+        return keep_activities(rank_profile.batch, self.activities)
+
+
+def convert_events(events: Iterable[Any], rank: int = -1) -> RankProfile:
+    """``_KinetoEvent``-like objects (name(), start_ns(), ... methods) to a ``RankProfile``."""
+    typed = [_typed_event(e) for e in events]
+    typed = [e for e in typed if e is not None]
+    base = min((int(e.ts) for e in typed), default=0)
+    for e in typed:
+        e.ts = Decimal(int(e.ts) - base).scaleb(-3)
+    profile = _convert("<kineto live>", _TraceFile(traceEvents=typed, baseTimeNanoseconds=base))
+    profile.meta["format"] = "kineto-live"
+    if len(profile.batch):
+        profile.batch.columns["rank"][:] = rank
+    profile.meta["rank"] = rank
+    return profile
+
+
+def _typed_event(e: Any) -> _Event | None:
+    """One ``_KinetoEvent`` as the trace reader's ``_Event`` (``ts`` still in absolute ns)."""
+    try:
+        category = e.activity_type()
+        start = e.start_ns()
+        duration = max(e.duration_ns(), 0)
+        args = _args(e, category)
+        return _Event(ph="X", cat=category, name=e.name(), pid=e.device_index(),
+                      tid=e.device_resource_id(), ts=start, dur=Decimal(duration).scaleb(-3),
+                      args=args)
+    except Exception:  # an event torch cannot describe: skip it rather than lose the window
+        return None
+
+
+def _args(e: Any, category: str) -> _Args:
+    correlation = e.correlation_id()
+    if category in _CPU_CATEGORIES:
+        return _Args(external_id=correlation or None)
+    text = e.metadata_json() if hasattr(e, "metadata_json") else ""
+    try:
+        args = _ARGS_DECODER.decode("{" + text + "}") if text else _Args()
+    except msgspec.MsgspecError:
+        args = _Args()
+    if args.correlation is None and correlation:
+        args.correlation = correlation
+    linked = e.linked_correlation_id()
+    if linked:
+        args.external_id = linked
+    return args
+
+
+def keep_activities(batch: EventBatch, activities: frozenset[str]) -> EventBatch:
+    """Only the rows whose kind belongs to a requested activity."""
+    import numpy as np
+
+    wanted = [int(k) for k, a in _ACTIVITY_OF_KIND.items() if a in activities]
+    return batch.take(np.isin(batch.kind, np.asarray(wanted, np.uint8)))
