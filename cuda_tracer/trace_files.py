@@ -17,7 +17,8 @@ import gzip
 import os
 import re
 import zlib
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, is_
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -31,24 +32,24 @@ from .profile import Profile, RankProfile, TraceError
 
 
 class _Args(msgspec.Struct, gc=False):
-    external_id: Any = msgspec.field(default=None, name="External id")
-    external_id_legacy: Any = msgspec.field(default=None, name="external id")
-    correlation: Any = None
-    device: Any = None
-    stream: Any = None
+    external_id: Any = msgspec.field(default=MISSING, name="External id")
+    external_id_legacy: Any = msgspec.field(default=MISSING, name="external id")
+    correlation: Any = MISSING
+    device: Any = MISSING
+    stream: Any = MISSING
     bytes: Any = None
     grid: Any = None
     block: Any = None
-    registers: Any = msgspec.field(default=None, name="registers per thread")
-    shared_memory: Any = msgspec.field(default=None, name="shared memory")
-    graph_id: Any = msgspec.field(default=None, name="graph id")
+    registers: Any = msgspec.field(default=MISSING, name="registers per thread")
+    shared_memory: Any = msgspec.field(default=MISSING, name="shared memory")
+    graph_id: Any = msgspec.field(default=MISSING, name="graph id")
     sync_kind: Any = msgspec.field(default=None, name="cuda_sync_kind")
     wait_on_stream: Any = None
     wait_on_event_record: Any = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
     wait_on_event_id: Any = msgspec.field(default=None, name="wait_on_cuda_event_id")
     # [memory] instant events
-    mem_bytes: Any = msgspec.field(default=None, name="Bytes")
-    mem_device_id: Any = msgspec.field(default=None, name="Device Id")
+    mem_bytes: Any = msgspec.field(default=MISSING, name="Bytes")
+    mem_device_id: Any = msgspec.field(default=MISSING, name="Device Id")
     mem_device_type: Any = msgspec.field(default=None, name="Device Type")
     total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
     total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
@@ -66,8 +67,8 @@ class _Event(msgspec.Struct, gc=False):
     ph: Any = None
     cat: Any = None
     name: Any = None
-    pid: Any = None
-    tid: Any = None
+    pid: Any = MISSING
+    tid: Any = MISSING
     ts: int | Decimal | None = None
     dur: int | Decimal | None = None
     args: _Args | None = None
@@ -105,6 +106,8 @@ _KIND_BY_CATEGORY = {
     "trace": Kind.PROFILER,
 }
 
+_KIND_BY_RAW_CATEGORY = {**_KIND_BY_CATEGORY,
+                         **{c.capitalize(): k for c, k in _KIND_BY_CATEGORY.items()}}
 _STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 _RANK_IN_FILENAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _GPU_KIND_CODES = np.array([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.SYNC, Kind.GPU_USER_ANNOTATION],
@@ -180,9 +183,18 @@ def _base_ns(doc: _TraceFile, path: str) -> int:
 
 
 def _ints(values: list[Any]) -> np.ndarray:
-    """An int64 column from JSON values; None, junk and out-of-range numbers become MISSING."""
+    """An int64 column from JSON values; None, junk and out-of-range numbers become MISSING.
+
+    Integer-valued fields default to MISSING in the schema, so the common case is one C-level
+    conversion; anything else (null, hex or label strings, huge numbers) takes the careful path.
+    """
     try:
-        return np.array([v if type(v) is int else _int(v) for v in values], dtype=np.int64)
+        return np.array(values, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    try:
+        return np.array([v if type(v) is int else MISSING if v is None else _int(v)
+                         for v in values], dtype=np.int64)
     except OverflowError:
         return np.array([_int(v) if -2**63 <= _int(v) < 2**63 else MISSING for v in values],
                         dtype=np.int64)
@@ -202,58 +214,48 @@ def _convert(path: str, doc: _TraceFile) -> RankProfile:
     base_ns = _base_ns(doc, path)
     processes: dict[str, str] = {}
     threads: dict[str, str] = {}
-    flows = skipped = 0
-    events: list[_Event] = []
-    for e in doc.traceEvents:
-        ph = e.ph
-        if ph == "X" or ph == "i" or ph == "I":
-            if e.ts is None or not isinstance(e.name, str):
-                skipped += 1
-            else:
-                events.append(e)
-        elif ph == "M":
-            if e.args is not None and isinstance(e.args.name, str):
-                if e.name == "process_name":
-                    processes[str(e.pid)] = e.args.name
-                elif e.name == "thread_name":
-                    threads[f"{e.pid}/{e.tid}"] = e.args.name
-        elif ph in ("s", "f", "t"):
-            flows += 1
-        else:
-            skipped += 1
+    all_events = doc.traceEvents
+    n_all = len(all_events)
+    ph = np.array(list(map(attrgetter("ph"), all_events)) + [None], dtype=object)[:n_all]
+    span = (ph == "X") | (ph == "i") | (ph == "I")
+    usable = span & np.fromiter(map(isinstance, map(attrgetter("name"), all_events), repeat(str)),
+                                bool, n_all)
+    usable &= ~np.fromiter(map(is_, map(attrgetter("ts"), all_events), repeat(None)), bool, n_all)
+    flows = int(((ph == "s") | (ph == "f") | (ph == "t")).sum())
+    metadata = np.flatnonzero(ph == "M")
+    skipped = n_all - int(usable.sum()) - flows - len(metadata)
+    for i in metadata.tolist():
+        e = all_events[i]
+        if e.args is not None and isinstance(e.args.name, str):
+            if e.name == "process_name":
+                processes[str(e.pid)] = e.args.name
+            elif e.name == "thread_name":
+                threads[f"{e.pid}/{e.tid}"] = e.args.name
+    events: list[_Event] = [all_events[i] for i in np.flatnonzero(usable).tolist()]
+    phases = ph[usable]
 
     # Times: exact decimal µs -> integer ns. Rows with unusable times are dropped (and counted).
     try:
         start, dur = _times(events, base_ns)
     except (InvalidOperation, OverflowError, ValueError):
-        usable = [e for e in events if _usable_time(e)]
-        skipped += len(events) - len(usable)
-        events = usable
+        ok = np.array([_usable_time(e) for e in events], dtype=bool)
+        skipped += int((~ok).sum())
+        events = [e for e, good in zip(events, ok.tolist()) if good]
+        phases = phases[ok]
         start, dur = _times(events, base_ns)
     good = dur >= 0
     if not good.all():
         skipped += int((~good).sum())
         keep = np.flatnonzero(good)
         events = [events[i] for i in keep.tolist()]
-        start, dur = start[keep], dur[keep]
+        start, dur, phases = start[keep], dur[keep], phases[keep]
 
     index: dict[str, int] = {}
     name_ids = np.array([index.setdefault(e.name, len(index)) for e in events], dtype=np.int32)
     strings = list(index)
-    kind_of = _KIND_BY_CATEGORY.get
-    kinds = np.array([
-        (kind_of(e.cat.lower(), Kind.OTHER) if isinstance(e.cat, str) else Kind.OTHER)
-        if e.ph == "X" else (Kind.MEMORY if e.name == "[memory]" else Kind.INSTANT)
-        for e in events], dtype=np.uint8)
-
-    # Steps: ProfilerStep#N annotations (or ops, in old traces).
-    step_rows, step_numbers = [], []
-    for i in np.flatnonzero((kinds == Kind.USER_ANNOTATION) | (kinds == Kind.CPU_OP)).tolist():
-        m = _STEP_NAME.match(events[i].name)
-        if m:
-            step_rows.append(i)
-            step_numbers.append(int(m.group(1)))
-    kinds[step_rows] = Kind.STEP
+    kinds = _kinds(events, phases)
+    steps = _step_numbers(kinds, name_ids, strings)
+    kinds[list(steps)] = Kind.STEP
 
     n = len(events)
     col = {c: np.full(n, MISSING, dt) for c, dt in COLUMNS.items() if dt.kind == "i"}
@@ -278,24 +280,22 @@ def _convert(path: str, doc: _TraceFile) -> RankProfile:
     col["correlation"] = arg_column("correlation")
 
     extra = _Extras(index, strings)
-    for i, number in zip(step_rows, step_numbers):
+    for i, number in steps.items():
         extra.add(i, "step", number)
     for i in np.flatnonzero(kinds == Kind.PROFILER)[:1].tolist():
         window = [int(start[i]), int(start[i] + dur[i])]
         break
     else:
         window = None
-    for i in np.flatnonzero(kinds == Kind.KERNEL).tolist():
-        a = events[i].args
-        if a is None:
-            continue
-        if isinstance(a.grid, list) and len(a.grid) == 3:
-            col["grid_x"][i], col["grid_y"][i], col["grid_z"][i] = map(_int, a.grid)
-        if isinstance(a.block, list) and len(a.block) == 3:
-            col["block_x"][i], col["block_y"][i], col["block_z"][i] = map(_int, a.block)
-        col["registers"][i] = _int(a.registers)
-        col["shared_mem"][i] = _int(a.shared_memory)
-        col["graph_id"][i] = _int(a.graph_id)
+    kernels = np.flatnonzero(kinds == Kind.KERNEL)
+    kernel_args = [args[i] for i in kernels.tolist()]
+    for axis, attr in (("grid", "grid"), ("block", "block")):
+        triples = _ints([v for a in kernel_args for v in _triple(getattr(a, attr))]).reshape(-1, 3)
+        for j, xyz in enumerate("xyz"):
+            col[f"{axis}_{xyz}"][kernels] = triples[:, j]
+    for column, attr in (("registers", "registers"), ("shared_mem", "shared_memory"),
+                         ("graph_id", "graph_id")):
+        col[column][kernels] = _ints(list(map(attrgetter(attr), kernel_args)))
     for i in np.flatnonzero((kinds == Kind.MEMCPY) | (kinds == Kind.MEMSET)).tolist():
         e = events[i]
         if e.args is not None:
@@ -361,11 +361,46 @@ def _convert(path: str, doc: _TraceFile) -> RankProfile:
     return RankProfile(meta=meta, batch=batch)
 
 
+def _triple(value: Any) -> tuple:
+    return tuple(value) if isinstance(value, list) and len(value) == 3 else (None, None, None)
+
+
+def _kinds(events: list[_Event], phases: np.ndarray) -> np.ndarray:
+    """Kind of each event: from the category for complete ("X") events, else instant or memory."""
+    cats = list(map(attrgetter("cat"), events))
+    try:
+        found = np.array(list(map(_KIND_BY_RAW_CATEGORY.get, cats)) + [None], dtype=object)[:-1]
+    except TypeError:  # an unhashable category (a list, an object): take the careful path
+        found = np.full(len(cats), None, dtype=object)
+    for i in np.flatnonzero(np.equal(found, None)).tolist():
+        c = cats[i]
+        found[i] = _KIND_BY_CATEGORY.get(c.lower(), Kind.OTHER) if isinstance(c, str) else Kind.OTHER
+    kinds = found.astype(np.uint8)
+    instant = np.flatnonzero(phases != "X")
+    kinds[instant] = [Kind.MEMORY if events[i].name == "[memory]" else Kind.INSTANT
+                      for i in instant.tolist()]
+    return kinds
+
+
+def _step_numbers(kinds: np.ndarray, name_ids: np.ndarray, strings: list[str]) -> dict[int, int]:
+    """Row -> step number for ``ProfilerStep#N`` annotations (or ops, in old traces)."""
+    candidates = np.flatnonzero((kinds == Kind.USER_ANNOTATION) | (kinds == Kind.CPU_OP))
+    numbers = {}
+    for name_id in np.unique(name_ids[candidates]).tolist():
+        m = _STEP_NAME.match(strings[name_id])
+        if m:
+            numbers[name_id] = int(m.group(1))
+    if not numbers:
+        return {}
+    rows = candidates[np.isin(name_ids[candidates], list(numbers))]
+    return {row: numbers[name_id] for row, name_id in zip(rows.tolist(), name_ids[rows].tolist())}
+
+
 def _times(events: list[_Event], base_ns: int) -> tuple[np.ndarray, np.ndarray]:
     start = _micros_to_ns(list(map(attrgetter("ts"), events))) + base_ns
     durs = [0 if d is None else d for d in map(attrgetter("dur"), events)]
     dur = _micros_to_ns(durs)
-    dur[np.array([e.ph != "X" for e in events], dtype=bool)] = 0
+    dur[np.array(list(map(attrgetter("ph"), events)) + [None], dtype=object)[:-1] != "X"] = 0
     return start, dur
 
 
