@@ -34,7 +34,8 @@ from typing import Any, Callable
 from .cupti_records import (ACTIVITY_KIND, RecordConverter, overhead_names_from,
                             strip_api_version)
 from .events import EventBatch
-from .subscriber import back_off, other_profiler_active, reason_from_cupti_error
+from .subscriber import (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS, back_off, other_profiler_active,
+                         reason_from_cupti_error)
 
 DEFAULT_ACTIVITIES = ("CONCURRENT_KERNEL", "MEMCPY", "MEMCPY2", "MEMSET", "RUNTIME", "DRIVER",
                       "SYNCHRONIZATION", "MARKER", "NAME", "OVERHEAD")
@@ -177,12 +178,13 @@ class CuptiSource:
         """Begin capture. Returns False (and warns once, with :attr:`reason`) when it cannot."""
         if self.running:
             return True
-        reason = other_profiler_active()
+        reason = other_profiler_active(count_own=True)
         cupti = self._module
         if reason is None and cupti is None:
             cupti, reason = load_cupti()
         if reason is not None:
             return self._give_up(reason)
+        self.enabled, self.refused = [], {}
         try:
             cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
             for activity in self.activities:
@@ -190,7 +192,7 @@ class CuptiSource:
                     cupti.activity_enable(getattr(cupti.ActivityKind, activity))
                     self.enabled.append(activity)
                 except Exception as exc:  # e.g. a kind this CUPTI/driver does not support
-                    if getattr(exc, "status", None) == 39:  # another subscriber: stop entirely
+                    if getattr(exc, "status", None) == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS:
                         raise
                     self.refused[activity] = reason_from_cupti_error(exc)
             if not self.enabled:

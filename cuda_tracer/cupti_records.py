@@ -24,8 +24,6 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterable
 
-import numpy as np
-
 from .events import MISSING, BatchBuilder, EventBatch, Kind, MemcpyKind, SyncKind
 
 # ---------------------------------------------------------------- CUPTI C ABI values (cupti_activity.h)
@@ -303,10 +301,3 @@ def overhead_names_from(cupti: Any) -> dict[int, str]:
             names[int(member)] = _title(member.name)
     return names
 
-
-def column_summary(batch: EventBatch) -> dict[str, int]:
-    """Counts per kind plus how many GPU ops carry a correlation id (used by the GPU checks)."""
-    counts = batch.counts_by_kind()
-    gpu = np.isin(batch.kind, np.asarray([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET], np.uint8))
-    counts["gpu_ops_with_correlation"] = int((batch.correlation[gpu] != MISSING).sum())
-    return counts

@@ -24,7 +24,7 @@ from typing import Any, Iterable
 
 import msgspec
 
-from .events import EventBatch, Kind
+from .events import MISSING, EventBatch, Kind
 from .profile import RankProfile
 # One conversion for files and live events: reuse the reader's typed event and converter.
 from .trace_files import _Args, _Event, _TraceFile, _convert
@@ -63,6 +63,32 @@ def unavailable_reason(activities: Iterable[str]) -> str | None:
     return "no CUDA device and CPU ops not requested"
 
 
+class ProfilerBusy(RuntimeError):
+    """Another profiler (the user's torch.profiler, Nsight, a CUPTI subscriber) holds the process."""
+
+
+def other_profiler() -> str | None:
+    """Why Kineto must not start now (``cuda_tracer.subscriber`` rules), or None."""
+    try:
+        from .subscriber import other_profiler_active
+    except ImportError:  # the CUPTI side is optional: fall back to torch's own flag
+        profiler = sys.modules.get("torch.autograd.profiler")
+        if profiler is not None and getattr(profiler, "_is_profiler_enabled", False):
+            return "a torch.profiler session started by the user is active in this process"
+        return None
+    return other_profiler_active()
+
+
+def _own_session() -> Any:
+    try:
+        from .subscriber import own_session
+    except ImportError:
+        import contextlib
+
+        return contextlib.nullcontext()
+    return own_session("torch_profiler")
+
+
 class KinetoSource:
     """One torch.profiler session per capture window."""
 
@@ -78,27 +104,49 @@ class KinetoSource:
             kinds.append(tp.ProfilerActivity.CUDA)
         self._kinds = kinds
         self._prof: Any = None
+        self._owned: Any = None
 
     @property
     def running(self) -> bool:
         return self._prof is not None
 
     def start(self) -> None:
-        """Begin capturing. Raises RuntimeError when torch's profiler is already in use."""
-        import torch.autograd.profiler as ap
+        """Begin capturing. Raises ``ProfilerBusy`` when another profiler holds the process."""
         import torch.profiler as tp
 
-        if ap._is_profiler_enabled:
-            raise RuntimeError("another torch.profiler session is active in this process")
-        prof = tp.profile(activities=self._kinds, record_shapes=False, with_stack=False)
-        prof.start()
-        self._prof = prof
+        reason = other_profiler()
+        if reason is not None:
+            raise ProfilerBusy(reason)
+        prof = tp.profile(activities=self._kinds, record_shapes=False, with_stack=False,
+                          experimental_config=self._experimental_config())
+        owned = _own_session()
+        owned.__enter__()  # our session: the CUPTI source's detector must not count it as the user's
+        try:
+            prof.start()
+        except BaseException:
+            owned.__exit__(None, None, None)
+            raise
+        self._prof, self._owned = prof, owned
+
+    def _experimental_config(self) -> Any:
+        """cuda_sync events are opt-in in torch.profiler: ask for them when ``sync`` is wanted."""
+        if "sync" not in self.activities or len(self._kinds) == 0 or not cuda_available():
+            return None
+        try:
+            import torch
+
+            return torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
+        except Exception:  # an older torch without the option: no sync events
+            return None
 
     def stop(self) -> "KinetoCapture":
         prof, self._prof = self._prof, None
         if prof is None:
             return KinetoCapture(None, self.activities, self.rank)
-        prof.stop()
+        try:
+            prof.stop()
+        finally:
+            self._owned.__exit__(None, None, None)
         return KinetoCapture(prof.profiler.kineto_results, self.activities, self.rank)
 
 
@@ -148,15 +196,15 @@ def _typed_event(e: Any) -> _Event | None:
 
 
 def _args(e: Any, category: str) -> _Args:
-    correlation = e.correlation_id()
+    correlation = e.correlation_id() or MISSING
     if category in _CPU_CATEGORIES:
-        return _Args(external_id=correlation or None)
+        return _Args(external_id=correlation)
     text = e.metadata_json() if hasattr(e, "metadata_json") else ""
     try:
         args = _ARGS_DECODER.decode("{" + text + "}") if text else _Args()
     except msgspec.MsgspecError:
         args = _Args()
-    if args.correlation is None and correlation:
+    if args.correlation in (None, MISSING):
         args.correlation = correlation
     linked = e.linked_correlation_id()
     if linked:

@@ -35,13 +35,19 @@ _LOCK = threading.Lock()
 # CUptiResult codes (cupti_result.h; cupti-python's ``cupti.Result`` has the same values) that mean
 # "someone else holds CUPTI" rather than a bug of ours. 39 is also what CUPTI answers when the process
 # runs under nvprof, Nsight Systems/Compute or cuda-gdb (cupti_result.h).
+CUPTI_ERROR_MULTIPLE_SUBSCRIBERS = 39
 _CUPTI_FOREIGN_OWNER = {
-    39: "another CUPTI subscriber owns this process (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)",
+    CUPTI_ERROR_MULTIPLE_SUBSCRIBERS: "another CUPTI subscriber owns this process (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)",
 }
 
 
-def other_profiler_active(environ: Mapping[str, str] | None = None) -> str | None:
-    """A one-line reason when another profiler owns CUPTI in this process, else ``None``."""
+def other_profiler_active(environ: Mapping[str, str] | None = None,
+                          count_own: bool = False) -> str | None:
+    """A one-line reason when another profiler owns CUPTI in this process, else ``None``.
+
+    ``count_own=True`` also counts a torch.profiler session that our Kineto source started: the
+    CUPTI source must not start beside it either.
+    """
     env = os.environ if environ is None else environ
     injection = env.get("CUDA_INJECTION64_PATH")
     if injection:
@@ -50,8 +56,11 @@ def other_profiler_active(environ: Mapping[str, str] | None = None) -> str | Non
     nsys = sorted(k for k in env if k.startswith("NSYS_"))
     if nsys:
         return f"running under Nsight Systems ({nsys[0]} is set)"
-    if "torch_profiler" not in _OWN_SESSIONS and _torch_profiler_enabled():
-        return "a torch.profiler session started by the user is active in this process"
+    if _torch_profiler_enabled():
+        if "torch_profiler" not in _OWN_SESSIONS:
+            return "a torch.profiler session started by the user is active in this process"
+        if count_own:
+            return "the profiler's own torch.profiler (Kineto) session holds CUPTI in this process"
     return None
 
 

@@ -122,6 +122,140 @@ define("OTEL_PROFILER_OUTPUT_DIR", "./otel-profile", parse_str,
        "Where profile folders are written (one sub-folder per run).")
 
 
+# ----------------------------------------------------------------- live capture (issue 3: session)
+# Read by otel_profiler.session and friends; documented in README "Profiling a training run".
+class StepRange(tuple):
+    """``(start, stop)`` of a step range, shown as ``start:stop``."""
+
+    def __str__(self) -> str:
+        return f"{self[0]}:{self[1]}"
+
+
+class Activities(frozenset):
+    """A set of activity names, shown comma-separated (``gpu`` for the GPU group)."""
+
+    def __str__(self) -> str:
+        gpu = set(ACTIVITY_GROUPS["gpu"])
+        rest = sorted(self - gpu) if gpu <= self else sorted(self)
+        return ",".join((["gpu"] if gpu <= self else []) + rest) or "(none)"
+
+
+def parse_step_range(text: str) -> StepRange | None:
+    """``A:B`` means steps A to B-1; empty or ``off`` means no step range."""
+    value = text.strip().lower()
+    if value in ("", "off", "none"):
+        return None
+    first, sep, last = value.partition(":")
+    try:
+        a, b = int(first), int(last)
+    except ValueError:
+        raise ConfigError("expected START:STOP step numbers, e.g. 100:110") from None
+    if not sep or a < 0 or b <= a:
+        raise ConfigError("expected START:STOP with 0 <= START < STOP, e.g. 100:110")
+    return StepRange((a, b))
+
+
+ACTIVITY_GROUPS = {"gpu": ("kernel", "memcpy", "memset", "sync", "runtime", "driver")}
+ACTIVITIES = ("kernel", "memcpy", "memset", "sync", "runtime", "driver", "cpu_op")
+
+
+def parse_activities(text: str) -> Activities:
+    out: set[str] = set()
+    for item in text.split(","):
+        item = item.strip().lower()
+        if not item:
+            continue
+        if item in ACTIVITY_GROUPS:
+            out.update(ACTIVITY_GROUPS[item])
+        elif item in ACTIVITIES:
+            out.add(item)
+        else:
+            raise ConfigError(f"unknown activity {item!r}; expected gpu or any of {', '.join(ACTIVITIES)}")
+    return Activities(out)
+
+
+define("OTEL_PROFILER_PROFILE_DIR", "", parse_str,
+       "Exact profile folder for this run (default: OTEL_PROFILER_OUTPUT_DIR/<run id>).")
+define("OTEL_PROFILER_RUN_ID", "", parse_str,
+       "Run id shared by every process and rank of a job (default: torchrun/SLURM ids, else generated).")
+define("OTEL_PROFILER_ACTIVITIES", Activities(ACTIVITY_GROUPS["gpu"]), parse_activities,
+       "What detailed windows capture: gpu (kernel,memcpy,memset,sync,runtime,driver) and/or cpu_op.")
+define("OTEL_PROFILER_STEPS", StepRange((1, 11)), parse_step_range,
+       "Detailed capture for steps START:STOP (STOP excluded); off for none.")
+define("OTEL_PROFILER_EVERY_STEPS", 0, parse_int(minimum=0),
+       "Also capture a window every N steps (0: off).")
+define("OTEL_PROFILER_WINDOW_STEPS", 5, parse_int(minimum=1),
+       "Length in steps of windows opened by EVERY_STEPS, a signal, the trigger port or a slow step.")
+define("OTEL_PROFILER_DURATION_S", 0.0, parse_float(minimum=0.0),
+       "Also capture the first N seconds of the run in detail (0: off).")
+define("OTEL_PROFILER_SLOW_STEP_FACTOR", 3.0, parse_float(minimum=0.0),
+       "Capture the next steps when one step takes this many times the recent median (0: off).")
+define("OTEL_PROFILER_SIGNAL", True, parse_bool,
+       "SIGUSR2 opens a detailed window on a running job (only if the program has no SIGUSR2 handler).")
+define("OTEL_PROFILER_TRIGGER_PORT", 0, parse_int(minimum=0, maximum=65535),
+       "UDP port on 127.0.0.1 (plus LOCAL_RANK) where any datagram opens a detailed window (0: off).")
+define("OTEL_PROFILER_AUTO_STEPS", True, parse_bool,
+       "Count a training step at every torch.optim optimizer step (off when the code calls step()).")
+define("OTEL_PROFILER_FLUSH_EVENTS", 200_000, parse_int(minimum=1000),
+       "Write a part to the profile folder once this many annotation/step events are buffered.")
+define("OTEL_PROFILER_FLUSH_INTERVAL_S", 60.0, parse_float(minimum=0.1),
+       "Write buffered events to the profile folder at least this often.")
+define("OTEL_PROFILER_SUMMARY_AT_EXIT", True, parse_bool,
+       "Each profiled process writes summary.json and names its folder on exit (`run` turns this "
+       "off in the job and summarizes once, after it).")
+
+# ------------------------------------------------------------ OTLP export (issue 4: exporter)
+# Read by otel_profiler.exporter (and the export/replay commands); documented in README
+# "Export to Jaeger / Tempo (OTLP)". Standard OTLP exporter variables first: a TRACES_ variant wins
+# over the general one; unset TRACES_ variants default to None (= use the general one).
+def parse_protocol(text: str) -> str:
+    return parse_choice("grpc", "http/protobuf", "http/json")(text)
+
+
+def parse_compression(text: str) -> str:
+    return parse_choice("gzip", "none")(text)
+
+
+for _prefix, _what in (("OTEL_EXPORTER_OTLP_", "all signals"), ("OTEL_EXPORTER_OTLP_TRACES_", "traces")):
+    _general = _prefix == "OTEL_EXPORTER_OTLP_"
+    define(f"{_prefix}ENDPOINT", "" if _general else None, parse_str,
+           f"OTLP endpoint for {_what} (URL; set it to turn span export on). "
+           + ("HTTP appends /v1/traces." if _general else "Used as is."))
+    define(f"{_prefix}PROTOCOL", "http/protobuf" if _general else None, parse_protocol,
+           f"OTLP protocol for {_what}: grpc, http/protobuf or http/json.")
+    define(f"{_prefix}HEADERS", {} if _general else None, parse_key_values,
+           f"Request headers for {_what}, key=value pairs separated by commas (values never logged).",
+           secret=True)
+    define(f"{_prefix}TIMEOUT", 10000 if _general else None, parse_int(minimum=1),
+           f"Timeout of one OTLP export request for {_what}, in milliseconds.")
+    define(f"{_prefix}COMPRESSION", "none" if _general else None, parse_compression,
+           f"Compression of OTLP requests for {_what}: gzip or none.")
+    define(f"{_prefix}CERTIFICATE", "" if _general else None, parse_str,
+           f"PEM file of trusted certificates to verify the server for {_what} (TLS).")
+    define(f"{_prefix}CLIENT_KEY", "" if _general else None, parse_str,
+           f"PEM private key of the client for mutual TLS ({_what}).", secret=True)
+    define(f"{_prefix}CLIENT_CERTIFICATE", "" if _general else None, parse_str,
+           f"PEM client certificate chain for mutual TLS ({_what}).")
+    define(f"{_prefix}INSECURE", False if _general else None, parse_bool,
+           f"gRPC without TLS for {_what} when the endpoint has no http/https scheme.")
+
+# The profiler's own export switches.
+define("OTEL_PROFILER_OTLP_FILE", "", parse_str,
+       "Also write spans as OTLP JSON lines (Collector file-exporter format) to this file.")
+define("OTEL_PROFILER_SPAN_BUDGET", 2000, parse_int(minimum=10),
+       "Spans per trace (step): the costliest GPU ops are spans, the rest aggregated per kernel name.")
+define("OTEL_PROFILER_SPAN_WINDOW_S", 10.0, parse_float(minimum=0.001),
+       "Events outside every step are grouped into traces of windows this long (seconds).")
+define("OTEL_PROFILER_EXPORT_QUEUE", 64, parse_int(minimum=1),
+       "Batches the exporter process may have queued; more are dropped (and counted), never waited for.")
+define("OTEL_PROFILER_SPOOL_DIR", "", parse_str,
+       "Where undeliverable OTLP requests are spooled (default: OTEL_PROFILER_OUTPUT_DIR/otlp-spool).")
+define("OTEL_PROFILER_SPOOL_MAX_MB", 1024, parse_int(minimum=0),
+       "Size limit of the spool in MiB; requests beyond it are dropped (and counted).")
+define("OTEL_PROFILER_EXPORT_RETRY_S", 30.0, parse_float(minimum=0.0),
+       "How long one request is retried (exponential backoff) before it is spooled.")
+
+
 # ---------------------------------------------------------------------------------- loading
 @dataclass
 class Settings:

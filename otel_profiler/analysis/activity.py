@@ -59,7 +59,7 @@ def _busy_per_bucket(starts: np.ndarray, ends: np.ndarray, lo: int, width: float
     new = np.r_[True, s[1:] > e[:-1]]
     first = np.flatnonzero(new)
     last = np.r_[first[1:], len(s)] - 1
-    ms, me = s[first].astype(np.float64) - lo, e[last].astype(np.float64) - lo
+    ms, me = (s[first] - lo).astype(np.float64), (e[last] - lo).astype(np.float64)
     edges = np.arange(n + 1, dtype=np.float64) * width
     # Busy time before each edge = sum over merged intervals of clip(edge - start, 0, length).
     before = np.array([np.clip(edge - ms, 0, me - ms).sum() for edge in edges])
@@ -106,9 +106,11 @@ def cpu_active(batch: EventBatch) -> dict[str, dict[str, float]]:
 
 
 def annotation_durations(batch: EventBatch, limit: int = 20_000) -> dict[str, list[float]]:
-    """Durations (µs) of each user annotation and step name, for the annotation histogram (capped)."""
+    """Durations (µs) of each CPU and GPU user annotation name, for the annotation histogram (capped).
+
+    Steps have their own histogram (the summary's ``steps.items``)."""
     rows = np.flatnonzero(np.isin(batch.kind, np.asarray(
-        (Kind.USER_ANNOTATION, Kind.GPU_USER_ANNOTATION, Kind.STEP), np.uint8)))
+        (Kind.USER_ANNOTATION, Kind.GPU_USER_ANNOTATION), np.uint8)))
     out: dict[str, list[float]] = {}
     durs = (batch.end_ns[rows] - batch.start_ns[rows]) / 1e3
     for name_id in np.unique(batch.name[rows]).tolist():

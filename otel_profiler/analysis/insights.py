@@ -40,8 +40,8 @@ class Thresholds:
     """step_outliers: ... and at least this % slower than the median step."""
     min_steps: int = 3
     """step_outliers: fewer steps than this say nothing about outliers."""
-    load_imbalance_pct: float = 20.0
-    """load_balancing: (max - min) / max of GPU busy time across devices, in %."""
+    load_imbalance_points: float = 20.0
+    """load_balancing: utilization of the most and least busy GPU this many % points apart."""
     straggler_pct: float = 5.0
     """straggler_ranks: a rank whose median step is this % above the median of all ranks."""
     memory_growth_pct_points: float = 10.0
@@ -227,23 +227,27 @@ def step_outliers(ctx: _Context) -> list[dict]:
 
 
 def load_balancing(ctx: _Context) -> list[dict]:
-    """Uneven GPU busy time across devices (and ranks): (max - min) / max ≥ ``load_imbalance_pct``."""
+    """GPU utilization (busy % of span) of the most and least busy device ``load_imbalance_points`` apart.
+
+    SageMaker's LoadBalancing compares per-GPU utilization histograms; with a trace we compare each
+    device's utilization over its span, across the devices of one rank and across ranks.
+    """
     devices = ctx.summary["devices"]
     if len(devices) < 2:
         return []
-    busy = {k: v["busy_us"] for k, v in devices.items()}
-    hi_key, lo_key = max(busy, key=busy.get), min(busy, key=busy.get)
-    hi, lo = busy[hi_key], busy[lo_key]
-    pct = 100.0 * (hi - lo) / hi if hi else 0.0
-    if pct < ctx.th.load_imbalance_pct:
+    util = {k: 100.0 - v["idle_pct"] for k, v in devices.items()}
+    hi_key, lo_key = max(util, key=util.get), min(util, key=util.get)
+    points = util[hi_key] - util[lo_key]
+    if points < ctx.th.load_imbalance_points:
         return []
     return [_insight(
         "load_balancing", "medium", "all devices", "Unbalanced work across GPUs",
-        f"GPU busy time ranges from {lo / 1e3:,.1f} ms ({_device_label(lo_key)}) to {hi / 1e3:,.1f} ms "
-        f"({_device_label(hi_key)}): {pct:.1f}% apart (threshold {ctx.th.load_imbalance_pct:g}%).",
+        f"GPU utilization ranges from {util[lo_key]:.1f}% ({_device_label(lo_key)}) to "
+        f"{util[hi_key]:.1f}% ({_device_label(hi_key)}): {points:.1f} points apart (threshold "
+        f"{ctx.th.load_imbalance_points:g} points).",
         "Balance the work: shard data and model evenly, check for uneven sequence lengths or "
         "embedding tables, or choose a different distributed strategy.",
-        busy_us=busy, imbalance_pct=pct)]
+        util_pct=util, imbalance_points=points)]
 
 
 def straggler_ranks(ctx: _Context) -> list[dict]:

@@ -1,4 +1,4 @@
 """One module per ``otel-profiler`` subcommand; each defines ``register(subparsers)``."""
 
-COMMANDS = ("summary",)
+COMMANDS = ("summary", "report", "run", "trigger", "export", "replay")
 """Subcommand modules, in the order ``--help`` lists them."""

@@ -7,6 +7,7 @@ import sys
 
 from cuda_tracer.profile import load_profile
 
+from ..analysis.insights import insights
 from ..analysis.summary import summarize
 from ..report.console import render_csv, render_json, render_table
 
@@ -24,7 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    summary = summarize(load_profile(args.inputs))
+    profile = load_profile(args.inputs)
+    summary = summarize(profile)
+    summary["insights"] = insights(profile, summary)
     if args.format == "json":
         text = render_json(summary)
     elif args.format == "csv":

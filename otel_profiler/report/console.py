@@ -68,6 +68,11 @@ def tables(summary: dict, top: int = 20) -> list[Table]:
                 ("Count", "p50 (us)", "p90 (us)", "p99 (us)", "Max (us)", "Mean (us)"),
                 [(steps["count"], d["p50"], d["p90"], d["p99"], d["max"], d["mean"])]
                 if steps["count"] else []))
+    if "insights" in summary:
+        out.append((f"Insights ({len(summary['insights'])})",
+                    ("Severity", "Scope", "Rule", "Evidence", "Recommendation"),
+                    [(i["severity"], i["scope"], i["rule"], i["evidence"], i["recommendation"])
+                     for i in summary["insights"]]))
     return out
 
 

@@ -1,0 +1,132 @@
+"""Report generation time and HTML size for the largest shared trace and a synthetic 1M-event profile,
+plus, when Chromium and selenium are installed, how long the page takes to open and to redraw the
+timeline (the responsiveness check).
+
+    python benchmarks/report.py [--copies 7] [--no-browser]
+
+The 1M-event profile tiles the real ``df_index_resolver`` batch: copies shifted in time one after the
+other, with correlation and external ids offset so launches link only within their copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from cuda_tracer.events import MISSING, EventBatch  # noqa: E402
+from cuda_tracer.profile import Profile, RankProfile, load_profile  # noqa: E402
+from otel_profiler.analysis.summary import summarize  # noqa: E402
+from otel_profiler.report.html import render_html, report_data  # noqa: E402
+from otel_profiler.report.perfetto import write_chrome_trace  # noqa: E402
+
+LARGEST = REPO.parent / "shared" / "data" / "kineto_traces" / "hta" / "df_index_resolver" / \
+    "df_index_resolver.json.gz"
+
+
+def tile(batch: EventBatch, copies: int) -> EventBatch:
+    """``copies`` time-shifted copies of ``batch`` in one batch (ids offset per copy)."""
+    span = int(batch.end_ns.max() - batch.start_ns.min()) + 1_000_000
+    id_step = int(max(batch.correlation.max(), batch.external_id.max())) + 1
+    parts = []
+    for k in range(copies):
+        cols = {c: a.copy() for c, a in batch.columns.items()}
+        cols["start_ns"] += k * span
+        cols["end_ns"] += k * span
+        for c in ("correlation", "external_id"):
+            cols[c] = np.where(cols[c] != MISSING, cols[c] + k * id_step, MISSING)
+        parts.append(EventBatch(cols, batch.strings, batch.extra_row, batch.extra_key, batch.extra_value))
+    return EventBatch.concat(parts)
+
+
+def measure(label: str, profile: Profile, out_dir: str, load_s: float) -> dict:
+    t = time.perf_counter()
+    summary = summarize(profile)
+    t_summary = time.perf_counter() - t
+    t = time.perf_counter()
+    data = report_data(profile, summary=summary)
+    t_data = time.perf_counter() - t
+    t = time.perf_counter()
+    html = render_html(data)
+    path = os.path.join(out_dir, f"{label}.html")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(html)
+    t_html = time.perf_counter() - t
+    t = time.perf_counter()
+    with open(os.path.join(out_dir, f"{label}.perfetto.json"), "wb") as f:
+        write_chrome_trace(profile, f)
+    t_perfetto = time.perf_counter() - t
+    return {"label": label, "events": len(profile.batch()), "timeline": data["timeline"]["count"],
+            "load_s": load_s, "summary_s": t_summary, "insights+data_s": t_data, "html_s": t_html,
+            "total_s": load_s + t_summary + t_data + t_html, "size_mb": os.path.getsize(path) / 1e6,
+            "perfetto_s": t_perfetto, "path": path}
+
+
+def browser_timings(path: str) -> dict:
+    """Page load, first timeline draw and mean redraw time after zoom steps, in Chromium."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    for flag in ("--headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run "
+                 "--disable-background-networking --disable-component-update --disable-sync "
+                 "--window-size=1400,1000").split():
+        options.add_argument(flag)
+    options.add_argument("--user-data-dir=" + tempfile.mkdtemp(prefix="otel-bench-chromium-"))
+    options.binary_location = "/usr/bin/chromium"
+    driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+    try:
+        t = time.perf_counter()
+        driver.get(Path(path).as_uri())
+        load = time.perf_counter() - t
+        first = driver.execute_script(
+            "const t = performance.now(); otelReport.showTab('timeline'); return performance.now() - t;")
+        redraw = driver.execute_script("""
+            const T = otelReport.Timeline, times = [];
+            for (let k = 0; k < 10; k++) { const t = performance.now(); T.zoom(k < 5 ? 0.5 : 2);
+              times.push(performance.now() - t); }
+            for (let k = 0; k < 10; k++) { const t = performance.now(); T.pan(40);
+              times.push(performance.now() - t); }
+            return times.reduce((a, b) => a + b) / times.length;""")
+        return {"page_load_s": load, "timeline_first_draw_ms": first, "redraw_ms": redraw}
+    finally:
+        driver.quit()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--copies", type=int, default=7, help="tiles of df_index_resolver (7: ~1.06M events)")
+    parser.add_argument("--no-browser", action="store_true")
+    args = parser.parse_args()
+    out_dir = tempfile.mkdtemp(prefix="otel-report-bench-")
+    t = time.perf_counter()
+    real = load_profile([str(LARGEST)])
+    load_s = time.perf_counter() - t
+    rank = real.ranks[0]
+    synthetic = Profile([RankProfile(dict(rank.meta), tile(rank.batch, args.copies))], ["synthetic"])
+    rows = [measure("df_index_resolver", real, out_dir, load_s),
+            measure(f"tiled_x{args.copies}", synthetic, out_dir, 0.0)]
+    if not args.no_browser:
+        try:
+            for r in rows:
+                r.update(browser_timings(r["path"]))
+        except Exception as exc:  # no browser here: generation figures still stand
+            print(f"(browser timings skipped: {exc.__class__.__name__}: {exc})")
+    keys = [k for k in rows[0] if k not in ("label", "path")]
+    print(f"{'':22}" + "".join(f"{k:>24}" for k in keys))
+    for r in rows:
+        print(f"{r['label']:22}" + "".join(
+            f"{r[k]:>24,}" if isinstance(r[k], int) else f"{r[k]:>24.2f}" for k in keys))
+    print(f"(files in {out_dir})")
+
+
+if __name__ == "__main__":
+    main()

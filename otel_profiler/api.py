@@ -1,0 +1,160 @@
+"""The Python API a training script touches: ``Profiler``, ``annotate``, ``step``, ``step_context``.
+
+``annotate`` is the hot path: entering pushes one ``perf_counter_ns`` on the calling thread's stack,
+leaving pops it and appends one tuple to that thread's log (``otel_profiler.markers``). No lock, no
+OpenTelemetry span object. When no session records, the same calls cost a few hundred ns and keep
+nothing. Nothing here raises into user code once profiling is on; a failing session turns itself off
+with one warning.
+"""
+
+from __future__ import annotations
+
+import functools
+from time import perf_counter_ns
+from typing import Any, Callable, TypeVar
+
+from . import markers
+
+__all__ = ["Profiler", "annotate", "annotation_begin", "annotation_end", "step", "step_context"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_ANNOTATION = markers.ANNOTATION
+_local = markers.local
+
+
+class annotate:
+    """A named range on the calling thread: ``with annotate("forward", layer=3):`` or ``@annotate("f")``.
+
+    Ranges nest; one object may be entered by several threads or recursively.
+    """
+
+    __slots__ = ("name", "attributes")
+
+    def __init__(self, name: str, **attributes: Any) -> None:
+        self.name = name
+        self.attributes = attributes or None
+
+    def __enter__(self) -> "annotate":
+        _local.stack.append(perf_counter_ns())
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        end = perf_counter_ns()
+        log = _local
+        if log.stack:
+            start = log.stack.pop()
+            if markers.active:
+                log.events.append((_ANNOTATION, self.name, start, end, self.attributes))
+
+    def __call__(self, fn: F) -> F:
+        name, attributes = self.name, self.attributes
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = perf_counter_ns()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                if markers.active:
+                    _local.events.append((_ANNOTATION, name, start, perf_counter_ns(), attributes))
+
+        return wrapper  # type: ignore[return-value]
+
+
+def annotation_begin(name: str, **attributes: Any) -> tuple:
+    """Open a range that need not nest lexically; close it with :func:`annotation_end`."""
+    return (name, perf_counter_ns(), attributes or None)
+
+
+def annotation_end(handle: tuple) -> None:
+    """Close a range opened by :func:`annotation_begin` (recorded on the closing thread)."""
+    end = perf_counter_ns()
+    if markers.active:
+        try:
+            name, start, attributes = handle
+        except (TypeError, ValueError):
+            return
+        _local.events.append((_ANNOTATION, name, start, end, attributes))
+
+
+def step() -> None:
+    """Mark a training-step boundary: the current step ends and the next begins."""
+    from .session import current
+
+    session = current()
+    if session is not None:
+        session.step_boundary(manual=True)
+
+
+class step_context:
+    """``with step_context(n):`` records step ``n`` as exactly the time spent inside the block."""
+
+    __slots__ = ("number", "_start")
+
+    def __init__(self, number: int) -> None:
+        self.number = int(number)
+        self._start = 0
+
+    def __enter__(self) -> "step_context":
+        from .session import current
+
+        self._start = perf_counter_ns()
+        session = current()
+        if session is not None:
+            session.step_begin(self.number)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        from .session import current
+
+        session = current()
+        if session is not None:
+            session.step_end(self.number, self._start, perf_counter_ns())
+
+
+class Profiler:
+    """Profile a block or a span of the program: ``with Profiler(): train()`` or ``start()``/``stop()``.
+
+    Keyword options override the matching ``OTEL_PROFILER_*`` variables (``steps="100:110"`` is
+    ``OTEL_PROFILER_STEPS``; ``activities="gpu,cpu_op"`` is ``OTEL_PROFILER_ACTIVITIES``) and are
+    validated the same way. When a zero-code session already runs, the profiler joins it and
+    ``stop()`` only flushes.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+        self._owned = False
+        self._session = None
+        self.folder: str | None = None
+        """The profile folder this run writes to (None before ``start`` or when profiling is off)."""
+
+    def start(self) -> "Profiler":
+        from .session import current, start_session
+
+        existing = current()
+        if existing is not None:
+            self._session = existing
+        else:
+            self._session = start_session(origin="api", overrides=self.options)
+            self._owned = self._session is not None
+        if self._session is not None:
+            self.folder = self._session.folder
+            self._session.step_boundary(manual=False, explicit_start=True)
+        return self
+
+    def stop(self) -> str | None:
+        """Stop (or, for a joined session, flush) and return the profile folder."""
+        session, self._session = self._session, None
+        if session is None:
+            return None
+        if self._owned:
+            session.close()
+        else:
+            session.flush()
+        return session.folder
+
+    def __enter__(self) -> "Profiler":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

@@ -1,0 +1,32 @@
+"""Zero-code enabling. Three doors, one session (``otel_profiler.session.start_session``):
+
+- ``OTEL_PROFILER_ENABLED=true`` with ``site/`` on ``PYTHONPATH``: its ``sitecustomize.py`` calls
+  :func:`from_environment` in every Python process (``otel-profiler run`` sets both up);
+- ``opentelemetry-instrument python train.py``: the ``opentelemetry_instrumentor`` entry point
+  (:mod:`.instrumentor`) starts the session whatever ``OTEL_PROFILER_ENABLED`` says;
+- ``otel-profiler run -- python train.py`` (``otel_profiler.commands.run``).
+"""
+
+from __future__ import annotations
+
+import os
+
+SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
+"""The folder whose ``sitecustomize.py`` bootstraps profiling; put it first on ``PYTHONPATH``."""
+
+
+def from_environment() -> None:
+    """Start a session when ``OTEL_PROFILER_ENABLED`` is true. Never raises (one warning at most)."""
+    try:
+        from .. import config
+
+        settings = config.load()
+        enabled_invalid = any(w.startswith("OTEL_PROFILER_ENABLED=") for w in settings.warnings)
+        if settings["OTEL_PROFILER_ENABLED"] or enabled_invalid:
+            from ..session import start_session
+
+            start_session(origin="env")  # reports invalid settings once, then stays off
+    except Exception as exc:  # the bootstrap must never stop a program from starting
+        import warnings
+
+        warnings.warn(f"otel-profiler: bootstrap failed ({type(exc).__name__}: {exc})", RuntimeWarning)

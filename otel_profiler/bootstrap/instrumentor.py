@@ -1,0 +1,39 @@
+"""The ``opentelemetry_instrumentor`` entry point: ``opentelemetry-instrument python train.py`` profiles.
+
+``opentelemetry-instrument`` loads every installed instrumentor and calls ``instrument()``; ours
+starts the profiling session (the same one ``OTEL_PROFILER_ENABLED`` and ``otel-profiler run``
+start), honouring ``OTEL_SDK_DISABLED`` and the ``OTEL_PROFILER_*`` settings. It declares no
+library dependency: steps come from torch when the program imports it, annotations from any code.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Collection
+
+try:
+    from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+except ImportError:  # opentelemetry-instrumentation is optional: keep the same interface
+    class BaseInstrumentor:  # type: ignore[no-redef]
+        def instrument(self, **kwargs: Any) -> None:
+            kwargs.pop("skip_dep_check", None)
+            self._instrument(**kwargs)
+
+        def uninstrument(self, **kwargs: Any) -> None:
+            self._uninstrument(**kwargs)
+
+
+class ProfilerInstrumentor(BaseInstrumentor):
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return ()
+
+    def _instrument(self, **kwargs: Any) -> None:
+        from ..session import start_session
+
+        start_session(origin="opentelemetry-instrument")
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        from ..session import current
+
+        session = current()
+        if session is not None:
+            session.close()

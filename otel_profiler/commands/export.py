@@ -1,0 +1,93 @@
+"""``otel-profiler export INPUT...``: existing traces and profile folders as OTLP spans.
+
+Sends to an OTLP endpoint (``--endpoint``/``--protocol``, else the ``OTEL_EXPORTER_OTLP_*``
+variables) and/or writes a file (``--output``: ``.jsonl`` OTLP JSON lines as the Collector's file
+exporter writes them, ``.pb`` length-delimited ``ExportTraceServiceRequest`` messages). Uses the
+same span model and pipeline as the live exporter, synchronously. Exit 1 when spans were dropped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+
+from cuda_tracer.profile import load_profile
+
+from .. import config
+from ..exporter import Counters, ExportConfig, Pipeline, warn
+from ..sinks import PROTOCOLS, resolve_target
+from ..spans import options_from_settings
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "export", help="export trace files or profile folders as OTLP spans (Jaeger, Tempo)",
+        description="Turn Kineto/Chrome traces, folders of per-rank traces or profile folders into "
+                    "OpenTelemetry spans (one trace per training step) and send them to an OTLP "
+                    "endpoint or write them to a file.")
+    p.add_argument("inputs", nargs="+", metavar="INPUT")
+    p.add_argument("--endpoint", help="OTLP endpoint URL (default: OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)")
+    p.add_argument("--protocol", choices=PROTOCOLS, help="OTLP protocol (default: OTEL_EXPORTER_OTLP_PROTOCOL)")
+    p.add_argument("--output", metavar="FILE", help="also write FILE.jsonl (OTLP JSON lines) or FILE.pb")
+    p.add_argument("--span-budget", type=int, help="spans per trace (default: OTEL_PROFILER_SPAN_BUDGET)")
+    p.add_argument("--service-name", help="service.name of the spans (default: OTEL_SERVICE_NAME, "
+                                          "else otel-profiler-export)")
+    p.set_defaults(func=run)
+
+
+def _run_id(sources: list[str]) -> str:
+    """One run id for everything exported together, so the ranks of a step share a trace id prefix."""
+    return hashlib.blake2b("\n".join(sorted(os.path.basename(s) for s in sources)).encode(),
+                           digest_size=8).hexdigest()
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = config.load()
+    for w in settings.warnings:
+        warn(w)
+    values = settings.values
+    target = resolve_target(values, args.endpoint, args.protocol, warn=warn) \
+        if (args.endpoint or not args.output) else None
+    json_file = pb_file = ""
+    if args.output:
+        if args.output.endswith((".jsonl", ".json")):
+            json_file = args.output
+        elif args.output.endswith(".pb"):
+            pb_file = args.output
+        else:
+            print("otel-profiler: error: --output must end in .jsonl or .pb", file=sys.stderr)
+            return 2
+    if not target and not args.output:
+        print("otel-profiler: error: give --endpoint or --output (or set OTEL_EXPORTER_OTLP_ENDPOINT)",
+              file=sys.stderr)
+        return 2
+    profile = load_profile(args.inputs)
+    options = options_from_settings(settings, "otel-profiler-export")
+    options.service_name = args.service_name or options.service_name
+    options.run_id = options.run_id or _run_id(profile.sources)
+    if args.span_budget:
+        options.budget = args.span_budget
+    export_config = ExportConfig(target=target, json_file=json_file, pb_file=pb_file,
+                                 retry_s=float(values["OTEL_PROFILER_EXPORT_RETRY_S"]), span_options=options)
+    counters = Counters()
+    pipeline = Pipeline(export_config, counters)
+    tty = sys.stderr.isatty()
+    try:
+        for i, rank in enumerate(profile.ranks, 1):
+            if tty:
+                sys.stderr.write(f"\rexporting rank {rank.rank} ({i}/{len(profile.ranks)}), "
+                                 f"{len(rank.batch)} events ...")
+                sys.stderr.flush()
+            pipeline.handle(rank.meta, rank.batch)
+    finally:
+        pipeline.close()
+        if tty:
+            sys.stderr.write("\r\033[K")
+    c = counters.snapshot()
+    where = ", ".join(x for x in (target.describe() if target else "", args.output or "") if x)
+    print(f"exported {c['spans_built']} spans of {len(profile.ranks)} rank(s) to {where}"
+          + (f"; {c['spans_exported']} delivered" if target else "")
+          + (f"; {c['spans_dropped']} dropped" if c["spans_dropped"] else ""), file=sys.stderr)
+    return 1 if c["spans_dropped"] else 0

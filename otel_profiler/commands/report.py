@@ -1,0 +1,47 @@
+"""``otel-profiler report INPUT... -o report.html``: the self-contained HTML report (dashboard,
+statistical summary, timeline, insights), or ``--format perfetto`` for a Chrome trace JSON that
+Perfetto UI opens."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from cuda_tracer.profile import TraceError, load_profile
+
+from ..analysis.insights import Thresholds
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "report", help="self-contained HTML report (or a Perfetto trace) of traces or profile folders",
+        description="Write an HTML report (dashboard, statistical summary, timeline, insights) that "
+                    "opens offline in a browser, or a Chrome trace JSON for Perfetto UI.")
+    p.add_argument("inputs", nargs="+", metavar="INPUT")
+    p.add_argument("-o", "--output", required=True, help="file to write (report.html, trace.json)")
+    p.add_argument("--format", choices=("html", "perfetto"), default="html")
+    p.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
+                   help="override an insight threshold, e.g. gpu_util_low_pct=60 (repeatable)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        thresholds = Thresholds.parse(args.threshold)
+    except ValueError as exc:
+        raise TraceError("--threshold", str(exc)) from None
+    profile = load_profile(args.inputs)
+    try:
+        if args.format == "perfetto":
+            from ..report.perfetto import write_chrome_trace
+
+            with open(args.output, "wb") as f:
+                write_chrome_trace(profile, f)
+        else:
+            from ..report.html import write_report
+
+            write_report(profile, args.output, thresholds)
+    except OSError as exc:
+        raise TraceError(args.output, f"cannot write ({exc.strerror or exc})") from None
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0

@@ -1,0 +1,139 @@
+"""``otel-profiler run [options] -- COMMAND...``: profile a training job without changing its code.
+
+Sets the environment (``OTEL_PROFILER_ENABLED``, one run id and profile folder for every process
+and rank, the chosen options) and puts the bootstrap ``sitecustomize.py`` first on ``PYTHONPATH``,
+then runs COMMAND (``python train.py``, ``torchrun ...``). When it ends, summarizes the profile
+folder into ``summary.json`` and prints the summary table. Exits with COMMAND's exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from .. import config
+from ..bootstrap import SITE_DIR
+from ..output import write_summary
+from ..report.console import render_table
+
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "run", help="profile a command (python train.py, torchrun ...) with no code change",
+        description="Run COMMAND with profiling on in every Python process it starts, then "
+                    "summarize. Put `--` before COMMAND.")
+    p.add_argument("--output-dir", help="profile folder (default: ./otel-profile/<run id>/)")
+    p.add_argument("--steps", help="detailed capture for steps START:STOP (default 1:11; off)")
+    p.add_argument("--every", type=int, metavar="N", help="also capture a window every N steps")
+    p.add_argument("--duration", type=float, metavar="S", help="also capture the first S seconds")
+    p.add_argument("--cpu-ops", action="store_true", help="also record PyTorch CPU operators")
+    p.add_argument("--trigger-port", type=int, metavar="PORT",
+                   help="UDP port on 127.0.0.1 (+ local rank) that opens a window on demand")
+    p.add_argument("--top", type=int, default=20, help="rows per table in the printed summary")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND")
+    p.set_defaults(func=run)
+
+
+def child_environment(args: argparse.Namespace, base: dict[str, str]) -> tuple[dict[str, str], str]:
+    """The environment COMMAND runs in, and the profile folder it writes."""
+    env = dict(base)
+    run_id = env.get("OTEL_PROFILER_RUN_ID") or f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    folder = args.output_dir or os.path.join(env.get("OTEL_PROFILER_OUTPUT_DIR", "./otel-profile"), run_id)
+    folder = os.path.abspath(folder)
+    env.update({
+        "OTEL_PROFILER_ENABLED": "true",
+        "OTEL_PROFILER_RUN_ID": run_id,
+        "OTEL_PROFILER_PROFILE_DIR": folder,
+        "OTEL_PROFILER_SUMMARY_AT_EXIT": "false",
+    })
+    if args.steps is not None:
+        env["OTEL_PROFILER_STEPS"] = args.steps
+    if args.every is not None:
+        env["OTEL_PROFILER_EVERY_STEPS"] = str(args.every)
+    if args.duration is not None:
+        env["OTEL_PROFILER_DURATION_S"] = str(args.duration)
+    if args.trigger_port is not None:
+        env["OTEL_PROFILER_TRIGGER_PORT"] = str(args.trigger_port)
+    if args.cpu_ops:
+        current = env.get("OTEL_PROFILER_ACTIVITIES", "gpu")
+        env["OTEL_PROFILER_ACTIVITIES"] = f"{current},cpu_op"
+    paths = [SITE_DIR] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if not _installed():  # running from a source tree: the job must import this same package
+        paths.append(_PACKAGE_ROOT)
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    return env, folder
+
+
+def _installed() -> bool:
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        distribution("otel-profiler")
+        return True
+    except PackageNotFoundError:
+        return False
+
+
+def run(args: argparse.Namespace) -> int:
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        print("otel-profiler: error: nothing to run; usage: otel-profiler run [options] -- COMMAND...",
+              file=sys.stderr)
+        return 2
+    env, folder = child_environment(args, dict(os.environ))
+    problems = config.load(env).warnings
+    if problems:  # never stop the job: run it unprofiled, say why once
+        print("otel-profiler: warning: profiling is off because of invalid settings: "
+              + "; ".join(problems), file=sys.stderr)
+        env, folder = dict(os.environ), None
+    else:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        os.chmod(folder, 0o700)
+    try:
+        child = subprocess.Popen(command, env=env)
+    except OSError as exc:
+        print(f"otel-profiler: error: cannot run {command[0]!r}: {exc.strerror or exc}", file=sys.stderr)
+        return 127
+    code = _wait_forwarding_signals(child)
+    if folder is not None:
+        _report(folder, args.top)
+    return code if code >= 0 else 128 - code
+
+
+def _wait_forwarding_signals(child: subprocess.Popen) -> int:
+    """Wait for ``child``; SIGTERM/SIGHUP to us go to it, Ctrl-C reaches it through the terminal."""
+    def forward(signum: int, frame: object) -> None:
+        try:
+            child.send_signal(signum)
+        except OSError:
+            pass
+
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGUSR2):
+        try:
+            previous[sig] = signal.signal(sig, signal.SIG_IGN if sig == signal.SIGINT else forward)
+        except (ValueError, OSError):
+            pass
+    try:
+        return child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _report(folder: str, top: int) -> None:
+    summary = write_summary(folder) if os.path.isdir(folder) else None
+    if summary is None:
+        print(f"otel-profiler: no profile was recorded in {folder}", file=sys.stderr)
+        return
+    print(render_table(summary, top=top), file=sys.stderr)
+    print(f"\notel-profiler: profile written to {folder} (summary.json; "
+          f"`otel-profiler summary {folder}`)", file=sys.stderr)

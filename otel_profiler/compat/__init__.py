@@ -1,0 +1,1 @@
+"""Drop-in compatibility modules for other profilers' Python APIs."""

@@ -1,0 +1,402 @@
+"""The exporter process: EventBatches in through a bounded queue, OTLP out, training never waits.
+
+Training-process side (:class:`Exporter`, :func:`exporter_from_env`) imports no protobuf, grpc or
+encoder: ``submit`` puts ``(meta, batch)`` on a bounded ``multiprocessing`` queue without blocking
+(False and a drop counter when full). A separate *spawned* process (:func:`_child_main`) builds
+spans, encodes them and sends them, so encoding and network I/O never hold the training GIL. The
+child is started with ``__main__`` hidden, so spawning never re-runs the training script.
+
+Child side (:class:`Pipeline`, also used synchronously by ``otel-profiler export``):
+spans (``otel_profiler.spans``) → requests (``otel_profiler.otlp``) → sinks:
+
+- OTLP endpoint: retried with backoff for ``OTEL_PROFILER_EXPORT_RETRY_S``; when it stays down the
+  request goes to the spool (bounded by ``OTEL_PROFILER_SPOOL_MAX_MB``) and the endpoint is only
+  probed every ``PROBE_S`` seconds meanwhile; once it answers again the spool is drained.
+  ``otel-profiler replay SPOOL`` sends what is left later.
+- OTLP JSON lines file (``OTEL_PROFILER_OTLP_FILE``) and length-delimited ``.pb`` file.
+
+Counters (``Exporter.counters()``) count everything received, exported, spooled and dropped.
+``close(timeout_s)`` flushes within the timeout: past it, remaining requests are spooled instead
+of sent, remaining batches are dropped (counted), and a child that still runs is terminated.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing as mp
+import os
+import queue as queue_mod
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from cuda_tracer.events import EventBatch
+
+from .sinks import OtlpTarget, resolve_target
+from .spans import SpanOptions, options_from_settings
+
+COUNTERS = (
+    "batches_received", "batches_failed", "batches_dropped_at_close",
+    "spans_built", "spans_exported", "spans_rejected", "spans_spooled", "spans_dropped",
+    "requests_sent", "requests_failed_attempts", "requests_spooled", "requests_dropped",
+    "spool_requests_delivered", "file_bytes_written",
+)
+PROBE_S = 5.0
+KNOWN_STEPS = 256  # steps per rank remembered for events that arrive in a later batch
+HOLD_OPEN_S = 300  # events after the last finished step wait at most this long (event time) for it
+HOLD_OPEN_ROWS = 2_000_000  # ... and are never more than this many
+
+
+@dataclass
+class _RankState:
+    """Per (run, rank): the latest metadata, steps seen, events held for a step still open."""
+
+    meta: dict[str, Any] = field(default_factory=dict)
+    steps: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    held: Any = None
+
+
+def warn(message: str) -> None:
+    print(f"otel-profiler: warning: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class ExportConfig:
+    """Everything the exporter process needs (picklable; headers only inside ``target``)."""
+
+    target: OtlpTarget | None = None
+    json_file: str = ""
+    pb_file: str = ""
+    spool_dir: str = ""
+    spool_max_bytes: int = 1024 << 20
+    retry_s: float = 30.0
+    queue_size: int = 64
+    max_request_bytes: int = 3 << 20
+    probe_s: float = PROBE_S  # while the endpoint is down: one try per this many seconds
+    span_options: SpanOptions = field(default_factory=SpanOptions)
+
+    @property
+    def has_sink(self) -> bool:
+        return bool(self.target or self.json_file or self.pb_file)
+
+
+def config_from_settings(settings: Any, default_service: str | None = None) -> ExportConfig:
+    values = settings.values if hasattr(settings, "values") else dict(settings)
+    spool = values.get("OTEL_PROFILER_SPOOL_DIR") or os.path.join(
+        values.get("OTEL_PROFILER_OUTPUT_DIR") or "./otel-profile", "otlp-spool")
+    return ExportConfig(
+        target=resolve_target(values, warn=warn),
+        json_file=values.get("OTEL_PROFILER_OTLP_FILE") or "",
+        spool_dir=spool,
+        spool_max_bytes=int(values.get("OTEL_PROFILER_SPOOL_MAX_MB", 1024)) << 20,
+        retry_s=float(values.get("OTEL_PROFILER_EXPORT_RETRY_S", 30.0)),
+        queue_size=int(values.get("OTEL_PROFILER_EXPORT_QUEUE", 64)),
+        span_options=options_from_settings(settings, default_service))
+
+
+# ----------------------------------------------------------------------------- counters
+class Counters:
+    """Named integer counters in a dict (the CLI) or a shared array (the exporter process)."""
+
+    def __init__(self, storage: Any = None) -> None:
+        self._s = storage if storage is not None else [0] * len(COUNTERS)
+        self._index = {name: i for i, name in enumerate(COUNTERS)}
+
+    def add(self, name: str, n: int = 1) -> None:
+        self._s[self._index[name]] += n
+
+    def snapshot(self) -> dict[str, int]:
+        return {name: int(self._s[i]) for i, name in enumerate(COUNTERS)}
+
+
+# ----------------------------------------------------------------------------- the pipeline
+class Pipeline:
+    """Spans → requests → sinks, with retry, spool and counters (runs in the exporter process)."""
+
+    def __init__(self, config: ExportConfig, counters: Counters, warn: Callable[[str], None] = warn) -> None:
+        from .sinks import open_sink
+        from .sinks.files import DelimitedFile, JsonLinesFile, Spool
+
+        self.config, self.counters, self._warn = config, counters, warn
+        self._warned: set[str] = set()
+        self.sink = open_sink(config.target) if config.target else None
+        self.json = JsonLinesFile(config.json_file) if config.json_file else None
+        self.pb = DelimitedFile(config.pb_file) if config.pb_file else None
+        self.spool = Spool(config.spool_dir, config.spool_max_bytes, warn) \
+            if self.sink and config.spool_dir and config.spool_max_bytes > 0 else None
+        self._down_until = 0.0
+        self._next_drain = 0.0
+        self._ranks: dict[tuple[str, Any], _RankState] = {}
+
+    def warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            self._warn(message)
+
+    def handle(self, meta: dict[str, Any], batch: Any, deadline: float | None = None) -> int:
+        """Export one rank's batch; ``deadline`` (monotonic) ends sending (spool instead).
+
+        Steps are remembered per rank (``KNOWN_STEPS``) so GPU events of a later batch join the
+        step they belong to, and events after the last finished step are held back
+        (``split_open_tail``) until the batch with that step's STEP event arrives or ``flush``.
+        Returns the number of spans built now."""
+        from .spans import batch_steps, run_id_of, split_open_tail
+
+        key = (self.config.span_options.run_id or run_id_of(meta), meta.get("rank"))
+        state = self._ranks.setdefault(key, _RankState())
+        if state.held is not None and len(state.held):
+            batch = EventBatch.concat([state.held, batch])
+        state.meta = meta
+        for step in batch_steps(batch):
+            state.steps.pop(step[0], None)
+            state.steps[step[0]] = step
+        while len(state.steps) > KNOWN_STEPS:
+            state.steps.pop(next(iter(state.steps)))
+        closed = max((end for _, _, end in state.steps.values()), default=-(1 << 62))
+        ready, state.held = split_open_tail(batch, closed, HOLD_OPEN_S * 10**9, HOLD_OPEN_ROWS)
+        return self._export(meta, ready, list(state.steps.values()), deadline)
+
+    def flush(self, deadline: float | None = None) -> int:
+        """Export every held-back event (at close: their steps will not come any more)."""
+        n = 0
+        for state in self._ranks.values():
+            if state.held is not None and len(state.held):
+                held, state.held = state.held, None
+                n += self._export(state.meta, held, list(state.steps.values()), deadline)
+        return n
+
+    def _export(self, meta: dict[str, Any], batch: Any, known_steps: list, deadline: float | None) -> int:
+        from .otlp import encode_json_lines, split_requests
+        from .spans import build_spans
+
+        if not len(batch):
+            return 0
+        table = build_spans(meta, batch, self.config.span_options, known_steps=known_steps)
+        self.counters.add("spans_built", len(table))
+        if self.json:
+            self.counters.add("file_bytes_written", self.json.write(encode_json_lines(table)))
+        if self.pb or self.sink:
+            for request, n in split_requests(table, self.config.max_request_bytes):
+                if self.pb:
+                    self.counters.add("file_bytes_written", self.pb.write(request))
+                if self.sink:
+                    self._send(request, n, deadline)
+        return len(table)
+
+    def _send(self, request: bytes, n: int, deadline: float | None) -> None:
+        from .sinks import deliver
+
+        now = time.monotonic()
+        if (deadline is not None and now >= deadline) or now < self._down_until:
+            self._spool(request, n)
+            return
+        retry_s = 0.0 if self._down_until else self.config.retry_s
+        result, failures = deliver(self.sink, request, retry_s, deadline)
+        self.counters.add("requests_failed_attempts", failures)
+        if result.ok:
+            self._down_until = 0.0
+            self.counters.add("requests_sent")
+            self.counters.add("spans_exported", n - result.rejected_spans)
+            if result.rejected_spans:
+                self.counters.add("spans_rejected", result.rejected_spans)
+                self.warn_once("rejected", f"{self.config.target.describe()}: {result.message}")
+            self.drain(deadline)
+        elif result.retryable:
+            self._down_until = time.monotonic() + self.config.probe_s
+            self.warn_once("down:" + result.message[:40],
+                           f"cannot reach {self.config.target.describe()} ({result.message}); "
+                           f"spooling to {self.spool.folder if self.spool else '(no spool: dropping)'}")
+            self._spool(request, n)
+        else:
+            self.counters.add("requests_dropped")
+            self.counters.add("spans_dropped", n)
+            self.warn_once("fatal:" + result.message[:40],
+                           f"{self.config.target.describe()} refused spans ({result.message}); dropping them")
+
+    def _spool(self, request: bytes, n: int) -> None:
+        if self.spool is not None and self.spool.put(request):
+            self.counters.add("requests_spooled")
+            self.counters.add("spans_spooled", n)
+        else:
+            self.counters.add("requests_dropped")
+            self.counters.add("spans_dropped", n)
+
+    def drain(self, deadline: float | None = None) -> None:
+        """Send spooled requests while the endpoint answers (at most every ``probe_s`` seconds)."""
+        now = time.monotonic()
+        if not self.spool or not self.spool.size or now < self._next_drain or now < self._down_until:
+            return
+        self._next_drain = now + self.config.probe_s
+
+        def send(request: bytes) -> bool:
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            ok = self.sink.send(request).ok
+            if ok:
+                self.counters.add("spool_requests_delivered")
+            return ok
+
+        self.spool.drain(send)
+
+    def close(self, deadline: float | None = None) -> None:
+        """Flush held-back events, then close sinks and files."""
+        try:
+            self.flush(deadline)
+        except Exception as exc:
+            self.warn_once("flush", f"span export of held-back events failed ({exc.__class__.__name__}: {exc})")
+        for part in (self.spool, self.json, self.pb, self.sink):
+            if part is not None:
+                try:
+                    part.close()
+                except Exception:
+                    pass
+
+
+def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any) -> None:
+    """The exporter process: read batches until the sentinel, the close deadline or parent exit."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's; close() ends us
+    counters = Counters(shared)
+    try:
+        pipeline: Pipeline | None = Pipeline(config, counters)
+    except Exception as exc:  # e.g. unreadable certificate file
+        warn(f"span exporter cannot start ({exc.__class__.__name__}: {exc}); spans are dropped")
+        pipeline = None
+    parent = mp.parent_process()
+    errors: set[str] = set()
+    while True:
+        wall_deadline = closing.value or None
+        try:
+            item = q.get(timeout=0.2 if wall_deadline else 1.0)
+        except queue_mod.Empty:
+            if wall_deadline or (parent is not None and not parent.is_alive()):
+                break
+            if pipeline is not None:
+                pipeline.drain()
+            continue
+        except (EOFError, OSError):
+            break
+        if item is None:
+            break
+        counters.add("batches_received")
+        meta, batch = item
+        deadline = None
+        if wall_deadline:
+            left = wall_deadline - time.time()
+            if left <= 0:
+                counters.add("batches_dropped_at_close")
+                continue
+            deadline = time.monotonic() + left
+        if pipeline is None:
+            counters.add("batches_failed")
+            continue
+        try:
+            pipeline.handle(meta, batch, deadline)
+        except Exception as exc:
+            counters.add("batches_failed")
+            key = f"{exc.__class__.__name__}: {exc}"[:200]
+            if key not in errors:
+                errors.add(key)
+                warn(f"span export of a batch failed ({key})")
+    if pipeline is not None:
+        wall_deadline = closing.value
+        pipeline.close(time.monotonic() + (wall_deadline - time.time()) if wall_deadline else None)
+
+
+# ----------------------------------------------------------------------------- training side
+def _start_hiding_main(proc: Any) -> None:
+    """Start a spawned process without it re-importing ``__main__`` (the training script)."""
+    main = sys.modules.get("__main__")
+    saved = {k: getattr(main, k) for k in ("__file__", "__spec__") if main is not None and hasattr(main, k)}
+    try:
+        if main is not None:
+            main.__spec__ = None
+            if "__file__" in saved:
+                del main.__file__
+        proc.start()
+    finally:
+        for k, v in saved.items():
+            setattr(main, k, v)
+
+
+class Exporter:
+    """Hands batches to the exporter process. ``submit`` never blocks and never raises."""
+
+    def __init__(self, config: ExportConfig) -> None:
+        ctx = mp.get_context("spawn")
+        self.config = config
+        self._queue = ctx.Queue(config.queue_size)
+        self._shared = ctx.Array("q", len(COUNTERS), lock=False)
+        self._closing = ctx.Value("d", 0.0, lock=False)
+        self._proc = ctx.Process(target=_child_main, name="otel-profiler-exporter", daemon=True,
+                                 args=(self._queue, config, self._shared, self._closing))
+        _start_hiding_main(self._proc)
+        self.submitted = 0
+        self.dropped = 0
+        self._closed = False
+        self._final: dict[str, int] | None = None
+        atexit.register(self.close)
+
+    def submit(self, meta: dict[str, Any], batch: Any) -> bool:
+        """Queue one rank's batch for export; False (and ``dropped`` + 1) when the queue is full."""
+        if self._closed or not self._proc.is_alive():
+            self.dropped += 1
+            return False
+        try:
+            self._queue.put_nowait((meta, batch))
+        except Exception:  # queue.Full, or a closed queue
+            self.dropped += 1
+            return False
+        self.submitted += 1
+        return True
+
+    def counters(self) -> dict[str, int]:
+        out = dict(self._final) if self._final is not None else Counters(self._shared).snapshot()
+        out["batches_submitted"] = self.submitted
+        out["batches_dropped_queue_full"] = self.dropped
+        return out
+
+    def close(self, timeout_s: float = 10.0) -> dict[str, int]:
+        """Flush and stop within ``timeout_s``; returns the final counters. Idempotent."""
+        if self._closed:
+            return self.counters()
+        self._closed = True
+        atexit.unregister(self.close)
+        end = time.monotonic() + timeout_s
+        # The child stops sending 80% into the timeout, so spooling and exit fit in the rest.
+        self._closing.value = time.time() + 0.8 * timeout_s
+        try:
+            self._queue.put(None, timeout=max(0.05, 0.5 * timeout_s))
+        except Exception:
+            pass
+        self._proc.join(max(0.0, end - time.monotonic()))
+        if self._proc.is_alive():
+            warn(f"span exporter did not finish within {timeout_s:g} s; stopping it")
+            self._proc.terminate()
+            self._proc.join(1.0)
+        self._final = Counters(self._shared).snapshot()
+        self._queue.cancel_join_thread()
+        self._queue.close()
+        lost = self._final["spans_dropped"] + self.dropped + self._final["batches_dropped_at_close"]
+        if lost:
+            warn(f"span export dropped {self.dropped} batches (queue full), "
+                 f"{self._final['batches_dropped_at_close']} batches at close and "
+                 f"{self._final['spans_dropped']} spans")
+        return self.counters()
+
+
+def exporter_from_env(settings: Any, default_service: str | None = None) -> Exporter | None:
+    """An Exporter configured from ``otel_profiler.config.load()``; None when neither an OTLP
+    endpoint nor a file sink is configured, or when OTEL_SDK_DISABLED is true."""
+    values = settings.values if hasattr(settings, "values") else dict(settings)
+    if values.get("OTEL_SDK_DISABLED"):
+        return None
+    if default_service is None:
+        argv0 = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+        default_service = (argv0[:-3] if argv0.endswith(".py") else argv0) or None
+    config = config_from_settings(settings, default_service)
+    if not config.has_sink:
+        return None
+    return Exporter(config)

@@ -1,0 +1,75 @@
+"""Run a callback once a module has been imported, without importing it ourselves.
+
+The zero-code bootstrap runs before the training script imports torch, and importing
+``otel_profiler`` must never import torch. ``when_imported("torch.optim", install)`` calls ``install``
+right away if the module is already loaded, else right after it finishes loading, through a
+``sys.meta_path`` finder that wraps the real loader (the post-import-hook pattern of wrapt).
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+import threading
+from types import ModuleType
+from typing import Callable
+
+_callbacks: dict[str, list[Callable[[ModuleType], None]]] = {}
+_lock = threading.Lock()
+
+
+def when_imported(name: str, callback: Callable[[ModuleType], None]) -> None:
+    module = sys.modules.get(name)
+    if module is not None and getattr(getattr(module, "__spec__", None), "_initializing", False) is False:
+        _safe_call(callback, module)
+        return
+    with _lock:
+        _callbacks.setdefault(name, []).append(callback)
+        if not any(isinstance(f, _Finder) for f in sys.meta_path):
+            sys.meta_path.insert(0, _Finder())
+
+
+def _safe_call(callback: Callable[[ModuleType], None], module: ModuleType) -> None:
+    try:
+        callback(module)
+    except Exception:  # a hook must never break the user's import
+        pass
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path, target=None):  # type: ignore[override]
+        if fullname not in _callbacks:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        spec.loader = _Loader(loader, fullname)
+        return spec
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, inner: importlib.abc.Loader, name: str) -> None:
+        self._inner = inner
+        self._name = name
+
+    def create_module(self, spec):  # type: ignore[override]
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._inner.exec_module(module)
+        with _lock:
+            callbacks = _callbacks.pop(self._name, [])
+        for callback in callbacks:
+            _safe_call(callback, module)
+
+    def __getattr__(self, name: str):  # is_package, get_source, ... of the real loader
+        return getattr(self._inner, name)

@@ -1,0 +1,102 @@
+"""The embedded default output: one rank's parts and metadata in a profile folder, then the summary.
+
+A profile folder (``OTEL_PROFILER_OUTPUT_DIR/<run id>/`` or ``OTEL_PROFILER_PROFILE_DIR``) is made
+with user-only permissions and holds every rank's ``rank-<r>.<part>.events`` and ``rank-<r>.json``
+(``cuda_tracer.profile.write_rank``). A process claims its rank with an exclusive lock file before it
+writes its first part, so two live processes never write the same rank's files (the loser, e.g. a
+spawned helper process, stays silent). A lock left by a dead process is taken over, and that
+rank's old event files are removed: re-using a folder replaces the rank, never mixes two runs. ``write_summary`` reads the whole folder back and writes
+``summary.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from cuda_tracer.events import EventBatch
+from cuda_tracer.profile import RankProfile, load_profile, write_rank
+
+
+class RankWriter:
+    def __init__(self, folder: str, rank: int) -> None:
+        self.folder = folder
+        self.rank = rank
+        self.parts = 0
+        self.events = 0
+        self._claimed: bool | None = None
+
+    def claim(self) -> bool:
+        """Make the folder and take this rank; False when another live process already holds it."""
+        if self._claimed is None:
+            os.makedirs(self.folder, mode=0o700, exist_ok=True)
+            lock = os.path.join(self.folder, f"rank-{self.rank}.lock")
+            self._claimed = _lock(lock) or (_holder_dead(lock) and _replace_lock(lock))
+            if self._claimed:
+                prefix = f"rank-{self.rank}."
+                for name in os.listdir(self.folder):
+                    if name.startswith(prefix) and name.endswith(".events"):
+                        os.unlink(os.path.join(self.folder, name))
+        return self._claimed
+
+    def write(self, meta: dict[str, Any], batch: EventBatch) -> bool:
+        """Write ``batch`` as the next part (and the current metadata). False when not written."""
+        if not self.claim():
+            return False
+        meta = dict(meta, parts=self.parts + 1, events=self.events + len(batch))
+        write_rank(self.folder, RankProfile(meta=meta, batch=batch), part=self.parts)
+        self.parts += 1
+        self.events += len(batch)
+        return True
+
+
+def _lock(path: str) -> bool:
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return False
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    return True
+
+
+def _holder_dead(path: str) -> bool:
+    try:
+        with open(path) as f:
+            pid = int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return True
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _replace_lock(path: str) -> bool:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    return _lock(path)
+
+
+def write_summary(folder: str) -> dict[str, Any] | None:
+    """Summarize the whole folder (every rank) into ``summary.json``; None when it holds no events."""
+    from .analysis.summary import summarize
+
+    try:
+        profile = load_profile([folder])
+    except ValueError:
+        return None
+    summary = summarize(profile)
+    tmp = os.path.join(folder, "summary.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(summary, f, indent=1, default=str)
+    os.replace(tmp, os.path.join(folder, "summary.json"))
+    return summary

@@ -1,0 +1,189 @@
+"""Profile-derived metrics: aggregates every observed ``EventBatch`` into counters, gauges and histograms.
+
+Every figure is computed by the same functions as the summary (``analysis.breakdown``,
+``cuda_tracer.correlate``), so the metrics of one batch equal ``summarize_batch`` of that batch:
+
+- GPU busy ratio (gauge, latest batch) = merged GPU-op time / device span (HTA temporal breakdown);
+  busy and span time are also counters, so ``rate(busy)/rate(span)`` gives it over any range.
+- Kernel time by class = ``class_times`` (summed, not merged); memcpy bytes (positive sizes) and time
+  per direction, throughput = bytes / copy time; sync time per kind; launch delay (HTA) and latency
+  (Nsight) histograms over linked GPU ops; per-stream max queue depth (HTA).
+- Step time histogram; each step's observation carries an exemplar with the step's trace id, derived
+  exactly as ``spans.trace_id(run_id, rank, "step", n)`` derives the exported ``train.step`` trace.
+- Dropped events from the batch metadata (CUPTI's dropped records, records the reader skipped).
+
+Aggregation runs where ``observe`` is called (the session's flush thread), never in a training step.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from cuda_tracer.correlate import correlate, queue_depths
+from cuda_tracer.events import EventBatch, Kind, MemcpyKind, SyncKind
+
+from . import metric_points as m
+from .analysis.breakdown import class_times, temporal_breakdown
+from .metric_points import HistogramValue, Point, Spec
+from .spans import batch_steps, run_id_of, trace_id
+
+HistogramListener = Callable[[Spec, dict, np.ndarray, list], None]
+"""Called with (spec, attributes, values in seconds, [(index, trace_id_hex)]) for each histogram update."""
+
+_DROP_KEYS = ("cupti_dropped_records", "lost_records", "skipped_events")
+
+
+def step_trace_hex(run_id: str, rank: int, step: int) -> str:
+    """The 32-hex-digit trace id of step ``step`` of ``rank``: the id its exported spans carry."""
+    hi, lo = trace_id(run_id, rank, "step", step)
+    return f"{hi:016x}{lo:016x}"
+
+
+def _key(spec: Spec, attrs: dict) -> tuple:
+    return (spec.name, tuple(sorted(attrs.items())))
+
+
+class ProfileMetrics:
+    """Cumulative state of the profile-derived metrics. Thread-safe; ``points()`` is a snapshot."""
+
+    def __init__(self, run_id: str | None = None) -> None:
+        self.run_id = run_id  # configured run id (OTEL_PROFILER_RUN_ID); else the batch metadata's
+        self.cpu_seconds = 0.0
+        self.listeners: list[HistogramListener] = []
+        self._lock = threading.Lock()
+        self._values: dict[tuple, Point] = {}
+
+    # ------------------------------------------------------------------ state
+    def _set(self, spec: Spec, attrs: dict, value: float) -> None:
+        self._values[_key(spec, attrs)] = Point(spec, attrs, float(value))
+
+    def _add(self, spec: Spec, attrs: dict, value: float) -> None:
+        point = self._values.get(_key(spec, attrs))
+        if point is None:
+            self._values[_key(spec, attrs)] = Point(spec, attrs, float(value))
+        else:
+            point.value += float(value)
+
+    def _observe(self, spec: Spec, attrs: dict, seconds: np.ndarray,
+                 exemplars: Iterable[tuple[int, str, float]] = ()) -> None:
+        """Histogram observations; ``exemplars``: (index into seconds, trace id hex, unix time s)."""
+        point = self._values.get(_key(spec, attrs))
+        if point is None:
+            point = self._values[_key(spec, attrs)] = Point(spec, attrs, HistogramValue(spec.buckets))
+        h: HistogramValue = point.value
+        slots = np.searchsorted(np.asarray(spec.buckets), seconds, side="left")  # le semantics
+        for i, c in enumerate(np.bincount(slots, minlength=len(h.counts)).tolist()):
+            h.counts[i] += c
+        h.total += float(seconds.sum())
+        ex = list(exemplars)
+        for i, trace_hex, ts in ex:
+            h.exemplars[int(slots[i])] = (trace_hex, float(seconds[i]), ts)
+        for listener in self.listeners:
+            try:
+                listener(spec, attrs, seconds, [(i, t) for i, t, _ in ex])
+            except Exception:
+                pass
+
+    def add_dropped(self, reason: str, count: float) -> None:
+        if count:
+            with self._lock:
+                self._add(m.DROPPED, {"otel_profiler.reason": reason}, count)
+
+    def points(self) -> list[Point]:
+        with self._lock:
+            out = [Point(p.spec, p.attributes, p.value.copy() if isinstance(p.value, HistogramValue)
+                         else p.value) for p in self._values.values()]
+        out.append(Point(m.OVERHEAD, {"otel_profiler.component": "profile"}, self.cpu_seconds))
+        return out
+
+    # ------------------------------------------------------------------ one batch
+    def observe(self, batch: EventBatch, meta: dict[str, Any] | None = None) -> None:
+        """Fold one batch (one rank's flushed events, or a whole trace) into the metrics."""
+        t0 = time.thread_time()
+        meta = meta or {}
+        with self._lock:
+            for reason in _DROP_KEYS:
+                value = meta.get(reason)
+                if isinstance(value, (int, float)) and value > 0:
+                    self._add(m.DROPPED, {"otel_profiler.reason": reason}, value)
+            if len(batch):
+                self._observe_batch(batch, meta)
+        self.cpu_seconds += time.thread_time() - t0
+
+    def _observe_batch(self, batch: EventBatch, meta: dict[str, Any]) -> None:
+        corr = correlate(batch)
+        kinds = np.bincount(batch.kind, minlength=len(Kind) + 1)
+        ranks = np.unique(batch.rank).tolist()
+        for rank in ranks:
+            in_rank = batch.rank == rank
+            counts = np.bincount(batch.kind[in_rank], minlength=len(kinds))
+            for k in Kind:
+                if counts[k]:
+                    self._add(m.EVENTS, {"otel_profiler.rank": rank, "otel_profiler.kind": k.name.lower()},
+                              counts[k])
+
+        for d in temporal_breakdown(batch):
+            attrs = {"otel_profiler.rank": d["rank"], "gpu.device.id": d["device"]}
+            self._set(m.GPU_BUSY, attrs, d["busy_us"] / d["span_us"] if d["span_us"] else 0.0)
+            self._add(m.GPU_BUSY_TIME, attrs, d["busy_us"] / 1e6)
+            self._add(m.GPU_SPAN_TIME, attrs, d["span_us"] / 1e6)
+
+        gpu_rank = batch.rank[corr.gpu_rows]
+        matched = corr.matched
+        for rank in np.unique(gpu_rank).tolist():
+            mine = gpu_rank == rank
+            for cls, us in class_times(batch, corr.gpu_rows[mine]).items():
+                self._add(m.KERNEL_TIME, {"otel_profiler.rank": rank, "gpu.kernel.class": cls}, us / 1e6)
+            linked = mine & matched
+            if linked.any():
+                attrs = {"otel_profiler.rank": rank}
+                self._observe(m.LAUNCH_DELAY, attrs, corr.delay_ns[linked] / 1e9)
+                self._observe(m.LAUNCH_LATENCY, attrs, corr.latency_ns[linked] / 1e9)
+
+        self._transfers(batch)
+        for q in queue_depths(batch, corr):
+            self._set(m.QUEUE_DEPTH, {"otel_profiler.rank": q.rank, "gpu.device.id": q.device,
+                                      "gpu.stream.id": q.stream}, q.max_depth)
+        self._steps(batch, meta)
+
+    def _transfers(self, batch: EventBatch) -> None:
+        durations = batch.duration_ns
+        for rank in np.unique(batch.rank).tolist():
+            in_rank = batch.rank == rank
+            copies = in_rank & (batch.kind == Kind.MEMCPY)
+            for mk in MemcpyKind:
+                rows = np.flatnonzero(copies & (batch.subkind == mk))
+                if not len(rows):
+                    continue
+                attrs = {"otel_profiler.rank": rank,
+                         "gpu.memcpy.kind": mk.name if mk != MemcpyKind.UNKNOWN else "unknown"}
+                nbytes = batch.bytes[rows]
+                total_bytes, seconds = int(nbytes[nbytes > 0].sum()), float(durations[rows].sum()) / 1e9
+                self._add(m.MEMCPY_BYTES, attrs, total_bytes)
+                self._add(m.MEMCPY_TIME, attrs, seconds)
+                if seconds > 0:
+                    self._set(m.MEMCPY_THROUGHPUT, attrs, total_bytes / seconds)
+            syncs = in_rank & (batch.kind == Kind.SYNC)
+            for sk in SyncKind:
+                rows = np.flatnonzero(syncs & (batch.subkind == sk))
+                if len(rows):
+                    self._add(m.SYNC_TIME, {"otel_profiler.rank": rank, "gpu.sync.kind": sk.name.lower()},
+                              float(durations[rows].sum()) / 1e9)
+
+    def _steps(self, batch: EventBatch, meta: dict[str, Any]) -> None:
+        steps = batch_steps(batch)
+        if not steps:
+            return
+        # The rank and run id exactly as spans.build_spans / the exporter choose them.
+        rank = int(meta.get("rank", -1))
+        if rank < 0:
+            rank = int(batch.rank[0]) if batch.rank[0] >= 0 else 0
+        run_id = self.run_id or (run_id_of(meta) if meta else None)
+        seconds = np.array([(e - s) / 1e9 for _, s, e in steps])
+        exemplars = [(i, step_trace_hex(run_id, rank, n), e / 1e9)
+                     for i, (n, _, e) in enumerate(steps)] if run_id else []
+        self._observe(m.STEP_DURATION, {"otel_profiler.rank": rank}, seconds, exemplars)

@@ -1,0 +1,102 @@
+"""Builds the self-contained HTML report: one file holding the data (JSON, timeline columns as base64
+typed arrays) and the inlined CSS and JavaScript from ``assets/``; it needs no network to open.
+
+Untrusted names (kernels, annotations) travel only inside the JSON data block, with every ``<``
+escaped, and the script puts them on the page with ``textContent`` or canvas ``fillText`` only.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import html
+import json
+import re
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from cuda_tracer.events import Kind
+from cuda_tracer.profile import Profile
+
+from ..analysis.activity import annotation_durations, cpu_active, precision_times, utilization_over_time
+from ..analysis.insights import Thresholds, insights, thresholds_doc
+from ..analysis.summary import summarize
+from .tracks import assign_tracks
+
+
+def _b64(array: np.ndarray) -> str:
+    return base64.b64encode(np.ascontiguousarray(array).tobytes()).decode("ascii")
+
+
+def timeline_data(profile: Profile) -> dict[str, Any]:
+    """The timeline as columns: per event track, start (ns from ``t0_ns``), duration, name, kind."""
+    t = assign_tracks(profile)
+    b, rows = t.batch, t.rows
+    t0 = int(b.start_ns[rows].min()) if len(rows) else 0
+    dur = b.end_ns[rows] - b.start_ns[rows]
+    wide = len(dur) and int(dur.max()) >= 2**32
+    name_ids, name_index = np.unique(b.name[rows], return_inverse=True)
+    return {
+        "t0_ns": t0, "count": int(len(rows)),
+        "strings": [b.strings[i] for i in name_ids.tolist()],
+        "kinds": {int(k): k.name.lower() for k in Kind},
+        "tracks": [{"group": tr.group, "label": tr.label, "kind": tr.kind} for tr in t.tracks],
+        "dur_type": "f64" if wide else "u32",
+        "columns": {
+            "track": _b64(t.track.astype("<u4")),
+            "start": _b64((b.start_ns[rows] - t0).astype("<f8")),
+            "dur": _b64(dur.astype("<f8" if wide else "<u4")),
+            "name": _b64(name_index.reshape(-1).astype("<u4")),
+            "kind": _b64(b.kind[rows].astype("u1")),
+            "flow_src": _b64(t.flow_src.astype("<u4")),
+            "flow_dst": _b64(t.flow_dst.astype("<u4")),
+        },
+    }
+
+
+def report_data(profile: Profile, thresholds: Thresholds | None = None,
+                summary: dict | None = None) -> dict[str, Any]:
+    """Everything the page shows: the summary (with insights), dashboard extras and the timeline."""
+    if summary is None:
+        summary = summarize(profile)
+    if "insights" not in summary:
+        summary["insights"] = insights(profile, summary, thresholds)
+    batch = profile.batch()
+    return {
+        "title": ", ".join(profile.sources) or "profile",
+        "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "summary": summary,
+        "dashboard": {
+            "utilization": utilization_over_time(batch, multi_rank="ranks" in summary),
+            "cpu_active": cpu_active(batch),
+            "precision": precision_times(summary["kernels"]["by_name"]),
+            "annotations": annotation_durations(batch),
+        },
+        "thresholds": thresholds_doc() if thresholds is None else
+        [dict(t, value=getattr(thresholds, t["name"])) for t in thresholds_doc()],
+        "timeline": timeline_data(profile),
+    }
+
+
+def _asset(name: str) -> str:
+    return resources.files(__package__).joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def render_html(data: dict[str, Any]) -> str:
+    """The page: template with the CSS, the script and the JSON data block filled in."""
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    payload = payload.replace("<", "\\u003c")  # no "</script>" or "<!--" can end the data block
+    parts = {"TITLE": html.escape(data["title"]), "CSS": _asset("report.css"), "DATA": payload,
+             "JS": _asset("report.js").replace("</", "<\\/")}
+    # One pass, so text inside one part (a kernel named "/*JS*/") is never substituted again.
+    return re.sub(r"/\*(TITLE|CSS|DATA|JS)\*/", lambda m: parts[m.group(1)], _asset("template.html"))
+
+
+def write_report(profile: Profile, path: str, thresholds: Thresholds | None = None) -> int:
+    """Write the HTML report of ``profile`` to ``path``; returns its size in bytes."""
+    text = render_html(report_data(profile, thresholds))
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return len(text.encode("utf-8"))

@@ -1,0 +1,499 @@
+"""The process-wide profiling session every way of enabling ends in (API, env var, `run`, instrumentor).
+
+A session owns: the settings (``otel_profiler.config``), this process's identity
+(``resource``), the step counter and the window policy (``windows``), the detailed source
+(``cuda_tracer.kineto``, opened only inside windows), a flush thread that moves buffered annotations,
+steps and finished windows into parts of the profile folder (``output``) and hands each batch to the
+OTLP exporter when one is configured, and the process hygiene:
+
+- flush on normal exit and ``KeyboardInterrupt`` (atexit) and on ``SIGTERM`` (a handler, installed only
+  where the program has none, that flushes and then dies of the signal as before);
+- fork safety: the flush lock is taken around ``fork`` so a child never inherits it held, and a
+  forked child (a DataLoader worker) stops recording and drops the parent's buffers, so it neither
+  deadlocks nor writes the parent's data twice;
+- bounded memory: buffers are written out once ``OTEL_PROFILER_FLUSH_EVENTS`` accumulate, and at
+  least every ``OTEL_PROFILER_FLUSH_INTERVAL_S``;
+- never raising into user code: any failure gives one warning and turns profiling off.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import warnings
+from time import perf_counter_ns
+from typing import Any, Mapping
+
+import numpy as np
+
+from cuda_tracer.events import EventBatch, Kind
+
+from . import __version__, config, markers
+from .output import RankWriter, write_summary
+from .resource import attributes, distributed_position, run_id
+from .windows import WindowPolicy
+
+_current: "Session | None" = None
+_start_lock = threading.Lock()
+_forked_child = False
+_fork_hooks_installed = False
+MAX_WINDOWS_IN_META = 1000
+
+
+class ProfilerWarning(RuntimeWarning):
+    """Everything the profiler has to tell the user (bad settings, backing off, a failure)."""
+
+
+def warn(message: str) -> None:
+    warnings.warn(f"otel-profiler: {message}", ProfilerWarning, stacklevel=3)
+
+
+def current() -> "Session | None":
+    """The running session, or None."""
+    return _current
+
+
+def start_session(origin: str, overrides: Mapping[str, Any] | None = None,
+                  environ: Mapping[str, str] | None = None) -> "Session | None":
+    """Start (or return) the process's session. Bad settings: one warning, None. Never raises."""
+    global _current
+    with _start_lock:
+        if _current is not None:
+            return _current
+        if _forked_child:
+            return None
+        try:
+            env = dict(os.environ if environ is None else environ)
+            problems = _apply_overrides(env, overrides or {})
+            settings = config.load(env)
+            problems += settings.warnings
+            if problems:
+                warn("profiling is off because of invalid settings: " + "; ".join(problems))
+                return None
+            if settings["OTEL_SDK_DISABLED"]:
+                return None
+            session = Session(settings, origin)
+            session.start()
+        except Exception as exc:  # never into user code
+            warn(f"profiling is off: could not start ({type(exc).__name__}: {exc})")
+            return None
+        _current = session
+        return session
+
+
+def _apply_overrides(env: dict[str, str], overrides: Mapping[str, Any]) -> list[str]:
+    """``Profiler(steps="1:5")`` → ``OTEL_PROFILER_STEPS=1:5`` in ``env``; unknown names are problems."""
+    problems = []
+    for key, value in overrides.items():
+        name = "OTEL_PROFILER_" + key.upper()
+        if name not in config.VARIABLES:
+            problems.append(f"unknown option {key!r}")
+            continue
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, tuple) and len(value) == 2 and name == "OTEL_PROFILER_STEPS":
+            text = f"{value[0]}:{value[1]}"
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            text = ",".join(map(str, value))
+        else:
+            text = str(value)
+        env[name] = text
+    return problems
+
+
+class Session:
+    def __init__(self, settings: config.Settings, origin: str) -> None:
+        v = settings.values
+        self.settings = settings
+        self.origin = origin
+        self.position = distributed_position()
+        self.rank = self.position["rank"]
+        self.run_id = run_id(v["OTEL_PROFILER_RUN_ID"])
+        folder = v["OTEL_PROFILER_PROFILE_DIR"] or os.path.join(v["OTEL_PROFILER_OUTPUT_DIR"], self.run_id)
+        self.folder = os.path.abspath(folder)
+        self.activities = frozenset(v["OTEL_PROFILER_ACTIVITIES"])
+        self.policy = WindowPolicy(v["OTEL_PROFILER_STEPS"], v["OTEL_PROFILER_EVERY_STEPS"],
+                                   v["OTEL_PROFILER_WINDOW_STEPS"], v["OTEL_PROFILER_DURATION_S"],
+                                   v["OTEL_PROFILER_SLOW_STEP_FACTOR"], perf_counter_ns())
+        self.writer = RankWriter(self.folder, self.rank)
+        self.resource = attributes(v)
+        self.closed = False
+        self.lock = threading.Lock()  # one writer at a time; held around fork
+        self._step = 0  # number of the step in progress
+        self._step_start: int | None = None
+        self._manual_steps = False
+        self._source: Any = None
+        self._detail_off: str | None = None  # why detailed capture does not run
+        self._backed_off = False
+        self._window: dict[str, Any] | None = None
+        self._windows: list[dict[str, Any]] = []
+        self._finished: list[tuple[Any, dict[str, Any]]] = []  # (capture, window) awaiting a flush
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_flush = time.monotonic()
+        self._exporter: Any = None
+        self._exporter_made = False  # made at the first write: launchers that record nothing
+                                     # (the torchrun agent) never start an exporter process
+        self._make_exporter: Any = None
+        self._trigger: Any = None
+        self._remove_step_hook: Any = None
+        self._restore_signal: Any = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        v = self.settings.values
+        # Import now whatever writing at exit needs: a module first imported during interpreter
+        # shutdown can make a Ctrl-C'd job exit 1 instead of dying of SIGINT as it should.
+        import cuda_tracer.kineto  # noqa: F401  (does not import torch)
+
+        if v["OTEL_PROFILER_SUMMARY_AT_EXIT"]:
+            from .analysis import summary  # noqa: F401
+        self._make_exporter = _exporter_factory()
+        markers.active = True
+        atexit.register(self.close)
+        _install_fork_hooks()
+        self._install_sigterm()
+        from .triggers import UdpTrigger, install_signal
+
+        if v["OTEL_PROFILER_SIGNAL"]:
+            self._restore_signal = install_signal(self.policy.request)
+        if v["OTEL_PROFILER_TRIGGER_PORT"]:
+            try:
+                self._trigger = UdpTrigger(v["OTEL_PROFILER_TRIGGER_PORT"] + self.position["local_rank"],
+                                           self.policy.request)
+            except OSError as exc:
+                warn(f"trigger port unavailable ({exc}); on-demand capture by UDP is off")
+        if v["OTEL_PROFILER_AUTO_STEPS"]:
+            from .integrations.torch import when_torch_imported
+
+            when_torch_imported(lambda: self.step_boundary(manual=False), self._hook_installed)
+        self._thread = threading.Thread(target=self._flush_loop, name="otel-profiler-flush", daemon=True)
+        self._thread.start()
+        if v["OTEL_PROFILER_DURATION_S"]:
+            self._update_window(0, perf_counter_ns())
+
+    def _hook_installed(self, remove: Any) -> None:
+        self._remove_step_hook = remove
+
+    def close(self) -> None:
+        """Stop capturing, write everything left, close the exporter. Idempotent, never raises."""
+        global _current
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self._wake.set()
+            if self._thread is not None and self._thread is not threading.current_thread():
+                self._thread.join(timeout=10)
+            if self._window is not None:  # the step in progress, if any, is the window's last
+                self._close_window(self._step + (self._step_start is not None))
+            if self._remove_step_hook is not None:
+                self._remove_step_hook()
+            if self._trigger is not None:
+                self._trigger.close()
+            if self._restore_signal is not None:
+                self._restore_signal()
+            self.flush()
+            markers.active = False
+            if self._exporter is not None:
+                self._exporter.close(timeout_s=5.0)
+            if self.settings["OTEL_PROFILER_SUMMARY_AT_EXIT"] and self.writer.parts:
+                write_summary(self.folder)
+                print(f"otel-profiler: profile of rank {self.rank} written to {self.folder} "
+                      f"(`otel-profiler summary {self.folder}`)", file=sys.stderr)
+        except Exception as exc:
+            warn(f"could not finish writing the profile ({type(exc).__name__}: {exc})")
+        finally:
+            markers.active = False
+            if _current is self:
+                _current = None
+            try:
+                atexit.unregister(self.close)
+            except Exception:
+                pass
+
+    # ------------------------------------------------------------------ steps
+    def step_boundary(self, manual: bool, explicit_start: bool = False) -> None:
+        """The step in progress ends now and the next begins (``step()`` and the optimizer hook)."""
+        try:
+            if manual:
+                self._manual_steps = True
+            elif self._manual_steps and not explicit_start:
+                return  # the code marks its own steps; the optimizer hook stays quiet
+            if self.closed:
+                return
+            now = perf_counter_ns()
+            if self._step_start is not None and not explicit_start:
+                self._record_step(self._step, self._step_start, now)
+                self._step += 1
+            if self._step_start is None or not explicit_start:
+                self._step_start = now
+                self._update_window(self._step, now)
+        except Exception as exc:
+            self._fail(exc)
+
+    def step_begin(self, number: int) -> None:
+        """``step_context(number)`` entered."""
+        try:
+            self._manual_steps = True
+            if not self.closed:
+                self._step = number
+                self._update_window(number, perf_counter_ns())
+        except Exception as exc:
+            self._fail(exc)
+
+    def step_end(self, number: int, start: int, end: int) -> None:
+        """``step_context(number)`` left."""
+        try:
+            if not self.closed:
+                self._record_step(number, start, end)
+                self._step = number + 1
+                self._step_start = None
+        except Exception as exc:
+            self._fail(exc)
+
+    def _record_step(self, number: int, start: int, end: int) -> None:
+        markers.local.events.append((markers.STEP, f"ProfilerStep#{number}", start, end, number))
+        self.policy.step_finished(number, end - start, captured=self._window is not None)
+
+    # ------------------------------------------------------------------ windows
+    def _update_window(self, step: int, now: int) -> None:
+        reason = self.policy.want(step, now)
+        if reason and self._window is None:
+            self._open_window(reason, step)
+        elif not reason and self._window is not None:
+            self._close_window(step)
+
+    def _open_window(self, reason: str, step: int) -> None:
+        window = {"reason": reason, "first_step": step, "start_ns": time.time_ns(), "captured": False}
+        self._window = window
+        source = self._detail_source()
+        if source is None:
+            return
+        try:
+            source.start()
+            window["captured"] = True
+        except Exception as exc:  # someone else holds the profiler: back off for good
+            self._back_off(f"{exc}")
+
+    def _close_window(self, step: int) -> None:
+        window, self._window = self._window, None
+        if window is None:
+            return
+        window["end_ns"] = time.time_ns()
+        window["last_step"] = step - 1
+        capture = None
+        if window["captured"] and self._source is not None and self._source.running:
+            try:
+                capture = self._source.stop()
+            except Exception as exc:
+                self._back_off(f"the detailed source failed to stop ({exc})")
+        if len(self._windows) < MAX_WINDOWS_IN_META:
+            self._windows.append(window)
+        self._finished.append((capture, window))
+        self._wake.set()
+
+    def _detail_source(self) -> Any:
+        """The Kineto source when it can capture now, else None (``_detail_off`` says why)."""
+        if self._backed_off:
+            return None
+        from cuda_tracer.kineto import KinetoSource, unavailable_reason
+
+        self._detail_off = unavailable_reason(self.activities)  # torch may be imported later
+        if self._detail_off is not None:
+            return None
+        if self._source is None:
+            self._source = KinetoSource(self.activities, self.rank)
+        return self._source
+
+    def _back_off(self, why: str) -> None:
+        """Another profiler holds the process (or ours failed): no more detailed windows."""
+        if not self._backed_off:
+            warn(f"detailed GPU/op capture is off for this run: {why}; "
+                 "annotations and steps are still recorded")
+        self._backed_off = True
+        self._detail_off = why
+
+    # ------------------------------------------------------------------ writing
+    def _flush_loop(self) -> None:
+        interval = self.settings["OTEL_PROFILER_FLUSH_INTERVAL_S"]
+        limit = self.settings["OTEL_PROFILER_FLUSH_EVENTS"]
+        while not self.closed:
+            self._wake.wait(0.5)
+            self._wake.clear()
+            if self.closed:
+                return
+            if (self._finished or markers.pending() >= limit
+                    or time.monotonic() - self._last_flush >= interval):
+                self.flush()
+
+    def flush(self) -> None:
+        """Write what is buffered as the next part of this rank (and submit it to the exporter)."""
+        try:
+            with self.lock:
+                self._last_flush = time.monotonic()
+                batches = [markers.drain(self.rank)]
+                n = len(self._finished)  # slice + del: each atomic, so no racing append is lost
+                finished = self._finished[:n]
+                del self._finished[:n]
+                for capture, window in finished:
+                    if capture is not None:
+                        batches.append(capture.to_batch())
+                    batches.append(_window_event(window, self.rank))
+                batch = EventBatch.concat(b for b in batches if len(b))
+                if not len(batch):
+                    return
+                meta = self.meta()
+                self.writer.write(meta, batch)
+                if not self._exporter_made:
+                    self._exporter_made = True
+                    self._exporter = self._make_exporter(self.settings, self.resource["service.name"])
+                if self._exporter is not None:
+                    self._exporter.submit(meta, batch)
+        except Exception as exc:
+            self._fail(exc)
+
+    def meta(self) -> dict[str, Any]:
+        """This rank's metadata (``rank-<r>.json``)."""
+        torch = sys.modules.get("torch")
+        versions = {"otel_profiler": __version__, "python": sys.version.split()[0]}
+        if torch is not None:
+            versions["torch"] = getattr(torch, "__version__", "?")
+        return {
+            "source": f"live:{self.origin}",
+            "format": "otel-profiler.live",
+            "rank": self.rank,
+            "local_rank": self.position["local_rank"],
+            "world_size": self.position["world_size"],
+            "host_name": socket.gethostname(),
+            "pid": os.getpid(),
+            "run_id": self.run_id,
+            "resource": self.resource,
+            "versions": versions,
+            "device_properties": _device_properties(),
+            "activities": sorted(self.activities),
+            "detailed_capture": self._detail_off or "on",
+            "windows": self._windows,
+            "steps": self._step,
+        }
+
+    def _fail(self, exc: BaseException) -> None:
+        """Turn profiling off after an internal error (one warning)."""
+        if not self.closed:
+            warn(f"profiling is off after an internal error ({type(exc).__name__}: {exc})")
+            self.closed = True
+            markers.active = False
+
+    # ------------------------------------------------------------------ signals and fork
+    def _install_sigterm(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+                return  # the program handles SIGTERM itself (and usually exits through atexit)
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+        except (ValueError, OSError):
+            pass
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self.close()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    def after_fork_in_child(self) -> None:
+        """A forked child (e.g. a DataLoader worker) records nothing and writes nothing."""
+        self.closed = True
+        self.lock = threading.Lock()
+        self._thread = None
+        self._finished = []
+        self._source = None
+        self._trigger = None
+        try:
+            atexit.unregister(self.close)
+        except Exception:
+            pass
+
+
+def _before_fork() -> None:
+    session = _current
+    if session is not None:
+        session._fork_held = session.lock.acquire(timeout=5)
+
+
+def _after_fork_parent() -> None:
+    session = _current
+    if session is not None and getattr(session, "_fork_held", False):
+        session._fork_held = False
+        session.lock.release()
+
+
+def _after_fork_child() -> None:
+    global _current, _forked_child, _start_lock
+    _forked_child = True
+    _start_lock = threading.Lock()
+    markers.active = False
+    markers.reset_after_fork()
+    session, _current = _current, None
+    if session is not None:
+        session.after_fork_in_child()
+
+
+def _install_fork_hooks() -> None:
+    global _fork_hooks_installed
+    if not _fork_hooks_installed and hasattr(os, "register_at_fork"):
+        os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_parent,
+                            after_in_child=_after_fork_child)
+        _fork_hooks_installed = True
+
+
+# ---------------------------------------------------------------------- helpers
+def _window_event(window: dict[str, Any], rank: int) -> EventBatch:
+    """A PROFILER event spanning one detailed window, with its reason and step range."""
+    end = window.get("end_ns", window["start_ns"])
+    batch = EventBatch.from_columns(["otel-profiler window", "reason", "first_step", "last_step"],
+                                    kind=[Kind.PROFILER], name=[0], start_ns=[window["start_ns"]],
+                                    end_ns=[end], rank=[rank], pid=[os.getpid()])
+    batch.extra_row = np.zeros(3, np.int64)
+    batch.extra_key = np.arange(1, 4, dtype=np.int32)
+    batch.extra_value = [window["reason"], window["first_step"], window.get("last_step", -1)]
+    return batch
+
+
+def _device_properties() -> list[dict[str, Any]]:
+    from cuda_tracer.kineto import cuda_available
+
+    if not cuda_available():
+        return []
+    torch = sys.modules["torch"]
+    out = []
+    try:
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            out.append({"id": i, "name": p.name, "totalGlobalMem": p.total_memory,
+                        "computeMajor": p.major, "computeMinor": p.minor,
+                        "numSms": p.multi_processor_count})
+    except Exception:
+        pass
+    return out
+
+
+def _exporter_factory() -> Any:
+    """A function making the OTLP exporter (None when none is configured); imports it now."""
+    try:
+        from .exporter import exporter_from_env
+    except ImportError:
+        return lambda settings, service: None
+
+    def make(settings: config.Settings, service: str) -> Any:
+        try:
+            return exporter_from_env(settings, default_service=service)
+        except Exception as exc:
+            warn(f"OTLP export is off ({type(exc).__name__}: {exc})")
+            return None
+
+    return make

@@ -1,0 +1,141 @@
+"""Where encoded OTLP requests go: an OTLP/gRPC or OTLP/HTTP endpoint, a file, or the spool.
+
+This package's ``__init__`` is light (no grpc, no protobuf): it resolves the standard
+``OTEL_EXPORTER_OTLP_*`` variables into an :class:`OtlpTarget` and holds the delivery loop with
+retries and backoff. The network clients live in ``grpc_sink`` and ``http_sink`` and are imported
+only by :func:`open_sink`, i.e. in the exporter process or the CLI.
+
+Rules (OTLP exporter specification):
+
+- A ``TRACES_`` variable wins over the general one.
+- HTTP: ``OTEL_EXPORTER_OTLP_ENDPOINT`` gets ``/v1/traces`` appended; the traces endpoint is used
+  as is. gRPC: ``http://`` means plaintext, ``https://`` TLS; without a scheme TLS unless
+  ``OTEL_EXPORTER_OTLP_INSECURE`` is true.
+- Retryable: gRPC UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED, CANCELLED,
+  OUT_OF_RANGE, DATA_LOSS; HTTP 429, 502, 503, 504 and connection failures. Everything else is
+  final: the request is dropped with one warning per distinct reason.
+- Header values are never logged: errors name the header key at most.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+from urllib.parse import urlsplit
+
+PROTOCOLS = ("grpc", "http/protobuf")
+
+
+@dataclass
+class OtlpTarget:
+    """A resolved OTLP traces destination. ``describe()`` is safe to log (no header values)."""
+
+    endpoint: str
+    protocol: str = "http/protobuf"
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout_s: float = 10.0
+    compression: str = "none"
+    certificate: str = ""
+    client_key: str = ""
+    client_certificate: str = ""
+    insecure: bool = False
+
+    def describe(self) -> str:
+        keys = f", headers: {', '.join(sorted(self.headers))}" if self.headers else ""
+        return f"OTLP {self.protocol} {self.endpoint}{keys}"
+
+
+@dataclass
+class Result:
+    """Outcome of one send. ``retryable`` failures are retried, then spooled."""
+
+    ok: bool
+    retryable: bool = False
+    message: str = ""
+    retry_after_s: float | None = None
+    rejected_spans: int = 0
+
+
+OK = Result(True)
+
+
+class Sink(Protocol):
+    def send(self, request: bytes) -> Result: ...
+
+    def close(self) -> None: ...
+
+
+def _pick(values: dict[str, Any], name: str) -> Any:
+    specific = values.get(f"OTEL_EXPORTER_OTLP_TRACES_{name}")
+    return specific if specific is not None else values.get(f"OTEL_EXPORTER_OTLP_{name}")
+
+
+def http_traces_url(base: str) -> str:
+    """``base`` + ``/v1/traces`` (the OTLP/HTTP rule for the general endpoint)."""
+    return base.rstrip("/") + "/v1/traces"
+
+
+def resolve_target(values: dict[str, Any], endpoint: str | None = None, protocol: str | None = None,
+                   warn: Callable[[str], None] | None = None) -> OtlpTarget | None:
+    """The traces target from settings values (``config.load().values``); ``endpoint``/``protocol``
+    (command-line flags) override them. None when no endpoint is configured."""
+    proto = protocol or _pick(values, "PROTOCOL") or "http/protobuf"
+    if proto == "http/json":
+        if warn:
+            warn("OTLP protocol http/json is not supported for spans; using http/protobuf")
+        proto = "http/protobuf"
+    specific = values.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    if endpoint:
+        url = endpoint
+        if proto != "grpc" and urlsplit(url).path in ("", "/"):
+            url = http_traces_url(url)
+    elif specific:
+        url = specific
+    elif values.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        base = values["OTEL_EXPORTER_OTLP_ENDPOINT"]
+        url = base if proto == "grpc" else http_traces_url(base)
+    else:
+        return None
+    timeout_ms = _pick(values, "TIMEOUT")
+    insecure = _pick(values, "INSECURE")
+    return OtlpTarget(
+        endpoint=url, protocol=proto, headers=dict(_pick(values, "HEADERS") or {}),
+        timeout_s=(timeout_ms if timeout_ms is not None else 10000) / 1000.0,
+        compression=_pick(values, "COMPRESSION") or "none",
+        certificate=_pick(values, "CERTIFICATE") or "",
+        client_key=_pick(values, "CLIENT_KEY") or "",
+        client_certificate=_pick(values, "CLIENT_CERTIFICATE") or "",
+        insecure=bool(insecure))
+
+
+def open_sink(target: OtlpTarget) -> Sink:
+    """A network sink for ``target`` (imports grpc or http.client only now)."""
+    if target.protocol == "grpc":
+        from .grpc_sink import GrpcSink
+
+        return GrpcSink(target)
+    from .http_sink import HttpSink
+
+    return HttpSink(target)
+
+
+def deliver(sink: Sink, request: bytes, retry_s: float, deadline: float | None = None,
+            sleep: Callable[[float], None] = time.sleep) -> tuple[Result, int]:
+    """Send with exponential backoff (0.25 s doubling, at most 8 s per wait) for up to ``retry_s``
+    seconds and never past ``deadline`` (``time.monotonic()``). Returns the last result and the
+    number of failed attempts."""
+    give_up = time.monotonic() + retry_s
+    if deadline is not None:
+        give_up = min(give_up, deadline)
+    wait, failures = 0.25, 0
+    while True:
+        result = sink.send(request)
+        if result.ok or not result.retryable:
+            return result, failures
+        failures += 1
+        pause = min(result.retry_after_s if result.retry_after_s is not None else wait, 8.0)
+        if time.monotonic() + pause >= give_up:
+            return result, failures
+        sleep(pause)
+        wait = min(wait * 2, 8.0)

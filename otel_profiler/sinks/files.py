@@ -1,0 +1,176 @@
+"""File sinks: OTLP JSON lines, length-delimited protobuf files, and the spool for undelivered requests.
+
+- JSON lines: one OTLP/JSON ``ExportTraceServiceRequest`` per line, the format of the OpenTelemetry
+  Collector's ``file`` exporter (its ``otlpjsonfile`` receiver reads it back).
+- ``.pb`` and spool files: length-delimited ``ExportTraceServiceRequest`` messages (varint length,
+  then the message), as protobuf's ``writeDelimitedTo`` writes them.
+- The spool keeps requests the endpoint did not take, up to ``max_bytes`` per process; past the
+  limit or on a write error (full disk) the request is dropped and counted, with one warning. Files
+  are named ``spool-<pid>-<seq>.pb`` (ranks can share a folder); ``drain`` sends the process's own
+  files oldest first once the endpoint answers again and deletes what was delivered.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Callable, Iterator
+
+from ..otlp import read_delimited, write_delimited
+
+
+class DelimitedFile:
+    """Appends length-delimited requests to one file."""
+
+    def __init__(self, path: str) -> None:
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+        self._f = open(path, "ab")
+
+    def write(self, request: bytes) -> int:
+        n = write_delimited(self._f, request)
+        self._f.flush()
+        return n
+
+    def close(self) -> None:
+        self._f.close()
+
+
+class JsonLinesFile:
+    """Appends OTLP/JSON lines (already encoded, newline-terminated) to one file."""
+
+    def __init__(self, path: str) -> None:
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+        self._f = open(path, "ab")
+
+    def write(self, lines: bytes) -> int:
+        self._f.write(lines)
+        self._f.flush()
+        return len(lines)
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def spool_files(path: str) -> list[str]:
+    """The spooled/``.pb`` files under ``path`` (a file or a folder), oldest first."""
+    if os.path.isfile(path):
+        return [path]
+    files = glob.glob(os.path.join(path, "*.pb"))
+    return sorted(files, key=lambda p: (os.path.getmtime(p), p))
+
+
+def read_requests(path: str) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        data = f.read()
+    yield from read_delimited(data)
+
+
+class Spool:
+    """Bounded on-disk store of undelivered requests (see the module docstring)."""
+
+    ROLL_BYTES = 64 * 1024 * 1024
+
+    def __init__(self, folder: str, max_bytes: int, warn: Callable[[str], None]) -> None:
+        self.folder = folder
+        self.max_bytes = max_bytes
+        self._warn = warn
+        self._warned: set[str] = set()
+        self._file = None
+        self._file_path = ""
+        self._file_bytes = 0
+        self._seq = 0
+        self.size = 0  # bytes this process spooled and has not delivered (the limit counts these)
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            self._warn(message)
+
+    def put(self, request: bytes) -> bool:
+        """Spool one request; False when it was dropped (limit reached or write error)."""
+        if self.size + len(request) + 10 > self.max_bytes:
+            self._warn_once("full", f"OTLP spool {self.folder} reached its limit of "
+                                    f"{self.max_bytes} bytes; further undelivered spans are dropped")
+            return False
+        try:
+            if self._file is None or self._file_bytes >= self.ROLL_BYTES:
+                self._roll()
+            n = write_delimited(self._file, request)
+            self._file.flush()
+        except OSError as exc:
+            self._warn_once("error", f"cannot write OTLP spool {self.folder} ({exc.strerror or exc}); "
+                                     "undelivered spans are dropped")
+            self._close_file(truncate_to=self._file_bytes)
+            return False
+        self._file_bytes += n
+        self.size += n
+        return True
+
+    def _roll(self) -> None:
+        self._close_file()
+        os.makedirs(self.folder, exist_ok=True)
+        self._seq += 1
+        self._file_path = os.path.join(self.folder, f"spool-{os.getpid()}-{self._seq:06d}.pb")
+        self._file = open(self._file_path, "ab")
+        self._file_bytes = 0
+
+    def _close_file(self, truncate_to: int | None = None) -> None:
+        if self._file is not None:
+            try:
+                if truncate_to is not None:
+                    self._file.truncate(truncate_to)
+                self._file.close()
+            except OSError:
+                pass
+            self._file = None
+
+    def close(self) -> None:
+        self._close_file()
+
+    def _own_files(self) -> list[str]:
+        prefix = f"spool-{os.getpid()}-"
+        return [p for p in spool_files(self.folder) if os.path.basename(p).startswith(prefix)] \
+            if os.path.isdir(self.folder) else []
+
+    def drain(self, send: Callable[[bytes], bool]) -> tuple[int, bool]:
+        """Send this process's spooled requests oldest first; stop at the first failure. Other
+        processes' files (other ranks share the folder, or earlier runs) are left to
+        ``otel-profiler replay``. Returns (sent, all_done)."""
+        self._close_file()
+        sent = 0
+        for path in self._own_files():
+            n, done = drain_file(path, send)
+            sent += n
+            if not done:
+                self.size = sum(os.path.getsize(p) for p in self._own_files())
+                return sent, False
+        self.size = 0
+        return sent, True
+
+
+def drain_file(path: str, send: Callable[[bytes], bool]) -> tuple[int, bool]:
+    """Send the requests of one delimited file; delete it when all went, else keep the rest."""
+    try:
+        requests = list(read_requests(path))
+    except ValueError:
+        # A truncated tail (crash mid-write): keep what parses.
+        with open(path, "rb") as f:
+            data = f.read()
+        requests = []
+        try:
+            for r in read_delimited(data):
+                requests.append(r)
+        except ValueError:
+            pass
+    for i, request in enumerate(requests):
+        if not send(request):
+            tmp = path + ".tmp"
+            with open(tmp, "wb") as f:
+                for rest in requests[i:]:
+                    write_delimited(f, rest)
+            os.replace(tmp, path)
+            return i, False
+    os.remove(path)
+    return len(requests), True

@@ -1,0 +1,74 @@
+"""OTLP/gRPC sink: sends pre-encoded ``ExportTraceServiceRequest`` bytes on the official service path.
+
+The request is already serialized (``otel_profiler.otlp``), so the call passes bytes straight
+through (no request serializer) and parses only the small response for ``partial_success``.
+"""
+
+from __future__ import annotations
+
+import grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from . import OK, OtlpTarget, Result
+
+EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+_RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+              grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.ABORTED, grpc.StatusCode.CANCELLED,
+              grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.DATA_LOSS}
+_MAX_MESSAGE = 64 * 1024 * 1024
+
+
+def _read(path: str) -> bytes | None:
+    if not path:
+        return None
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def channel_for(target: OtlpTarget) -> grpc.Channel:
+    endpoint = target.endpoint
+    if "://" in endpoint:
+        scheme, _, rest = endpoint.partition("://")
+        address, tls = rest.split("/", 1)[0], scheme.lower() == "https"
+    else:
+        address, tls = endpoint, not target.insecure
+    options = [("grpc.max_send_message_length", _MAX_MESSAGE),
+               ("grpc.max_receive_message_length", _MAX_MESSAGE)]
+    compression = grpc.Compression.Gzip if target.compression == "gzip" else grpc.Compression.NoCompression
+    if not tls:
+        return grpc.insecure_channel(address, options=options, compression=compression)
+    creds = grpc.ssl_channel_credentials(root_certificates=_read(target.certificate),
+                                         private_key=_read(target.client_key),
+                                         certificate_chain=_read(target.client_certificate))
+    return grpc.secure_channel(address, creds, options=options, compression=compression)
+
+
+class GrpcSink:
+    def __init__(self, target: OtlpTarget) -> None:
+        self.target = target
+        self._channel = channel_for(target)
+        self._export = self._channel.unary_unary(EXPORT_METHOD)
+        self._metadata = tuple((k.lower(), v) for k, v in target.headers.items())
+
+    def send(self, request: bytes) -> Result:
+        try:
+            raw = self._export(request, timeout=self.target.timeout_s, metadata=self._metadata)
+        except grpc.RpcError as exc:
+            code = exc.code() if hasattr(exc, "code") else None
+            details = (exc.details() if hasattr(exc, "details") else "") or ""
+            name = code.name if code is not None else "UNKNOWN"
+            return Result(False, code in _RETRYABLE, f"gRPC {name}: {details[:200]}")
+        except ValueError:
+            # grpc validates metadata locally; its message would echo the header value.
+            return Result(False, False, "invalid OTLP header (value hidden)")
+        rejected = 0
+        try:
+            resp = ExportTraceServiceResponse.FromString(raw)
+            rejected = resp.partial_success.rejected_spans
+        except Exception:
+            pass
+        return OK if not rejected else Result(True, rejected_spans=rejected,
+                                              message=f"receiver rejected {rejected} spans")
+
+    def close(self) -> None:
+        self._channel.close()

@@ -1,0 +1,81 @@
+"""OTLP/HTTP (protobuf) sink on the standard library's ``http.client``: POST to ``/v1/traces``.
+
+TLS uses ``OTEL_EXPORTER_OTLP_CERTIFICATE`` (trusted CAs) and the client key/certificate pair for
+mutual TLS; gzip when compression is ``gzip``. 429/502/503/504 and connection failures are
+retryable (``Retry-After`` honoured), other statuses are final.
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import ssl
+from urllib.parse import urlsplit
+
+from . import OK, OtlpTarget, Result
+
+_RETRYABLE_STATUS = {429, 502, 503, 504}
+
+
+class HttpSink:
+    def __init__(self, target: OtlpTarget) -> None:
+        self.target = target
+        url = urlsplit(target.endpoint if "://" in target.endpoint else "http://" + target.endpoint)
+        self._https = url.scheme == "https"
+        self._host, self._port = url.hostname or "localhost", url.port
+        self._path = (url.path or "/v1/traces") + (f"?{url.query}" if url.query else "")
+        self._context = None
+        if self._https:
+            ctx = ssl.create_default_context(cafile=target.certificate or None)
+            if target.client_certificate:
+                ctx.load_cert_chain(target.client_certificate, target.client_key or None)
+            self._context = ctx
+        self._conn: http.client.HTTPConnection | None = None
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._conn is None:
+            if self._https:
+                self._conn = http.client.HTTPSConnection(self._host, self._port, timeout=self.target.timeout_s,
+                                                         context=self._context)
+            else:
+                self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self.target.timeout_s)
+        return self._conn
+
+    def send(self, request: bytes) -> Result:
+        headers = {"Content-Type": "application/x-protobuf"}
+        headers.update(self.target.headers)
+        body = request
+        if self.target.compression == "gzip":
+            body = gzip.compress(request, compresslevel=1)
+            headers["Content-Encoding"] = "gzip"
+        try:
+            conn = self._connection()
+            conn.request("POST", self._path, body=body, headers=headers)
+            resp = conn.getresponse()
+            payload = resp.read()
+        except ssl.SSLError as exc:
+            self.close()
+            return Result(False, False, f"TLS error: {exc.__class__.__name__}: {exc.reason or exc}")
+        except (OSError, http.client.HTTPException) as exc:
+            self.close()
+            return Result(False, True, f"connection failed: {exc.__class__.__name__}: {str(exc)[:200]}")
+        except ValueError:
+            # http.client rejects bad header values with a message that echoes them.
+            self.close()
+            return Result(False, False, "invalid OTLP header (value hidden)")
+        if 200 <= resp.status < 300:
+            return OK
+        retry_after = None
+        if resp.status in _RETRYABLE_STATUS:
+            try:
+                retry_after = float(resp.getheader("Retry-After") or "")
+            except ValueError:
+                pass
+        text = payload[:200].decode("utf-8", "replace") if payload else ""
+        return Result(False, resp.status in _RETRYABLE_STATUS, f"HTTP {resp.status} {resp.reason}: {text}",
+                      retry_after)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None

@@ -1,0 +1,63 @@
+"""When detailed capture runs: the profiling-window policy, kept free of I/O so it is easy to test.
+
+The session asks ``want(step, now_ns)`` at every step boundary and opens or closes the detailed
+source accordingly. A window is wanted while any of these holds:
+
+- ``range``: ``OTEL_PROFILER_STEPS=A:B`` and ``A <= step < B``;
+- ``every``: ``OTEL_PROFILER_EVERY_STEPS=N`` and ``step % N < WINDOW_STEPS``;
+- ``duration``: fewer than ``OTEL_PROFILER_DURATION_S`` seconds since the session began;
+- ``demand``: a signal or trigger asked for one (``request``); the next ``WINDOW_STEPS`` steps;
+- ``slow``: a step took more than ``SLOW_STEP_FACTOR`` × the median of the recent uncaptured steps;
+  its ``WINDOW_STEPS`` successors are captured so the slowness is seen while it lasts.
+"""
+
+from __future__ import annotations
+
+import collections
+import statistics
+
+SLOW_HISTORY = 50
+SLOW_MIN_HISTORY = 5
+
+
+class WindowPolicy:
+    def __init__(self, step_range: tuple[int, int] | None = None, every: int = 0, window_steps: int = 5,
+                 duration_s: float = 0.0, slow_factor: float = 0.0, start_ns: int = 0) -> None:
+        self.step_range = step_range
+        self.every = every
+        self.window_steps = window_steps
+        self.duration_ns = int(duration_s * 1e9)
+        self.slow_factor = slow_factor
+        self.start_ns = start_ns
+        self._demanded = False  # set from signal handlers and the trigger thread: a plain flag
+        self._until: dict[str, int] = {}
+        self._history: collections.deque[int] = collections.deque(maxlen=SLOW_HISTORY)
+
+    def request(self) -> None:
+        """Ask for a window starting at the next step boundary (signal- and thread-safe)."""
+        self._demanded = True
+
+    def want(self, step: int, now_ns: int) -> str | None:
+        """The reason to capture step ``step`` in detail, or None."""
+        if self._demanded:
+            self._demanded = False
+            self._until["demand"] = step + self.window_steps
+        if self.duration_ns and now_ns - self.start_ns < self.duration_ns:
+            return "duration"
+        if self.step_range and self.step_range[0] <= step < self.step_range[1]:
+            return "range"
+        if self.every and step % self.every < self.window_steps:
+            return "every"
+        for reason, until in self._until.items():
+            if step < until:
+                return reason
+        return None
+
+    def step_finished(self, step: int, duration_ns: int, captured: bool) -> None:
+        """Feed a finished step's duration; a slow one opens a ``slow`` window for its successors."""
+        if not self.slow_factor or captured:  # captured steps carry the profiler's own cost
+            return
+        history = self._history
+        if len(history) >= SLOW_MIN_HISTORY and duration_ns > self.slow_factor * statistics.median(history):
+            self._until["slow"] = step + 1 + self.window_steps
+        history.append(duration_ns)

@@ -1,0 +1,222 @@
+"""CuptiSource against a fake ``cupti`` module (CPU only): lifecycle, buffer queue, drops, clock math,
+and graceful absence of cupti-python. No live capture happens here; tests/gpu does that.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import warnings
+from types import SimpleNamespace as NS
+
+import pytest
+
+import cupti_fakes as f
+from cuda_tracer import subscriber
+from cuda_tracer.cupti import (ClockCalibration, CuptiSource, calibrate, load_cupti,
+                               read_dropped_records)
+from cuda_tracer.cupti_records import ACTIVITY_KIND
+from cuda_tracer.events import Kind
+
+T0 = 5_000_000_000
+
+
+class FakeCuptiError(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(f"status {status}")
+        self.status = status
+
+
+class FakeCupti:
+    """The few cupti.cupti functions CuptiSource calls, with the same signatures."""
+
+    def __init__(self, refuse: dict[str, int] | None = None, register_status: int | None = None):
+        self.ActivityKind = NS(**ACTIVITY_KIND)
+        self.CallbackDomain = NS(RUNTIME_API=2, DRIVER_API=1)
+        self.refuse = refuse or {}
+        self.register_status = register_status
+        self.enabled: set[int] = set()
+        self.callbacks = None
+        self.flushes: list[int] = []
+        self.dropped = 0
+        self.now = T0
+
+    def activity_register_callbacks(self, requested, completed):
+        if self.register_status is not None:
+            raise FakeCuptiError(self.register_status)
+        self.callbacks = (requested, completed)
+
+    def activity_enable(self, kind):
+        for name, status in self.refuse.items():
+            if ACTIVITY_KIND[name] == kind:
+                raise FakeCuptiError(status)
+        self.enabled.add(kind)
+
+    def activity_disable(self, kind):
+        self.enabled.discard(kind)
+
+    def activity_flush_all(self, flag):
+        self.flushes.append(flag)
+
+    def activity_get_num_dropped_records(self, context, stream_id, dropped):
+        ctypes.c_size_t.from_address(dropped).value = self.dropped
+        self.dropped = 0  # CUPTI resets the count on read
+
+    def get_timestamp(self):
+        return self.now
+
+    def get_callback_name(self, domain, cbid):
+        return "cudaLaunchKernel_v7000" if (domain, cbid) == (2, 211) else "cuOther_v2000"
+
+
+@pytest.fixture(autouse=True)
+def clean(monkeypatch):
+    for var in [k for k in os.environ if k.startswith("NSYS_")]:
+        monkeypatch.delenv(var)
+    monkeypatch.delenv("CUDA_INJECTION64_PATH", raising=False)
+    subscriber._reset_warnings_for_tests()
+
+
+def deliver(module: FakeCupti, records: list) -> None:
+    size, max_records = module.callbacks[0]()
+    assert size >= 1 << 20 and max_records == 0
+    module.callbacks[1](records)
+
+
+def test_capture_lifecycle_with_fake_module():
+    mod = FakeCupti()
+    src = CuptiSource(module=mod)
+    assert src.start() and src.running
+    assert mod.enabled == {ACTIVITY_KIND[a] for a in src.activities}
+    deliver(mod, [f.api(1, T0, T0 + 10, 211), f.kernel(1, T0 + 20, T0 + 90)])
+    batch = src.collect()
+    assert mod.flushes == [0]  # collect asks only for completed buffers
+    assert batch.kind.tolist() == [Kind.RUNTIME, Kind.KERNEL]
+    assert batch.names()[0] == "cudaLaunchKernel"
+    deliver(mod, [f.memset(2, T0 + 100, T0 + 110)])
+    mod.dropped = 3
+    last = src.stop()
+    assert mod.flushes == [0, 1] and not mod.enabled and not src.running
+    assert last.kind.tolist() == [Kind.MEMSET]
+    stats = src.stats()
+    assert stats["records_converted"] == 3 and stats["cupti_dropped_records"] == 3
+    assert stats["lost_records"] == 0 and stats["reason"] is None
+
+
+def test_times_are_calibrated_to_epoch():
+    mod = FakeCupti()
+    mod.now = 1_000  # a CUPTI clock far from the epoch
+    src = CuptiSource(module=mod)
+    assert src.start()
+    deliver(mod, [f.memset(1, 2_000, 3_000)])
+    batch = src.collect()
+    offset = src.clock.offset_ns
+    assert offset > 1_600_000_000 * 10**9  # now in Unix-epoch ns
+    assert batch.start_ns.tolist() == [2_000 + offset]
+
+
+def test_completed_callback_only_queues_and_bounds_memory():
+    mod = FakeCupti()
+    src = CuptiSource(module=mod, max_pending_records=3)
+    src.start()
+    deliver(mod, [f.memset(1, T0, T0 + 1), f.memset(2, T0, T0 + 1)])
+    deliver(mod, [f.memset(3, T0, T0 + 1), f.memset(4, T0, T0 + 1)])  # would exceed 3: dropped
+    assert src.stats()["records_converted"] == 0  # nothing converted inside the callback
+    assert len(src.collect()) == 2
+    deliver(mod, [f.memset(5, T0, T0 + 1)])  # room again after draining
+    assert len(src.collect()) == 1
+    assert src.stats()["lost_records"] == 2
+
+
+def test_refused_kind_is_reported_and_the_rest_still_run():
+    mod = FakeCupti(refuse={"MEMCPY2": 1})
+    src = CuptiSource(module=mod)
+    assert src.start()
+    assert "MEMCPY2" in src.refused and "MEMCPY2" not in src.enabled
+    assert ACTIVITY_KIND["CONCURRENT_KERNEL"] in mod.enabled
+
+
+def test_another_subscriber_turns_capture_off_with_one_warning():
+    mod = FakeCupti(register_status=39)  # CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+    with pytest.warns(RuntimeWarning, match="another CUPTI subscriber"):
+        assert not CuptiSource(module=mod).start()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        src = CuptiSource(module=mod)
+        assert not src.start()  # same reason again: no second warning
+    assert "MULTIPLE_SUBSCRIBERS" in src.reason
+    assert len(src.stop()) == 0
+
+
+def test_nsight_environment_backs_off_before_touching_cupti(monkeypatch):
+    monkeypatch.setenv("NSYS_PROFILING_SESSION_ID", "7")
+    mod = FakeCupti()
+    with pytest.warns(RuntimeWarning, match="Nsight Systems"):
+        assert not CuptiSource(module=mod).start()
+    assert mod.callbacks is None and not mod.enabled
+
+
+def test_absent_cupti_python_gives_a_reason_not_a_crash(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupti", None)  # makes "import cupti" fail like a missing package
+    module, reason = load_cupti()
+    assert module is None and "cupti-python is not installed" in reason
+    with pytest.warns(RuntimeWarning, match="not installed"):
+        src = CuptiSource()
+        assert not src.start()
+    assert len(src.collect()) == 0 and src.stats()["running"] is False
+
+
+def test_read_dropped_records_uses_a_size_t_out_pointer():
+    mod = FakeCupti()
+    mod.dropped = 17
+    assert read_dropped_records(mod) == 17
+    assert read_dropped_records(mod) == 0
+
+
+def fake_clocks(offset: int, brackets: list[int]):
+    """A CUPTI clock = wall - offset, read in the middle of wall reads ``bracket`` ns apart."""
+    state = {"wall": 10**18, "i": 0, "phase": 0}
+
+    def wall():
+        if state["phase"] == 0:
+            state["phase"] = 1
+            return state["wall"]
+        bracket = brackets[state["i"]]
+        state["phase"], state["i"] = 0, state["i"] + 1
+        value = state["wall"] + bracket
+        state["wall"] += 10_000
+        return value
+
+    def cupti():
+        bracket = brackets[state["i"]]
+        return state["wall"] + bracket // 2 - offset
+
+    return cupti, wall
+
+
+def test_calibration_recovers_a_known_offset_and_picks_the_tightest_sample():
+    cupti, wall = fake_clocks(offset=123_456_789, brackets=[5_000, 40, 900])
+    cal = calibrate(cupti, wall, samples=3)
+    assert cal.offset_ns == 123_456_789
+    assert cal.uncertainty_ns == 20  # half of the 40 ns bracket
+    assert cal.to_epoch(1_000) == 1_000 + 123_456_789
+
+
+def test_calibration_skips_samples_where_the_wall_clock_stepped_back():
+    cupti, wall = fake_clocks(offset=0, brackets=[-50, 60])
+    cal = calibrate(cupti, wall, samples=2)
+    assert cal == ClockCalibration(offset_ns=0, uncertainty_ns=30)
+    cupti, wall = fake_clocks(offset=0, brackets=[-1])
+    with pytest.raises(RuntimeError):
+        calibrate(cupti, wall, samples=1)
+
+
+def test_cupti_source_does_not_start_beside_any_torch_profiler_session():
+    torch = pytest.importorskip("torch")
+    mod = FakeCupti()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        with subscriber.own_session():  # even our own Kineto session holds CUPTI
+            with pytest.warns(RuntimeWarning, match="own torch.profiler"):
+                assert not CuptiSource(module=mod).start()
+    assert mod.callbacks is None

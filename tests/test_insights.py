@@ -1,0 +1,100 @@
+"""Each insight rule fires on a real shared trace chosen for it and stays silent on another.
+
+The traces were chosen by their numbers (see the comment on each case); where no shared trace crosses
+a default threshold (GPU memory growth), the firing case lowers that threshold and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from functools import lru_cache
+
+import pytest
+
+from cuda_tracer.profile import load_profile
+from otel_profiler.analysis.insights import RULES, Thresholds, insights, thresholds_doc
+from otel_profiler.analysis.summary import summarize
+
+from conftest import trace
+
+DF = "hta/df_index_resolver/df_index_resolver.json.gz"
+NS = "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+RESNET = "kineto_tb_plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+QWEN = "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+BERT = "tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz"
+RANKS = "hta/trace_filter"  # two ranks of one job, balanced (busy 44.8% / 47.1%, steps 615 / 619 ms)
+MIXED = (RANKS + "/sampled_rank-1.json.gz", NS)  # rank 1 at 47% busy and 619 ms steps, rank 0 98% / 96 ms
+
+
+@lru_cache(maxsize=None)
+def _loaded(inputs: tuple[str, ...]):
+    profile = load_profile([str(trace(i)) for i in inputs])
+    return profile, summarize(profile)
+
+
+def _rules(inputs, **overrides) -> set[str]:
+    profile, summary = _loaded(tuple([inputs] if isinstance(inputs, str) else inputs))
+    return {i["rule"] for i in insights(profile, summary, Thresholds(**overrides))}
+
+
+CASES = [
+    # rule, fires on (numbers), silent on (numbers), threshold overrides for the firing case
+    ("low_gpu_utilization", DF, NS, {}),  # busy 57.7% vs 98.4% (threshold 70%)
+    ("cpu_bottleneck", RESNET, NS, {}),  # host-wait idle 38% of span vs GPU idle 1.6%
+    ("step_outliers", DF, RESNET, {}),  # step 3: 365 ms vs median 346 ms; resnet max +2.8%
+    ("load_balancing", MIXED, RANKS, {}),  # utilization 98.4% vs 47.1%; 44.8% vs 47.1%
+    ("straggler_ranks", MIXED, RANKS, {}),  # median step 619 vs 96 ms; 615 vs 619 ms
+    # allocated 4.9 -> 5.6 GiB = 2.4 points of 31.7 GiB: below SageMaker's 10 points, so lowered to 2
+    ("gpu_memory_growth", DF, DF, {"memory_growth_pct_points": 2.0}),
+    ("batch_size_too_small", DF, QWEN, {}),  # busy 57.7%, memory 19% vs busy 91.9%
+    ("dataloader", RESNET, DF, {}),  # DataLoader __next__ 39.6% of step time vs none
+    ("launch_bound", BERT, DF, {}),  # 97% kernels < 10 µs, launch 4.9 µs ≥ kernel 4.6 µs; df 15 µs kernels
+    ("sync_in_step", QWEN, NS, {}),  # cudaStreamSynchronize in the step (30%) vs syncs outside steps
+    ("pageable_copies", RESNET, DF, {}),  # 12 pageable HtoD copies = 100% of memcpy time vs DtoD only
+    ("comm_overlap", DF, RESNET, {}),  # NCCL 20.6% of span, 0% overlapped vs no communication
+    ("deep_stream_queue", NS, DF, {}),  # queue depth 1022 vs 77
+]
+
+
+def test_every_rule_has_cases():
+    assert {c[0] for c in CASES} == set(RULES)
+
+
+@pytest.mark.parametrize("rule,fires,silent,overrides", CASES, ids=[c[0] for c in CASES])
+def test_rule_fires_and_stays_silent(rule, fires, silent, overrides):
+    assert rule in _rules(fires, **overrides)
+    assert rule not in _rules(silent)
+
+
+@pytest.mark.parametrize("rule,fires,silent,overrides", CASES, ids=[c[0] for c in CASES])
+def test_insight_has_evidence_and_recommendation(rule, fires, silent, overrides):
+    profile, summary = _loaded(tuple([fires] if isinstance(fires, str) else fires))
+    found = [i for i in insights(profile, summary, Thresholds(**overrides)) if i["rule"] == rule]
+    for i in found:
+        assert i["severity"] in ("high", "medium", "low")
+        assert len(i["evidence"]) > 30 and any(ch.isdigit() for ch in i["evidence"])
+        assert len(i["recommendation"]) > 30
+        json.dumps(i)  # JSON-ready
+
+
+def test_thresholds_are_configurable_and_documented():
+    assert "low_gpu_utilization" not in _rules(DF, gpu_util_low_pct=50.0)  # busy 57.7%
+    th = Thresholds.parse(["gpu_util_low_pct=50", "queue_depth=2000"])
+    assert th.gpu_util_low_pct == 50.0 and th.queue_depth == 2000
+    with pytest.raises(ValueError, match="unknown threshold"):
+        Thresholds.parse(["nope=1"])
+    docs = thresholds_doc()
+    assert all(d["meaning"] for d in docs) and len(docs) == len(Thresholds.__dataclass_fields__)
+
+
+def test_summary_json_and_table_carry_insights():
+    path = str(trace(RESNET))
+    out = subprocess.run([sys.executable, "-m", "otel_profiler", "summary", path, "--format", "json"],
+                         capture_output=True, text=True, check=True).stdout
+    rules = {i["rule"] for i in json.loads(out)["insights"]}
+    assert {"dataloader", "pageable_copies"} <= rules
+    table = subprocess.run([sys.executable, "-m", "otel_profiler", "summary", path],
+                           capture_output=True, text=True, check=True).stdout
+    assert "== Insights (" in table and "pageable_copies" in table

@@ -1,0 +1,324 @@
+"""The exporter process, sinks, spool and the export/replay commands against a real OTLP receiver."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from conftest import REPO, trace
+from cuda_tracer.events import GPU_OP_KINDS
+from cuda_tracer.profile import load_profile
+from otel_profiler import config
+from otel_profiler.cli import main
+from otel_profiler.exporter import exporter_from_env
+from otel_profiler.spans import build_spans, options_from_settings
+from otlp_receiver import OtlpReceiver, free_port, proto_span, table_spans
+
+TRACE = "hta/trace_filter/sampled_rank-0.json.gz"
+
+
+@pytest.fixture(scope="module")
+def rank():
+    return load_profile([str(trace(TRACE))]).ranks[0]
+
+
+@pytest.fixture
+def receiver():
+    with OtlpReceiver() as r:
+        yield r
+
+
+def _settings(tmp_path, **env):
+    base = {"OTEL_PROFILER_SPOOL_DIR": str(tmp_path / "spool"), "OTEL_SERVICE_NAME": "trainer",
+            "OTEL_PROFILER_RUN_ID": "run-1"}
+    base.update(env)
+    return config.load(base)
+
+
+def _gpu_op_count(batch) -> int:
+    return int(sum((batch.kind == k).sum() for k in GPU_OP_KINDS))
+
+
+def _received_gpu_ops(spans) -> int:
+    """GPU ops in received spans: individual spans plus the counts of aggregate spans."""
+    n = 0
+    for s in spans:
+        if s["attrs"]["otel_profiler.kind"] in ("kernel", "memcpy", "memset"):
+            n += s["attrs"].get("otel_profiler.aggregate.count", 1)
+    return n
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_every_span_arrives_once_with_parent_link_times_attrs(tmp_path, receiver, rank, protocol):
+    endpoint = receiver.grpc_endpoint if protocol == "grpc" else receiver.http_endpoint
+    settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
+                         OTEL_PROFILER_SPAN_BUDGET="400")
+    exporter = exporter_from_env(settings)
+    assert exporter.submit(rank.meta, rank.batch)
+    counters = exporter.close(20)
+    got = [proto_span(s) for _, s in receiver.collected.spans()]
+    expected = table_spans(build_spans(rank.meta, rank.batch, options_from_settings(settings)))
+    assert counters["spans_exported"] == len(expected) == len(got)
+    assert {s["span"]: s for s in got} == {s["span"]: s for s in expected}
+    assert _received_gpu_ops(got) == _gpu_op_count(rank.batch)
+    res = receiver.collected.spans()[0][0]
+    assert res["service.name"].string_value == "trainer"
+    assert res["otel_profiler.run.id"].string_value == "run-1"
+
+
+def test_gzip_and_headers_from_traces_variables(tmp_path, rank):
+    with OtlpReceiver(required_headers={"authorization": "Bearer s3cret"}) as receiver:
+        settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=receiver.http_endpoint + "/v1/traces",
+                             OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:1",  # the TRACES_ variant wins
+                             OTEL_EXPORTER_OTLP_TRACES_HEADERS="Authorization=Bearer%20s3cret",
+                             OTEL_EXPORTER_OTLP_COMPRESSION="gzip")
+        exporter = exporter_from_env(settings)
+        exporter.submit(rank.meta, rank.batch)
+        counters = exporter.close(20)
+        assert counters["spans_dropped"] == 0 and counters["spans_exported"] > 0
+        assert len(receiver.collected.spans()) == counters["spans_exported"]
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_wrong_credentials_warn_without_leaking_and_do_not_hang(tmp_path, rank, capfd, protocol):
+    with OtlpReceiver(required_headers={"authorization": "right"}) as receiver:
+        endpoint = receiver.grpc_endpoint if protocol == "grpc" else receiver.http_endpoint
+        settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
+                             OTEL_EXPORTER_OTLP_HEADERS="authorization=wrong-s3cret-value")
+        exporter = exporter_from_env(settings)
+        exporter.submit(rank.meta, rank.batch)
+        t0 = time.monotonic()
+        counters = exporter.close(20)
+        assert time.monotonic() - t0 < 10
+    err = capfd.readouterr().err
+    assert "refused spans" in err and ("UNAUTHENTICATED" in err or "401" in err)
+    assert "wrong-s3cret-value" not in err
+    assert counters["spans_dropped"] > 0 and counters["spans_exported"] == 0
+    assert not receiver.collected.requests
+
+
+def test_malformed_headers_variable_is_reported_without_its_value():
+    settings = config.load({"OTEL_EXPORTER_OTLP_HEADERS": "token-only-s3cret"})
+    assert len(settings.warnings) == 1
+    assert "OTEL_EXPORTER_OTLP_HEADERS" in settings.warnings[0] and "s3cret" not in settings.warnings[0]
+
+
+def test_receiver_down_spool_then_replay_loses_nothing(tmp_path, rank):
+    port = free_port()
+    settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+                         OTEL_EXPORTER_OTLP_PROTOCOL="grpc", OTEL_PROFILER_EXPORT_RETRY_S="0.5",
+                         OTEL_PROFILER_SPAN_BUDGET="300")
+    exporter = exporter_from_env(settings)
+    ranks = load_profile([str(trace("hta/trace_filter"))]).ranks
+    for r in ranks:
+        assert exporter.submit(r.meta, r.batch)
+    t0 = time.monotonic()
+    counters = exporter.close(15)
+    assert time.monotonic() - t0 < 12
+    assert counters["spans_exported"] == 0 and counters["spans_dropped"] == 0
+    assert counters["spans_spooled"] == counters["spans_built"] > 0
+    spool = tmp_path / "spool"
+    assert list(spool.glob("*.pb"))
+    # Later, the receiver is up on that port: replay sends everything and empties the spool.
+    with OtlpReceiver() as receiver:
+        code = main(["replay", str(spool), "--endpoint", receiver.grpc_endpoint, "--protocol", "grpc"])
+        assert code == 0
+        got = [proto_span(s) for _, s in receiver.collected.spans()]
+    assert len(got) == counters["spans_built"] == len({s["span"] for s in got})
+    assert _received_gpu_ops(got) == sum(_gpu_op_count(r.batch) for r in ranks)
+    assert not list(spool.glob("*.pb"))
+
+
+def test_spool_limit_and_unwritable_spool_count_drops(tmp_path, rank, capfd):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    for spool_env in ({"OTEL_PROFILER_SPOOL_MAX_MB": "0"}, {"OTEL_PROFILER_SPOOL_DIR": str(blocker / "spool")}):
+        settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{free_port()}",
+                             OTEL_PROFILER_EXPORT_RETRY_S="0", **spool_env)
+        exporter = exporter_from_env(settings)
+        exporter.submit(rank.meta, rank.batch)
+        counters = exporter.close(10)
+        assert counters["spans_dropped"] == counters["spans_built"] > 0
+    assert "cannot write OTLP spool" in capfd.readouterr().err
+
+
+def test_submit_never_blocks_when_the_queue_is_full(tmp_path, rank):
+    with OtlpReceiver(delay_s=1.0) as receiver:
+        settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint,
+                             OTEL_PROFILER_EXPORT_QUEUE="1")
+        exporter = exporter_from_env(settings)
+        accepted, worst = 0, 0.0
+        for _ in range(20):
+            t0 = time.perf_counter()
+            accepted += exporter.submit(rank.meta, rank.batch)
+            worst = max(worst, time.perf_counter() - t0)
+        counters = exporter.close(3)
+    assert worst < 0.2  # the receiver takes 1 s per request: blocking would show
+    assert counters["batches_dropped_queue_full"] == 20 - accepted > 0
+    assert counters["batches_submitted"] == accepted
+
+
+def test_exporter_from_env_none_without_sink_and_json_file_sink(tmp_path, rank):
+    assert exporter_from_env(config.load({})) is None
+    assert exporter_from_env(config.load({"OTEL_SDK_DISABLED": "true",
+                                          "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4318"})) is None
+    out = tmp_path / "spans.jsonl"
+    exporter = exporter_from_env(_settings(tmp_path, OTEL_PROFILER_OTLP_FILE=str(out)))
+    exporter.submit(rank.meta, rank.batch)
+    counters = exporter.close(20)
+    lines = out.read_bytes().splitlines()
+    n = sum(len(ss["spans"]) for line in lines for rs in json.loads(line)["resourceSpans"]
+            for ss in rs["scopeSpans"])
+    assert n == counters["spans_built"] > 0
+
+
+def test_training_side_imports_no_protobuf_or_grpc():
+    code = ("import sys, otel_profiler.exporter, otel_profiler.spans, otel_profiler.config;"
+            "bad = [m for m in sys.modules if m.startswith(('grpc', 'google.protobuf', 'opentelemetry'))];"
+            "print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_export_command_to_endpoint_and_files(tmp_path, receiver, capsys):
+    folder = str(trace("hta/trace_filter"))
+    assert main(["export", folder, "--endpoint", receiver.grpc_endpoint, "--protocol", "grpc",
+                 "--span-budget", "300"]) == 0
+    got = [proto_span(s) for _, s in receiver.collected.spans()]
+    ranks = load_profile([folder]).ranks
+    assert _received_gpu_ops(got) == sum(_gpu_op_count(r.batch) for r in ranks)
+    ranks_seen = Counter(s["trace"][-8:] for s in got)
+    assert set(ranks_seen) == {f"{r.rank:08x}" for r in ranks}
+    # Both ranks' traces of a step share the run/step part of the trace id.
+    roots = [s for s in got if not s["parent"]]
+    by_step: dict[int, set] = {}
+    for s in roots:
+        by_step.setdefault(s["attrs"]["otel_profiler.step"], set()).add(s["trace"][:24])
+    assert all(len(prefixes) == 1 for prefixes in by_step.values())
+    out = tmp_path / "out.jsonl"
+    assert main(["export", folder, "--output", str(out), "--span-budget", "300"]) == 0
+    n = sum(len(ss["spans"]) for line in out.read_bytes().splitlines()
+            for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"])
+    assert n == len(got)
+    pb = tmp_path / "out.pb"
+    assert main(["export", folder, "--output", str(pb), "--span-budget", "300"]) == 0
+    with OtlpReceiver() as again:
+        assert main(["replay", str(pb), "--endpoint", again.http_endpoint]) == 0
+        assert len(again.collected.spans()) == len(got)
+    assert "exported" in capsys.readouterr().err
+
+
+def test_export_command_bad_usage_and_unreachable_endpoint(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    assert main(["export", str(trace(TRACE))]) == 2
+    assert main(["export", str(trace(TRACE)), "--output", str(tmp_path / "x.txt")]) == 2
+    assert main(["export", str(tmp_path / "missing.json")]) == 2
+    monkeypatch.setenv("OTEL_PROFILER_EXPORT_RETRY_S", "0.3")
+    t0 = time.monotonic()
+    assert main(["export", str(trace(TRACE)), "--endpoint", f"http://127.0.0.1:{free_port()}"]) == 1
+    assert time.monotonic() - t0 < 10
+    err = capsys.readouterr().err
+    assert "cannot reach" in err and "dropped" in err
+
+
+def test_spawned_exporter_does_not_rerun_the_main_script(tmp_path, receiver):
+    script = tmp_path / "train.py"
+    marker = tmp_path / "ran"
+    script.write_text(
+        "import os, sys\n"
+        f"open({str(marker)!r}, 'a').write('x')\n"  # no __main__ guard, like many training scripts
+        f"sys.path.insert(0, {str(REPO)!r}); sys.path.insert(0, {str(REPO / 'tests')!r})\n"
+        "from otel_profiler import config\n"
+        "from otel_profiler.exporter import exporter_from_env\n"
+        "from cuda_tracer.profile import load_profile\n"
+        "from conftest import trace\n"
+        f"r = load_profile([str(trace({TRACE!r}))]).ranks[0]\n"
+        "e = exporter_from_env(config.load())\n"
+        "assert e.submit(r.meta, r.batch)\n"
+        "print(e.close(20)['spans_exported'])\n")
+    env = dict(os.environ, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint,
+               OTEL_PROFILER_SPOOL_DIR=str(tmp_path / "spool"))
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout.strip()) > 0
+    assert marker.read_text() == "x"
+    assert receiver.collected.spans()[0][0]["service.name"].string_value == "train"
+
+
+def test_tls_errors_warn_and_never_hang(tmp_path, receiver, rank, capfd):
+    # HTTPS against a plaintext receiver: a TLS error, final (dropped, counted), reported once.
+    settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=f"https://127.0.0.1:{receiver.http_port}")
+    exporter = exporter_from_env(settings)
+    exporter.submit(rank.meta, rank.batch)
+    counters = exporter.close(10)
+    assert counters["spans_dropped"] == counters["spans_built"] > 0
+    # A certificate file that does not exist: the exporter reports it and drops, never crashes.
+    settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=f"https://127.0.0.1:{receiver.http_port}",
+                         OTEL_EXPORTER_OTLP_CERTIFICATE=str(tmp_path / "missing.pem"))
+    exporter = exporter_from_env(settings)
+    exporter.submit(rank.meta, rank.batch)
+    counters = exporter.close(10)
+    assert counters["batches_failed"] == 1
+    err = capfd.readouterr().err
+    assert "TLS error" in err and "span exporter cannot start" in err
+    assert not receiver.collected.requests
+
+
+def test_live_cpu_torch_run_delivers_steps_and_annotations(tmp_path, receiver, monkeypatch):
+    torch = pytest.importorskip("torch")
+    from otel_profiler import api
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.grpc_endpoint)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    monkeypatch.setenv("OTEL_PROFILER_SPOOL_DIR", str(tmp_path / "spool"))
+    model = torch.nn.Linear(16, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with api.Profiler(profile_dir=str(tmp_path / "prof"), summary_at_exit=False, auto_steps=False,
+                      signal=False, steps="0:3"):
+        for i in range(4):
+            with api.step_context(i):
+                with api.annotate("forward"):
+                    loss = model(torch.randn(8, 16)).sum()
+                with api.annotate("backward"):
+                    loss.backward()
+                opt.step()
+                opt.zero_grad()
+    spans = [proto_span(s) for _, s in receiver.collected.spans()]
+    roots = {s["span"]: s for s in spans if s["name"] == "train.step"}
+    assert sorted(s["attrs"]["otel_profiler.step"] for s in roots.values()) == [0, 1, 2, 3]
+    for name in ("forward", "backward"):
+        children = [s for s in spans if s["name"] == name]
+        assert len(children) == 4
+        assert all(roots[s["parent"]]["trace"] == s["trace"] for s in children)
+
+
+def test_spool_drains_by_itself_when_the_endpoint_comes_back(tmp_path, rank):
+    from otel_profiler.exporter import ExportConfig, Exporter
+    from otel_profiler.sinks import OtlpTarget
+
+    port = free_port()
+    config = ExportConfig(target=OtlpTarget(f"http://127.0.0.1:{port}", "grpc", timeout_s=2),
+                          spool_dir=str(tmp_path / "spool"), retry_s=0, probe_s=0.2,
+                          span_options=options_from_settings(_settings(tmp_path)))
+    exporter = Exporter(config)
+    assert exporter.submit(rank.meta, rank.batch)  # endpoint down: spooled
+    deadline = time.monotonic() + 10
+    while exporter.counters()["requests_spooled"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with OtlpReceiver(grpc_port=port) as receiver:  # back up: the next successful send drains the spool
+        time.sleep(0.3)
+        exporter.submit(dict(rank.meta, run_id="second"), rank.batch)
+        while exporter.counters()["spool_requests_delivered"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        counters = exporter.close(10)
+        n = len(receiver.collected.spans())
+    assert counters["spool_requests_delivered"] >= 1 and counters["spans_dropped"] == 0
+    assert n == counters["spans_spooled"] + counters["spans_exported"]
+    assert not list((tmp_path / "spool").glob("*.pb"))
