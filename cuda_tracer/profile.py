@@ -102,11 +102,13 @@ def read_profile_folder(folder: str) -> list[RankProfile]:
 
 
 def load_profile(paths: Iterable[str]) -> Profile:
-    """Load trace files, folders of trace files and profile folders into one profile.
+    """Load trace files, folders of trace files, profile folders and TensorFlow profiles (``.xplane.pb``,
+    a run folder or a TF logdir) into one profile.
 
     Raises ``TraceError`` naming the first unusable input.
     """
     from .trace_files import is_trace_file, read_trace  # trace_files imports this module
+    from .xplane import XPLANE_SUFFIX, read_xplane, xplane_files  # so does xplane
 
     profile = Profile()
     for path in paths:
@@ -116,14 +118,20 @@ def load_profile(paths: Iterable[str]) -> Profile:
                 profile.sources.append(path)
                 continue
             files = sorted(p for p in glob.glob(os.path.join(path, "*")) if is_trace_file(p))
+            read = read_trace
+            if not files:  # a TensorFlow profiler logdir or run folder
+                files, read = xplane_files(path), read_xplane
             if not files:
-                raise TraceError(path, "folder holds no trace files (*.json, *.json.gz) "
-                                       "and no otel-profiler profile")
+                raise TraceError(path, "folder holds no trace files (*.json, *.json.gz), "
+                                       "no TensorFlow profile (*.xplane.pb) and no otel-profiler profile")
             for f in files:
-                profile.ranks.append(read_trace(f))
+                profile.ranks.append(read(f))
                 profile.sources.append(f)
         elif not os.path.exists(path):
             raise TraceError(path, "no such file or folder")
+        elif path.endswith(XPLANE_SUFFIX):
+            profile.ranks.append(read_xplane(path))
+            profile.sources.append(path)
         else:
             profile.ranks.append(read_trace(path))
             profile.sources.append(path)

@@ -177,8 +177,8 @@ def _base_ns(doc: _TraceFile, path: str) -> int:
     if base is None:
         return 0
     value = _int(base, default=-2)
-    if value < 0:
-        raise TraceError(path, f"baseTimeNanoseconds is not a non-negative integer: {base!r}")
+    if not 0 <= value < _TIME_LIMIT_NS:
+        raise TraceError(path, f"baseTimeNanoseconds is not a plausible integer: {base!r}")
     return value
 
 
@@ -203,8 +203,14 @@ def _ints(values: list[Any]) -> np.ndarray:
 def _micros_to_ns(values: list[Any]) -> np.ndarray:
     """Exact integer ns from decimal µs values (ints take a vectorised path, Decimals an exact one)."""
     if set(map(type, values)) <= {int}:
-        return np.array(values, dtype=np.int64) * 1000
-    return np.array([int(v * 1000) for v in values], dtype=np.int64)
+        micros = np.array(values, dtype=np.int64)
+        if len(micros) and np.abs(micros).max() >= _TIME_LIMIT_NS // 1000:
+            raise OverflowError("timestamp out of range")
+        return micros * 1000
+    ns = [int(v * 1000) for v in values]
+    if ns and max(map(abs, ns)) >= _TIME_LIMIT_NS:
+        raise OverflowError("timestamp out of range")
+    return np.array(ns, dtype=np.int64)
 
 
 _EMPTY_ARGS = _Args()
@@ -330,7 +336,7 @@ def _convert(path: str, doc: _TraceFile) -> RankProfile:
         if isinstance(events[i].cat, str):
             extra.add(i, "category", events[i].cat.lower())
 
-    batch = EventBatch(col, extra.strings, np.asarray(extra.rows, np.int64),
+    batch = EventBatch(_typed(col), extra.strings, np.asarray(extra.rows, np.int64),
                        np.asarray(extra.keys, np.int32), extra.values)
     dist = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
     rank = _int(dist.get("rank"), default=MISSING)
@@ -404,13 +410,26 @@ def _times(events: list[_Event], base_ns: int) -> tuple[np.ndarray, np.ndarray]:
     return start, dur
 
 
+_TIME_LIMIT_NS = 2**62  # far beyond any real clock; keeps start + duration inside int64
+
+
+def _typed(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Columns in their schema dtype; values that do not fit a narrower column become MISSING."""
+    out = {}
+    for name, dtype in COLUMNS.items():
+        values = columns[name]
+        if values.dtype != dtype:
+            info = np.iinfo(dtype)
+            values = np.where((values < info.min) | (values > info.max), MISSING, values).astype(dtype)
+        out[name] = values
+    return out
+
+
 def _usable_time(e: _Event) -> bool:
     try:
-        int(e.ts * 1000)
-        if e.dur is not None:
-            int(e.dur * 1000)
-        return True
-    except (InvalidOperation, OverflowError, ValueError):
+        return (abs(int(e.ts * 1000)) < _TIME_LIMIT_NS and
+                (e.dur is None or abs(int(e.dur * 1000)) < _TIME_LIMIT_NS))
+    except (InvalidOperation, OverflowError, ValueError, TypeError):
         return False
 
 

@@ -256,6 +256,39 @@ define("OTEL_PROFILER_EXPORT_RETRY_S", 30.0, parse_float(minimum=0.0),
        "How long one request is retried (exponential backoff) before it is spooled.")
 
 
+# ------------------------------------------------------------------------ metrics (issue 5: metrics)
+# Read by otel_profiler.metrics (MetricsService) and its parts; documented in README "Metrics".
+def parse_basic_auth(text: str) -> str:
+    value = text.strip()
+    if value and (":" not in value or value.startswith(":")):
+        raise ConfigError("expected USER:PASSWORD")
+    return value
+
+
+define("OTEL_PROFILER_METRICS", True, parse_bool,
+       "Compute metrics (system samplers, profile-derived) when a Prometheus port or an OTLP endpoint is set.")
+define("OTEL_PROFILER_METRICS_INTERVAL_S", 1.0, parse_float(minimum=0.05),
+       "Seconds between two samples of GPU (NVML) and CPU (psutil) metrics.")
+define("OTEL_PROFILER_PROMETHEUS_PORT", 0, parse_int(minimum=0, maximum=65535),
+       "Serve /metrics on this port plus LOCAL_RANK (0: no Prometheus endpoint).")
+define("OTEL_PROFILER_PROMETHEUS_HOST", "127.0.0.1", parse_str,
+       "Address the /metrics endpoint binds (0.0.0.0 to let other hosts scrape).")
+define("OTEL_PROFILER_PROMETHEUS_CERT_FILE", "", parse_str,
+       "PEM certificate (chain) file: serve /metrics over HTTPS (needs the key file too).")
+define("OTEL_PROFILER_PROMETHEUS_KEY_FILE", "", parse_str,
+       "PEM private key file of the /metrics HTTPS certificate.", secret=True)
+define("OTEL_PROFILER_PROMETHEUS_BASIC_AUTH", "", parse_basic_auth,
+       "USER:PASSWORD required from scrapers (HTTP basic auth; use with TLS).", secret=True)
+define("OTEL_METRICS_EXPORTER", "otlp", parse_choice("otlp", "none"),
+       "Standard OpenTelemetry switch: none keeps metrics off OTLP even when an OTLP endpoint is set.")
+define("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "", parse_str,
+       "OTLP endpoint for metrics (URL, used as is; default: OTEL_EXPORTER_OTLP_ENDPOINT + /v1/metrics).")
+define("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", None, parse_protocol,
+       "OTLP protocol for metrics: grpc, http/protobuf or http/json (default: the general one).")
+define("OTEL_METRIC_EXPORT_INTERVAL", 60000, parse_int(minimum=100),
+       "Milliseconds between two OTLP metric exports.")
+
+
 # ---------------------------------------------------------------------------------- loading
 @dataclass
 class Settings:

@@ -60,18 +60,27 @@ def epoch_offset_ns() -> int:
     return best[1]
 
 
-def drain(rank: int = MISSING) -> EventBatch:
-    """Every finished range of every thread, as one batch (removed from the thread logs)."""
+def drain(rank: int = MISSING, forget_dead_threads: bool = True) -> EventBatch:
+    """Every finished range of every thread, as one batch (removed from the thread logs).
+
+    Safe from a signal handler with ``forget_dead_threads=False``: the registry lock is only
+    waited for briefly (the interrupted thread may hold it) and ``threading.enumerate`` is skipped.
+    """
     taken: list[tuple[int, list[tuple]]] = []
-    with _logs_lock:
+    locked = _logs_lock.acquire(timeout=0.5)
+    try:
         logs = list(_logs)
+    finally:
+        if locked:
+            _logs_lock.release()
     for tid, events in logs:
         n = len(events)
         if n:
             items = events[:n]
             del events[:n]
             taken.append((tid, items))
-    _forget_dead_threads()
+    if forget_dead_threads:
+        _forget_dead_threads()
     return to_batch(taken, epoch_offset_ns(), os.getpid(), rank)
 
 

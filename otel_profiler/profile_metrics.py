@@ -50,8 +50,11 @@ def _key(spec: Spec, attrs: dict) -> tuple:
 class ProfileMetrics:
     """Cumulative state of the profile-derived metrics. Thread-safe; ``points()`` is a snapshot."""
 
-    def __init__(self, run_id: str | None = None) -> None:
-        self.run_id = run_id  # configured run id (OTEL_PROFILER_RUN_ID); else the batch metadata's
+    def __init__(self, run_id: str | None = None, default_run_id: str | None = None) -> None:
+        # Trace ids use the run id the span exporter uses: the configured one (OTEL_PROFILER_RUN_ID),
+        # else the batch metadata's, else ``default_run_id`` (the session's, for batches without meta).
+        self.run_id = run_id
+        self.default_run_id = default_run_id
         self.cpu_seconds = 0.0
         self.listeners: list[HistogramListener] = []
         self._lock = threading.Lock()
@@ -116,11 +119,8 @@ class ProfileMetrics:
 
     def _observe_batch(self, batch: EventBatch, meta: dict[str, Any]) -> None:
         corr = correlate(batch)
-        kinds = np.bincount(batch.kind, minlength=len(Kind) + 1)
-        ranks = np.unique(batch.rank).tolist()
-        for rank in ranks:
-            in_rank = batch.rank == rank
-            counts = np.bincount(batch.kind[in_rank], minlength=len(kinds))
+        for rank in np.unique(batch.rank).tolist():
+            counts = np.bincount(batch.kind[batch.rank == rank], minlength=len(Kind) + 1)
             for k in Kind:
                 if counts[k]:
                     self._add(m.EVENTS, {"otel_profiler.rank": rank, "otel_profiler.kind": k.name.lower()},
@@ -182,7 +182,7 @@ class ProfileMetrics:
         rank = int(meta.get("rank", -1))
         if rank < 0:
             rank = int(batch.rank[0]) if batch.rank[0] >= 0 else 0
-        run_id = self.run_id or (run_id_of(meta) if meta else None)
+        run_id = self.run_id or (run_id_of(meta) if meta else self.default_run_id)
         seconds = np.array([(e - s) / 1e9 for _, s, e in steps])
         exemplars = [(i, step_trace_hex(run_id, rank, n), e / 1e9)
                      for i, (n, _, e) in enumerate(steps)] if run_id else []

@@ -43,6 +43,7 @@ _start_lock = threading.Lock()
 _forked_child = False
 _fork_hooks_installed = False
 MAX_WINDOWS_IN_META = 1000
+FLUSH_POLL_S = 0.2
 
 
 class ProfilerWarning(RuntimeWarning):
@@ -50,7 +51,11 @@ class ProfilerWarning(RuntimeWarning):
 
 
 def warn(message: str) -> None:
-    warnings.warn(f"otel-profiler: {message}", ProfilerWarning, stacklevel=3)
+    """Tell the user once, never raising (stderr may be unusable, e.g. inside a signal handler)."""
+    try:
+        warnings.warn(f"otel-profiler: {message}", ProfilerWarning, stacklevel=3)
+    except Exception:
+        pass
 
 
 def current() -> "Session | None":
@@ -123,7 +128,9 @@ class Session:
         self.writer = RankWriter(self.folder, self.rank)
         self.resource = attributes(v)
         self.closed = False
-        self.lock = threading.Lock()  # one writer at a time; held around fork
+        # One writer at a time; held around fork. Re-entrant: the SIGTERM handler may flush while
+        # the interrupted main thread is itself inside flush().
+        self.lock = threading.RLock()
         self._step = 0  # number of the step in progress
         self._step_start: int | None = None
         self._manual_steps = False
@@ -133,7 +140,7 @@ class Session:
         self._window: dict[str, Any] | None = None
         self._windows: list[dict[str, Any]] = []
         self._finished: list[tuple[Any, dict[str, Any]]] = []  # (capture, window) awaiting a flush
-        self._wake = threading.Event()
+        self._wake = False  # a plain flag, never a lock: signal handlers set it too
         self._thread: threading.Thread | None = None
         self._last_flush = time.monotonic()
         self._exporter: Any = None
@@ -143,6 +150,7 @@ class Session:
         self._trigger: Any = None
         self._remove_step_hook: Any = None
         self._restore_signal: Any = None
+        self._in_signal = False  # closing from the SIGTERM handler: take no lock we can avoid
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -187,7 +195,6 @@ class Session:
             return
         self.closed = True
         try:
-            self._wake.set()
             if self._thread is not None and self._thread is not threading.current_thread():
                 self._thread.join(timeout=10)
             if self._window is not None:  # the step in progress, if any, is the window's last
@@ -296,7 +303,7 @@ class Session:
         if len(self._windows) < MAX_WINDOWS_IN_META:
             self._windows.append(window)
         self._finished.append((capture, window))
-        self._wake.set()
+        self._wake = True
 
     def _detail_source(self) -> Any:
         """The Kineto source when it can capture now, else None (``_detail_off`` says why)."""
@@ -324,12 +331,12 @@ class Session:
         interval = self.settings["OTEL_PROFILER_FLUSH_INTERVAL_S"]
         limit = self.settings["OTEL_PROFILER_FLUSH_EVENTS"]
         while not self.closed:
-            self._wake.wait(0.5)
-            self._wake.clear()
-            if self.closed:
+            time.sleep(FLUSH_POLL_S)  # polling, not an Event: nothing here may hold a lock that
+            if self.closed:           # a signal handler in the main thread could wait for
                 return
-            if (self._finished or markers.pending() >= limit
+            if (self._wake or self._finished or markers.pending() >= limit
                     or time.monotonic() - self._last_flush >= interval):
+                self._wake = False
                 self.flush()
 
     def flush(self) -> None:
@@ -337,7 +344,7 @@ class Session:
         try:
             with self.lock:
                 self._last_flush = time.monotonic()
-                batches = [markers.drain(self.rank)]
+                batches = [markers.drain(self.rank, forget_dead_threads=not self._in_signal)]
                 n = len(self._finished)  # slice + del: each atomic, so no racing append is lost
                 finished = self._finished[:n]
                 del self._finished[:n]
@@ -401,14 +408,20 @@ class Session:
             pass
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
-        self.close()
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
+        """Write what is left, then die of SIGTERM as the program would have without us."""
+        try:
+            self._in_signal = True
+            self.close()
+        except BaseException:
+            pass
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
 
     def after_fork_in_child(self) -> None:
         """A forked child (e.g. a DataLoader worker) records nothing and writes nothing."""
         self.closed = True
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self._thread = None
         self._finished = []
         self._source = None

@@ -25,8 +25,18 @@ def from_environment() -> None:
         if settings["OTEL_PROFILER_ENABLED"] or enabled_invalid:
             from ..session import start_session
 
-            start_session(origin="env")  # reports invalid settings once, then stays off
+            install_framework_hooks(start_session(origin="env"))  # invalid settings: one warning
     except Exception as exc:  # the bootstrap must never stop a program from starting
         import warnings
 
         warnings.warn(f"otel-profiler: bootstrap failed ({type(exc).__name__}: {exc})", RuntimeWarning)
+
+
+def install_framework_hooks(session: object) -> None:
+    """Zero-code Keras: once ``keras`` is imported, ``Model.fit/evaluate/predict`` get the profiler's
+    callback (``otel_profiler.integrations.keras``). Only for a running session with
+    ``OTEL_PROFILER_AUTO_STEPS`` on (torch's optimizer hook is installed by the session itself)."""
+    if session is not None and session.settings["OTEL_PROFILER_AUTO_STEPS"]:  # type: ignore[attr-defined]
+        from ..integrations.keras import when_keras_imported
+
+        when_keras_imported()

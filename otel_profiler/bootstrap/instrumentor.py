@@ -28,8 +28,9 @@ class ProfilerInstrumentor(BaseInstrumentor):
 
     def _instrument(self, **kwargs: Any) -> None:
         from ..session import start_session
+        from . import install_framework_hooks
 
-        start_session(origin="opentelemetry-instrument")
+        install_framework_hooks(start_session(origin="opentelemetry-instrument"))
 
     def _uninstrument(self, **kwargs: Any) -> None:
         from ..session import current

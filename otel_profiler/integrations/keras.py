@@ -1,0 +1,184 @@
+"""Keras: a callback that marks training steps and epochs, annotates phases and drives the windows.
+
+``ProfilerCallback`` (Keras 3, any backend; TensorFlow's ``tf.keras`` is Keras 3 since TF 2.16):
+
+- every train batch is one step (``step_context``), numbered across epochs and ``fit`` calls, so
+  ``OTEL_PROFILER_STEPS`` and the other window rules count train batches;
+- ``train``, ``test`` (evaluation, also the validation inside ``fit``) and ``predict`` phases and each
+  ``epoch`` (attribute ``epoch``) are annotations;
+- each step is also TensorFlow's own step marker, ``tf.profiler.experimental.Trace("train",
+  step_num=n, _r=1)`` (when TensorFlow is loaded; it costs a flag check while TF's profiler is off),
+  so a TF profiler capture of the same run has the same step numbers (``cuda_tracer.xplane``);
+- it starts profiling when no session runs (``Profiler(**options)``, options as ``OTEL_PROFILER_*``),
+  flushes to the profile folder when each ``fit``/``evaluate``/``predict`` call ends, and the session
+  it started ends at exit or at ``callback.stop()`` (one session, so one profile for several calls);
+  inside a zero-code session it only joins.
+
+Zero-code: :func:`when_keras_imported` (called by the bootstrap) waits for ``keras`` to be imported
+(never importing it itself) and then wraps ``keras.Model.fit``, ``evaluate`` and ``predict`` so that
+each call gets one ``ProfilerCallback`` appended to its ``callbacks`` unless it already has one.
+Nothing else is patched. This module imports Keras only when ``ProfilerCallback`` is first used.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import sys
+from typing import Any
+
+from ..api import Profiler, annotation_begin, annotation_end, step_context
+
+__all__ = ["ProfilerCallback", "when_keras_imported", "patch_model"]
+
+_step_numbers = itertools.count()  # one train-step numbering per process, across fit() calls
+_PATCHED = "__otel_profiler_patched__"
+
+
+class _Hooks:
+    """The callback's behaviour, independent of the Keras base class (mixed in below)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__()
+        self.profiler_options = options
+        self._profiler: Profiler | None = None
+        self._phases: list[tuple] = []  # open phase annotations, outermost first
+        self._epoch: tuple | None = None
+        self._step: step_context | None = None
+        self._tf_step: Any = None
+
+    # ------------------------------------------------------------------ phases
+    def _phase_begin(self, phase: str) -> None:
+        if self._profiler is None:
+            self._profiler = Profiler(**self.profiler_options).start()
+        self._phases.append(annotation_begin(phase))
+
+    def _phase_end(self) -> None:
+        if self._phases:
+            annotation_end(self._phases.pop())
+        if not self._phases:  # after each fit/evaluate/predict call, its events are on disk
+            from ..session import current
+
+            session = current()
+            if session is not None:
+                session.flush()
+
+    def stop(self) -> str | None:
+        """Stop the profiling this callback started (else it stops at exit); returns the folder."""
+        profiler, self._profiler = self._profiler, None
+        return profiler.stop() if profiler is not None else None
+
+    def on_train_begin(self, logs: Any = None) -> None:
+        self._phase_begin("train")
+
+    def on_train_end(self, logs: Any = None) -> None:
+        self._end_step()
+        self._phase_end()
+
+    def on_test_begin(self, logs: Any = None) -> None:
+        self._phase_begin("test")
+
+    def on_test_end(self, logs: Any = None) -> None:
+        self._phase_end()
+
+    def on_predict_begin(self, logs: Any = None) -> None:
+        self._phase_begin("predict")
+
+    def on_predict_end(self, logs: Any = None) -> None:
+        self._phase_end()
+
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        self._epoch = annotation_begin("epoch", epoch=int(epoch))
+
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        if self._epoch is not None:
+            annotation_end(self._epoch)
+            self._epoch = None
+
+    # ------------------------------------------------------------------ steps
+    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+        self._end_step()  # a batch whose end callback never came (an exception in user code)
+        number = next(_step_numbers)
+        self._tf_step = _tf_step_marker(number)
+        self._step = step_context(number).__enter__()
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        self._end_step()
+
+    def _end_step(self) -> None:
+        step, self._step = self._step, None
+        if step is not None:
+            step.__exit__(None, None, None)
+        marker, self._tf_step = self._tf_step, None
+        if marker is not None:
+            marker.__exit__(None, None, None)
+
+
+def _tf_step_marker(number: int) -> Any:
+    """TensorFlow's step marker for step ``number``, entered; None when TF is not loaded."""
+    tf_profiler = sys.modules.get("tensorflow.python.profiler.trace")
+    if tf_profiler is None:
+        return None
+    try:
+        marker = tf_profiler.Trace("train", step_num=number, _r=1)
+        marker.__enter__()
+        return marker
+    except Exception:
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def _callback_class() -> type:
+    import keras
+
+    return type("ProfilerCallback", (_Hooks, keras.callbacks.Callback), {
+        "__doc__": "Keras callback: steps, epochs, phases and profiling windows (see "
+                   "``otel_profiler.integrations.keras``). Keyword options as for ``Profiler``.",
+        "__module__": __name__,
+    })
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ProfilerCallback":  # built on first use, so importing this module never imports Keras
+        return _callback_class()
+    raise AttributeError(name)
+
+
+# ---------------------------------------------------------------------- zero-code
+def when_keras_imported() -> None:
+    """Patch ``keras.Model`` as soon as ``keras`` is imported (at once if it already is)."""
+    from ..import_hooks import when_imported
+
+    when_imported("keras", lambda module: patch_model(module.Model))
+
+
+def patch_model(model_class: type) -> None:
+    """Wrap ``fit``, ``evaluate`` and ``predict`` of ``model_class`` to append a ``ProfilerCallback``."""
+    for method in ("fit", "evaluate", "predict"):
+        original = getattr(model_class, method, None)
+        if original is None or getattr(original, _PATCHED, False):
+            continue
+        setattr(model_class, method, _with_callback(original))
+
+
+def _with_callback(original: Any) -> Any:
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = signature.bind(*args, **kwargs)
+            given = bound.arguments.get("callbacks")
+            if given is None or isinstance(given, (list, tuple)):  # not a ready CallbackList
+                callbacks, cls = list(given or []), _callback_class()
+                if not any(isinstance(c, cls) for c in callbacks):
+                    bound.arguments["callbacks"] = callbacks + [cls()]
+                    args, kwargs = bound.args, bound.kwargs
+        except Exception:  # never break the user's call: run it as it was
+            pass
+        return original(*args, **kwargs)
+
+    setattr(wrapper, _PATCHED, True)
+    return wrapper
+

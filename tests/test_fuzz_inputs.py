@@ -1,0 +1,132 @@
+"""Fuzzing the trace reader and the environment-variable parser with hypothesis.
+
+The only outcomes allowed: a valid result, or the documented clear error (``TraceError`` for a
+trace, a warning in ``Settings.warnings`` for a variable). Anything else (an uncaught exception, a
+hang) fails the test.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import trace
+from cuda_tracer.events import COLUMNS
+from cuda_tracer.profile import RankProfile, TraceError
+from cuda_tracer.trace_files import read_trace
+from otel_profiler import config
+
+JSON_LEAF = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-2**70, max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=30),
+    st.sampled_from(["0x1f", "stream 7", "Spans", "1e400", "-0", "NaN", "\u202e\u0000"]))
+JSON_VALUE = st.recursive(JSON_LEAF, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)),
+    max_leaves=12)
+CATEGORIES = st.sampled_from(["kernel", "Kernel", "gpu_memcpy", "cuda_runtime", "cuda_driver",
+                              "cpu_op", "user_annotation", "cuda_sync", "gpu_memset", "ac2g",
+                              "python_function", "Trace", "weird", ""])
+ARGS = st.fixed_dictionaries({}, optional={
+    "External id": JSON_LEAF, "correlation": JSON_LEAF, "device": JSON_LEAF, "stream": JSON_LEAF,
+    "bytes": JSON_LEAF, "grid": JSON_VALUE, "block": JSON_VALUE, "cuda_sync_kind": JSON_LEAF,
+    "registers per thread": JSON_LEAF, "Total Allocated": JSON_LEAF, "Collective name": JSON_LEAF,
+    "graph id": JSON_LEAF, "name": JSON_LEAF})
+EVENT = st.fixed_dictionaries({}, optional={
+    "ph": st.sampled_from(["X", "i", "I", "M", "s", "f", "B", "E", "C", 7]),
+    "cat": st.one_of(CATEGORIES, JSON_LEAF), "name": st.one_of(st.text(max_size=20), JSON_LEAF),
+    "pid": JSON_LEAF, "tid": JSON_LEAF,
+    "ts": st.one_of(st.integers(-2**66, 2**66), st.floats(allow_nan=True), st.text(max_size=8)),
+    "dur": st.one_of(st.integers(-2**66, 2**66), st.floats(allow_nan=True), st.none()),
+    "args": st.one_of(ARGS, JSON_LEAF)})
+DOCUMENT = st.one_of(
+    st.fixed_dictionaries({"traceEvents": st.lists(EVENT, max_size=12)},
+                          optional={"baseTimeNanoseconds": JSON_LEAF,
+                                    "distributedInfo": JSON_VALUE,
+                                    "deviceProperties": JSON_VALUE}),
+    st.lists(EVENT, max_size=6), JSON_VALUE)
+
+
+def check_result(result: RankProfile) -> None:
+    batch = result.batch
+    assert all(batch.columns[c].dtype == dt and len(batch.columns[c]) == len(batch)
+               for c, dt in COLUMNS.items())
+    assert (batch.end_ns >= batch.start_ns).all()
+    assert batch.name.max(initial=-1) < len(batch.strings)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(doc=DOCUMENT, compress=st.booleans())
+def test_adversarial_documents_give_a_result_or_a_trace_error(tmp_path_factory, doc, compress):
+    path = tmp_path_factory.mktemp("fuzz") / "t.json"
+    text = json.dumps(doc, allow_nan=True).encode()
+    path.write_bytes(gzip.compress(text) if compress else text)
+    try:
+        check_result(read_trace(str(path)))
+    except TraceError as exc:
+        assert str(path) in str(exc)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(cut=st.integers(min_value=0, max_value=24_000), flip=st.integers(min_value=0, max_value=255))
+def test_truncated_and_corrupted_real_traces(tmp_path_factory, cut, flip):
+    raw = trace("hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz").read_bytes()
+    data = bytearray(raw[:cut])
+    if data:
+        data[len(data) // 2] ^= flip
+    path = tmp_path_factory.mktemp("cut") / "t.json.gz"
+    path.write_bytes(bytes(data))
+    try:
+        check_result(read_trace(str(path)))
+    except TraceError as exc:
+        assert str(path) in str(exc)
+
+
+def test_deeply_nested_json_is_a_clear_error(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text('{"traceEvents": [{"args": ' + "[" * 100_000 + "]" * 100_000 + "}]}")
+    try:
+        check_result(read_trace(str(path)))
+    except TraceError as exc:
+        assert str(path) in str(exc)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(values=st.dictionaries(st.sampled_from(sorted(config.VARIABLES)),
+                              st.text(max_size=40), max_size=8))
+def test_environment_parser_never_raises(values):
+    loaded = config.load(values)
+    for name, var in config.VARIABLES.items():
+        assert name in loaded.values
+        if var.secret and values.get(name):
+            own = [w for w in loaded.warnings if w.startswith(name + "=")]
+            assert all(w.startswith(f"{name}=<hidden>:") for w in own)
+    for warning in loaded.warnings:
+        assert warning.split("=", 1)[0] in values
+
+
+def test_non_standard_json_numbers_are_a_clear_error(tmp_path):
+    path = tmp_path / "nan.json"
+    path.write_text('{"traceEvents": [{"ph": "X", "name": "k", "ts": NaN, "dur": Infinity}]}')
+    try:
+        read_trace(str(path))
+    except TraceError as exc:
+        assert "invalid JSON" in str(exc) and str(path) in str(exc)
+    else:
+        raise AssertionError("NaN and Infinity are not JSON")
+
+
+def test_numbers_at_the_edges_stay_finite(tmp_path):
+    path = tmp_path / "edge.json"
+    path.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 1e300, "dur": 1},
+        {"ph": "X", "cat": "kernel", "name": "k2", "ts": 5, "dur": 2,
+         "args": {"stream": 2**80, "bytes": -1e30, "grid": [1, "x", 1e30]}}]}))
+    result = read_trace(str(path))
+    check_result(result)
+    assert len(result.batch) == 1 and result.meta["skipped_events"] == 1
+    assert int(result.batch.stream[0]) == -1 and np.array_equal(
+        [result.batch.grid_x[0], result.batch.grid_y[0]], [1, -1])

@@ -1,0 +1,292 @@
+"""The /metrics endpoint, system samplers, OTLP metrics and bad input: one clear message, profiling goes on."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import socket
+import ssl
+import threading
+import urllib.error
+import urllib.request
+import warnings
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from cuda_tracer.profile import load_profile
+from otel_profiler import config
+from otel_profiler import metric_points as m
+from otel_profiler.metrics import MetricsService
+from otel_profiler.system_metrics import NvmlSampler, SystemSampler
+
+from conftest import REPO, trace
+from prometheus_server import free_port
+
+OPENMETRICS = "application/openmetrics-text; version=1.0.0"
+NCCL = "hta/nccl_parser_config/nccl_data.json.gz"
+
+
+def _service(**env: str) -> MetricsService:
+    return MetricsService().start(config.load(env), {"ml.local_rank": 0}, run_id="run-e")
+
+
+def _get(url: str, accept: str = "", auth: str = "", context: ssl.SSLContext | None = None):
+    headers = {"Accept": accept} if accept else {}
+    if auth:
+        headers["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5, context=context) as r:
+        return r.headers["Content-Type"], r.read().decode()
+
+
+def _profiler_warnings(record) -> list[str]:
+    return [str(w.message) for w in record if "otel-profiler" in str(w.message)]
+
+
+# ------------------------------------------------------------------------------ names and formats
+def test_prometheus_names_follow_the_otel_translation() -> None:
+    names = {s.name: s.prometheus for s in m.CATALOGUE}
+    assert names["hw.gpu.utilization"] == "hw_gpu_utilization_ratio"
+    assert names["hw.gpu.memory.usage"] == "hw_gpu_memory_usage_bytes"
+    assert names["hw.power"] == "hw_power_watts"
+    assert names["hw.energy"] == "hw_energy_joules_total"
+    assert names["hw.temperature"] == "hw_temperature_celsius"
+    assert names["process.cpu.utilization"] == "process_cpu_utilization_ratio"
+    assert names["system.network.io"] == "system_network_io_bytes_total"
+    assert names["otel_profiler.step.duration"] == "otel_profiler_step_duration_seconds"
+    assert names["otel_profiler.gpu.stream.queue_depth"] == "otel_profiler_gpu_stream_queue_depth"
+    assert names["otel_profiler.events.dropped"] == "otel_profiler_events_dropped_total"
+    assert len(set(names.values())) == len(names)
+    gpu = [s for s in m.CATALOGUE if s.source == "nvml"]
+    assert all("hw.id" in s.labels for s in gpu)
+    assert not any("name" in k and "hw.name" != k for s in m.CATALOGUE for k in s.labels)  # no kernel names
+
+
+def test_readme_lists_every_metric() -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Metrics"):]
+    for spec in m.CATALOGUE:
+        assert f"`{spec.name}`" in section and f"`{spec.prometheus}`" in section, spec.name
+
+
+def test_text_and_openmetrics_with_exemplars() -> None:
+    port = free_port()
+    service = _service(OTEL_PROFILER_PROMETHEUS_PORT=str(port))
+    try:
+        rank = load_profile([str(trace(NCCL))]).ranks[0]
+        service.observe_batch(rank.batch, rank.meta)
+        ctype, text = _get(service.url)
+        assert ctype.startswith("text/plain") and "# {trace_id=" not in text
+        assert "process_cpu_utilization_ratio{cpu_mode=\"user\"}" in text
+        assert "otel_profiler_gpu_busy_ratio{gpu_device_id=\"0\",otel_profiler_rank=\"0\"}" in text
+        ctype, om = _get(service.url, OPENMETRICS)
+        assert ctype.startswith("application/openmetrics-text") and om.rstrip().endswith("# EOF")
+        assert '# {trace_id="' in om
+    finally:
+        service.close()
+
+
+# ------------------------------------------------------------------------------ no NVML here
+def test_no_nvml_means_no_gpu_metrics_and_one_info_line(capfd) -> None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        pytest.skip("NVML works on this machine: tests/gpu covers it")
+    except Exception:
+        pass
+    assert NvmlSampler.open() is None
+    err = capfd.readouterr().err
+    assert err.count("no GPU metrics: NVML unavailable") == 1 and len(err.strip().splitlines()) == 1
+    sampler = SystemSampler(1.0)
+    sampler.tick()
+    assert not sampler.has_gpu
+    points = sampler.points()
+    assert points and not [p for p in points if p.spec.source == "nvml"]
+    assert {p.spec.name for p in points} >= {"system.cpu.utilization", "process.cpu.utilization",
+                                             "process.memory.usage", "otel_profiler.cpu.core.utilization"}
+
+
+def test_sampler_thread_ticks_at_the_interval_and_stops() -> None:
+    sampler = SystemSampler(0.05, gpu=False)
+    sampler.start()
+    threading.Event().wait(0.4)
+    sampler.close()
+    ticks = sampler.ticks
+    assert 4 <= ticks <= 12
+    threading.Event().wait(0.15)
+    assert sampler.ticks == ticks and not sampler._thread.is_alive()
+
+
+# ------------------------------------------------------------------------------ bad input
+def test_port_in_use_warns_once_and_profiling_goes_on() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            service = _service(OTEL_PROFILER_PROMETHEUS_PORT=str(port))
+        messages = _profiler_warnings(record)
+        assert len(messages) == 1 and f"cannot listen on 127.0.0.1:{port}" in messages[0]
+        assert service.endpoint is None and service.url is None
+        rank = load_profile([str(trace(NCCL))]).ranks[0]
+        service.observe_batch(rank.batch, rank.meta)  # no endpoint: a no-op, never raises
+        service.close()
+        service.close()
+
+
+@pytest.mark.parametrize("which", ["missing", "garbage", "key_only"])
+def test_bad_tls_files_warn_once_and_profiling_goes_on(tmp_path: Path, which: str) -> None:
+    garbage = tmp_path / "bad.pem"
+    garbage.write_text("not a certificate")
+    files = {"missing": (str(tmp_path / "nope.pem"), str(tmp_path / "nope.key")),
+             "garbage": (str(garbage), str(garbage)), "key_only": ("", str(garbage))}[which]
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        service = _service(OTEL_PROFILER_PROMETHEUS_PORT=str(free_port()),
+                           OTEL_PROFILER_PROMETHEUS_CERT_FILE=files[0], OTEL_PROFILER_PROMETHEUS_KEY_FILE=files[1])
+    messages = _profiler_warnings(record)
+    assert len(messages) == 1 and "TLS certificate/key unusable" in messages[0]
+    assert service.endpoint is None
+    service.close()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "nan"])
+def test_bad_interval_is_one_warning_and_the_default(value: str) -> None:
+    settings = config.load({"OTEL_PROFILER_METRICS_INTERVAL_S": value, "OTEL_PROFILER_PROMETHEUS_PORT": "0"})
+    assert len(settings.warnings) == 1 and settings.warnings[0].startswith("OTEL_PROFILER_METRICS_INTERVAL_S=")
+    assert settings["OTEL_PROFILER_METRICS_INTERVAL_S"] == 1.0
+    settings.values["OTEL_PROFILER_PROMETHEUS_PORT"] = free_port()
+    service = MetricsService().start(settings, {"ml.local_rank": 0})
+    try:
+        assert service.sampler.interval_s == 1.0 and service.url
+    finally:
+        service.close()
+
+
+def test_bad_basic_auth_value_is_one_warning() -> None:
+    settings = config.load({"OTEL_PROFILER_PROMETHEUS_BASIC_AUTH": "no-colon-secret"})
+    assert len(settings.warnings) == 1 and "<hidden>" in settings.warnings[0]
+    assert "no-colon-secret" not in settings.warnings[0]
+
+
+# ------------------------------------------------------------------------------ TLS, auth, ranks
+def _self_signed(folder: Path) -> tuple[str, str]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    import ipaddress
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return str(cert_path), str(key_path)
+
+
+def test_tls_and_basic_auth_work(tmp_path: Path) -> None:
+    cert, key = _self_signed(tmp_path)
+    service = _service(OTEL_PROFILER_PROMETHEUS_PORT=str(free_port()), OTEL_PROFILER_PROMETHEUS_CERT_FILE=cert,
+                       OTEL_PROFILER_PROMETHEUS_KEY_FILE=key, OTEL_PROFILER_PROMETHEUS_BASIC_AUTH="scraper:s3cret")
+    try:
+        assert service.url.startswith("https://127.0.0.1:")
+        trusted = ssl.create_default_context(cafile=cert)
+        _, body = _get(service.url, auth="scraper:s3cret", context=trusted)
+        assert "system_cpu_utilization_ratio" in body
+        for auth in ("", "scraper:wrong"):
+            with pytest.raises(urllib.error.HTTPError) as err:
+                _get(service.url, auth=auth, context=trusted)
+            assert err.value.code == 401
+        with pytest.raises(urllib.error.URLError):  # certificate not trusted by default
+            _get(service.url, auth="scraper:s3cret")
+        with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):  # no plain HTTP
+            _get(service.url.replace("https://", "http://"), auth="scraper:s3cret")
+    finally:
+        service.close()
+
+
+def test_one_port_per_local_rank() -> None:
+    base = free_port()
+    services = [MetricsService().start(config.load({"OTEL_PROFILER_PROMETHEUS_PORT": str(base)}),
+                                       {"ml.local_rank": r}) for r in (0, 1)]
+    try:
+        assert [s.endpoint.port for s in services if s.endpoint] == [base, base + 1]
+    finally:
+        for s in services:
+            s.close()
+
+
+def test_nothing_runs_without_an_output() -> None:
+    service = MetricsService().start(config.load({}), {})
+    assert not service.active and service.sampler is None
+    service.observe_batch(None)
+    service.close()
+
+
+# ------------------------------------------------------------------------------ OTLP metrics
+class _MetricsReceiver:
+    """A real OTLP/HTTP metrics endpoint collecting ExportMetricsServiceRequest messages."""
+
+    def __init__(self) -> None:
+        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
+        self.requests: list = []
+        received = self.requests
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.path == "/v1/metrics":
+                    received.append(ExportMetricsServiceRequest.FromString(body))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+def test_otlp_metrics_reach_a_receiver_with_step_exemplars() -> None:
+    receiver = _MetricsReceiver()
+    try:
+        settings = config.load({"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+                                "OTEL_METRIC_EXPORT_INTERVAL": "100000"})
+        service = MetricsService().start(settings, {"service.name": "trainer", "ml.local_rank": 0}, run_id="run-o")
+        assert service.otlp is not None and service.endpoint is None
+        rank = load_profile([str(trace(NCCL))]).ranks[0]
+        service.observe_batch(rank.batch, rank.meta)
+        service.close()  # shutdown exports once
+        metrics = {mt.name: mt for rq in receiver.requests for rm in rq.resource_metrics
+                   for sm in rm.scope_metrics for mt in sm.metrics}
+        assert {"process.cpu.utilization", "system.cpu.utilization", "otel_profiler.gpu.busy",
+                "otel_profiler.gpu.kernel.time", "otel_profiler.step.duration"} <= set(metrics)
+        assert metrics["otel_profiler.step.duration"].unit == "s"
+        (point,) = metrics["otel_profiler.step.duration"].histogram.data_points
+        assert point.count == 3
+        from otel_profiler.profile_metrics import step_trace_hex
+
+        from otel_profiler.spans import run_id_of
+
+        ids = {e.trace_id.hex() for e in point.exemplars}
+        steps = [int(v) for v in rank.batch.extra("step").values()]
+        assert ids and ids <= {step_trace_hex(run_id_of(rank.meta), 0, n) for n in steps}
+        resource = {a.key: a.value.string_value for a in receiver.requests[0].resource_metrics[0].resource.attributes}
+        assert resource["service.name"] == "trainer"
+    finally:
+        receiver.server.shutdown()
