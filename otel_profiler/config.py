@@ -186,6 +186,8 @@ define("OTEL_PROFILER_EVERY_STEPS", 0, parse_int(minimum=0),
        "Also capture a window every N steps (0: off).")
 define("OTEL_PROFILER_WINDOW_STEPS", 5, parse_int(minimum=1),
        "Length in steps of windows opened by EVERY_STEPS, a signal, the trigger port or a slow step.")
+define("OTEL_PROFILER_WINDOW_PART_STEPS", 100, parse_int(minimum=1),
+       "A detailed window is handed over in parts of this many steps, so long windows stay bounded.")
 define("OTEL_PROFILER_DURATION_S", 0.0, parse_float(minimum=0.0),
        "Also capture the first N seconds of the run in detail (0: off).")
 define("OTEL_PROFILER_SLOW_STEP_FACTOR", 3.0, parse_float(minimum=0.0),

@@ -5,7 +5,12 @@ Read from the environment the launchers set: torchrun (``RANK``, ``LOCAL_RANK``,
 (``KUBERNETES_SERVICE_HOST`` marks a pod; pod name from ``POD_NAME`` or ``HOSTNAME``, namespace from
 ``POD_NAMESPACE`` or the service-account file), plus ``OTEL_SERVICE_NAME`` and
 ``OTEL_RESOURCE_ATTRIBUTES``. Attribute names follow the OpenTelemetry semantic conventions where
-one exists (``service.name``, ``host.name``, ``process.pid``, ``k8s.*``); the rest use ``ml.*``.
+one exists (``service.name``, ``host.name``, ``process.pid``, ``k8s.*``, ``enduser.id``); the rest use
+``ml.*``.
+
+Who ran it (access control, README "Who sees what"): ``enduser.id`` is the one given in
+``OTEL_RESOURCE_ATTRIBUTES``, else the login name (``USER``, ``LOGNAME``); ``ml.team`` only when
+given there (``OTEL_RESOURCE_ATTRIBUTES=ml.team=vision``).
 """
 
 from __future__ import annotations
@@ -91,6 +96,9 @@ def attributes(settings_values: Mapping[str, Any], env: Mapping[str, str] | None
         "ml.local_rank": pos["local_rank"],
         "ml.world_size": pos["world_size"],
     })
+    user = attrs.get("enduser.id") or env.get("USER") or env.get("LOGNAME")
+    if user:
+        attrs["enduser.id"] = user
     for key, name in (("TORCHELASTIC_RUN_ID", "ml.torchrun.run_id"), ("SLURM_JOB_ID", "slurm.job.id"),
                       ("SLURM_STEP_ID", "slurm.step.id"), ("SLURM_JOB_NAME", "slurm.job.name")):
         if env.get(key):

@@ -122,6 +122,7 @@ class Session:
         folder = v["OTEL_PROFILER_PROFILE_DIR"] or os.path.join(v["OTEL_PROFILER_OUTPUT_DIR"], self.run_id)
         self.folder = os.path.abspath(folder)
         self.activities = frozenset(v["OTEL_PROFILER_ACTIVITIES"])
+        self._part_steps = v["OTEL_PROFILER_WINDOW_PART_STEPS"]
         self.policy = WindowPolicy(v["OTEL_PROFILER_STEPS"], v["OTEL_PROFILER_EVERY_STEPS"],
                                    v["OTEL_PROFILER_WINDOW_STEPS"], v["OTEL_PROFILER_DURATION_S"],
                                    v["OTEL_PROFILER_SLOW_STEP_FACTOR"], perf_counter_ns())
@@ -139,7 +140,7 @@ class Session:
         self._backed_off = False
         self._window: dict[str, Any] | None = None
         self._windows: list[dict[str, Any]] = []
-        self._finished: list[tuple[Any, dict[str, Any]]] = []  # (capture, window) awaiting a flush
+        self._finished: list[tuple[Any, dict[str, Any] | None]] = []  # (capture, window) to write
         self._wake = False  # a plain flag, never a lock: signal handlers set it too
         self._thread: threading.Thread | None = None
         self._last_flush = time.monotonic()
@@ -151,6 +152,7 @@ class Session:
         self._remove_step_hook: Any = None
         self._restore_signal: Any = None
         self._in_signal = False  # closing from the SIGTERM handler: take no lock we can avoid
+        self._rank_known = "RANK" in os.environ
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -205,6 +207,7 @@ class Session:
                 self._trigger.close()
             if self._restore_signal is not None:
                 self._restore_signal()
+            self._uninstall_sigterm()
             self.flush()
             markers.active = False
             if self._exporter is not None:
@@ -234,6 +237,8 @@ class Session:
                 return  # the code marks its own steps; the optimizer hook stays quiet
             if self.closed:
                 return
+            if not self._rank_known:
+                self._learn_rank()
             now = perf_counter_ns()
             if self._step_start is not None and not explicit_start:
                 self._record_step(self._step, self._step_start, now)
@@ -258,6 +263,8 @@ class Session:
         """``step_context(number)`` left."""
         try:
             if not self.closed:
+                if not self._rank_known:
+                    self._learn_rank()
                 self._record_step(number, start, end)
                 self._step = number + 1
                 self._step_start = None
@@ -271,13 +278,17 @@ class Session:
     # ------------------------------------------------------------------ windows
     def _update_window(self, step: int, now: int) -> None:
         reason = self.policy.want(step, now)
-        if reason and self._window is None:
+        window = self._window
+        if reason and window is None:
             self._open_window(reason, step)
-        elif not reason and self._window is not None:
+        elif not reason and window is not None:
             self._close_window(step)
+        elif window is not None and window["captured"] and step - window["part_first_step"] >= self._part_steps:
+            self._next_window_part(step)
 
     def _open_window(self, reason: str, step: int) -> None:
-        window = {"reason": reason, "first_step": step, "start_ns": time.time_ns(), "captured": False}
+        window = {"reason": reason, "first_step": step, "start_ns": time.time_ns(), "captured": False,
+                  "parts": 0, "part_first_step": step}
         self._window = window
         source = self._detail_source()
         if source is None:
@@ -285,8 +296,22 @@ class Session:
         try:
             source.start()
             window["captured"] = True
+            window["parts"] = 1
         except Exception as exc:  # someone else holds the profiler: back off for good
             self._back_off(f"{exc}")
+
+    def _next_window_part(self, step: int) -> None:
+        """Hand over what a long window captured so far and go on capturing (bounded memory)."""
+        window = self._window
+        try:
+            self._finished.append((self._source.stop(), None))
+            self._wake = True
+            self._source.start()
+            window["parts"] += 1
+            window["part_first_step"] = step
+        except Exception as exc:
+            window["captured"] = False
+            self._back_off(f"the detailed source failed to restart ({exc})")
 
     def _close_window(self, step: int) -> None:
         window, self._window = self._window, None
@@ -295,6 +320,7 @@ class Session:
         window["end_ns"] = time.time_ns()
         window["last_step"] = step - 1
         capture = None
+        window.pop("part_first_step", None)
         if window["captured"] and self._source is not None and self._source.running:
             try:
                 capture = self._source.stop()
@@ -348,15 +374,22 @@ class Session:
                 n = len(self._finished)  # slice + del: each atomic, so no racing append is lost
                 finished = self._finished[:n]
                 del self._finished[:n]
-                for capture, window in finished:
+                for capture, window in finished:  # window None: a part of a window still open
                     if capture is not None:
                         batches.append(capture.to_batch())
-                    batches.append(_window_event(window, self.rank))
+                    if window is not None:
+                        batches.append(_window_event(window, self.rank))
                 batch = EventBatch.concat(b for b in batches if len(b))
                 if not len(batch):
                     return
+                if self.writer.parts == 0 and not self._settle_identity():
+                    self._stop_quietly()
+                    return
+                batch.columns["rank"][:] = self.rank
                 meta = self.meta()
-                self.writer.write(meta, batch)
+                if not self.writer.write(meta, batch):  # another live process holds this rank
+                    self._stop_quietly()
+                    return
                 if not self._exporter_made:
                     self._exporter_made = True
                     self._exporter = self._make_exporter(self.settings, self.resource["service.name"])
@@ -364,6 +397,37 @@ class Session:
                     self._exporter.submit(meta, batch)
         except Exception as exc:
             self._fail(exc)
+
+    def _learn_rank(self) -> None:
+        """Take rank and world size from torch.distributed when the launcher set no ``RANK``
+        (``torch.multiprocessing.spawn`` jobs); checked at step boundaries until known."""
+        dist = sys.modules.get("torch.distributed")
+        try:
+            if dist is None or not dist.is_available() or not dist.is_initialized():
+                return
+            rank, world = dist.get_rank(), dist.get_world_size()
+        except Exception:
+            return
+        self._rank_known = True
+        if self.writer.parts == 0:  # nothing written under the old number yet
+            self.rank = rank
+            self.position.update(rank=rank, world_size=world)
+            self.resource.update({"ml.rank": rank, "ml.world_size": world})
+            self.writer = RankWriter(self.folder, rank)
+
+    def _settle_identity(self) -> bool:
+        """Before the first write. False for a multiprocessing helper with no rank of its own (a
+        spawned DataLoader worker): it writes nothing, so it never takes rank 0 from the trainer."""
+        if self._rank_known:
+            return True
+        self._learn_rank()
+        mp = sys.modules.get("multiprocessing")
+        return self._rank_known or mp is None or mp.parent_process() is None
+
+    def _stop_quietly(self) -> None:
+        """This process is not the one that writes its rank: record nothing more, say nothing."""
+        self.closed = True
+        markers.active = False
 
     def meta(self) -> dict[str, Any]:
         """This rank's metadata (``rank-<r>.json``)."""
@@ -404,6 +468,15 @@ class Session:
             if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
                 return  # the program handles SIGTERM itself (and usually exits through atexit)
             signal.signal(signal.SIGTERM, self._on_sigterm)
+        except (ValueError, OSError):
+            pass
+
+    def _uninstall_sigterm(self) -> None:
+        if self._in_signal or threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
         except (ValueError, OSError):
             pass
 

@@ -24,12 +24,19 @@ from otel_profiler.windows import WindowPolicy
 QUIET = dict(summary_at_exit=False, auto_steps=False, signal=False, steps="off")
 
 
-def test_importing_the_package_never_imports_torch_or_tensorflow():
+def test_importing_the_package_or_bootstrapping_never_imports_torch_or_tensorflow(tmp_path):
+    from otel_profiler.bootstrap import SITE_DIR
+
     code = ("import sys, otel_profiler, otel_profiler.api, otel_profiler.session, otel_profiler.compat.smprof;"
-            "otel_profiler.annotate; print(sorted(m for m in ('torch', 'tensorflow') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+            "otel_profiler.annotate; print(otel_profiler.session.current() is not None, "
+            "sorted(m for m in ('torch', 'tensorflow') if m in sys.modules))")
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    bootstrapped = dict(plain, OTEL_PROFILER_ENABLED="true", PYTHONPATH=SITE_DIR,
+                        OTEL_PROFILER_PROFILE_DIR=str(tmp_path))
+    for env, session in ((plain, False), (bootstrapped, True)):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == f"{session} []"
 
 
 def _load(folder):
@@ -284,6 +291,7 @@ def test_sigusr2_and_the_udp_trigger_open_windows_on_demand(tmp_path):
         for _ in range(4):
             api.step()
     assert signal.getsignal(signal.SIGUSR2) is signal.SIG_DFL  # restored at stop
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     windows = json.loads((tmp_path / "rank-0.json").read_text())["windows"]
     assert [(w["reason"], w["first_step"], w["last_step"]) for w in windows] == [
         ("demand", 3, 4), ("demand", 7, 8)]  # from the next step boundary on
@@ -305,3 +313,18 @@ def test_backs_off_with_one_warning_when_the_user_runs_torch_profiler(tmp_path):
     assert len(rank.batch.of_kind(Kind.STEP)) == 6
     assert len(rank.batch.of_kind(Kind.CPU_OP)) == 0
     assert "torch.profiler" in rank.meta["detailed_capture"]
+
+
+def test_a_long_window_is_handed_over_in_parts(tmp_path):
+    torch = pytest.importorskip("torch")
+    opts = dict(QUIET, steps="0:10", activities="cpu_op", window_part_steps=3)
+    with api.Profiler(profile_dir=str(tmp_path), **opts):
+        for _ in range(12):
+            torch.ones(4).sum()
+            api.step()
+    rank = _load(tmp_path)
+    (window,) = rank.meta["windows"]
+    assert (window["first_step"], window["last_step"], window["parts"]) == (0, 9, 4)  # 0-2 3-5 6-8 9
+    ops = rank.batch.of_kind(Kind.CPU_OP).names()
+    assert ops.count("aten::ones") == 10  # one per captured step: no gap, no overlap between parts
+    assert len(rank.batch.of_kind(Kind.PROFILER)) == 1

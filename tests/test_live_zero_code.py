@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -95,9 +96,13 @@ def test_zero_code_training_gives_steps_annotations_and_ops(tmp_path, enable):
 
 
 def test_otel_sdk_disabled_turns_profiling_off(tmp_path):
-    cmd, env = enable_by_env(tmp_path)
+    _, env = enable_by_env(tmp_path)
+    code = "from otel_profiler import annotate\nwith annotate('x'):\n    pass\nprint('ran')"
+    assert run([sys.executable, "-c", code], env, tmp_path).stdout.strip() == "ran"
+    assert (tmp_path / "prof").is_dir()  # enabled: the annotation is written
+    shutil.rmtree(tmp_path / "prof")
     env["OTEL_SDK_DISABLED"] = "true"
-    run(cmd, env, tmp_path)
+    assert run([sys.executable, "-c", code], env, tmp_path).stdout.strip() == "ran"
     assert not (tmp_path / "prof").exists()
 
 
@@ -171,6 +176,42 @@ def test_torchrun_two_ranks_write_one_folder(tmp_path):
     assert len({r.meta["run_id"] for r in profile.ranks}) == 1
     summary = json.loads((folder / "summary.json").read_text())
     assert set(summary["ranks"]) == {"0", "1"}
+
+
+MP_SPAWN_SCRIPT = """
+import socket
+import torch, torch.distributed as dist, torch.multiprocessing as mp
+
+
+def work(rank, port):  # no RANK variable: the rank is known only to torch.distributed
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(5):
+        model(torch.randn(8, 16)).pow(2).mean().backward()
+        optimizer.step()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    mp.spawn(work, args=(port,), nprocs=2)
+"""
+
+
+def test_multiprocessing_spawn_ranks_take_their_rank_from_torch_distributed(tmp_path):
+    script = tmp_path / "spawn_ddp.py"
+    script.write_text(MP_SPAWN_SCRIPT)
+    folder = tmp_path / "prof"
+    run([sys.executable, "-m", "otel_profiler", "run", "--output-dir", str(folder), "--",
+         sys.executable, str(script)], clean_env(), tmp_path)
+    profile = load_profile([str(folder)])
+    assert sorted(r.rank for r in profile.ranks) == [0, 1]
+    for r in profile.ranks:
+        assert r.meta["world_size"] == 2 and len(r.batch.of_kind(Kind.STEP)) == 4
 
 
 def test_dataloader_workers_finish_and_write_nothing_twice(tmp_path):

@@ -61,8 +61,11 @@ class _Hooks:
             from ..session import current
 
             session = current()
-            if session is not None:
-                session.flush()
+            try:
+                if session is not None:
+                    session.flush()
+            except Exception:  # the session warns and turns itself off; never into model.fit
+                pass
 
     def stop(self) -> str | None:
         """Stop the profiling this callback started (else it stops at exit); returns the folder."""
