@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from cuda_tracer.events import MISSING, EventBatch  # noqa: E402
-from cuda_tracer.profile import load_profile  # noqa: E402
+from cuda_tracer.loading import load_profile  # noqa: E402
 from otel_profiler.otlp import split_requests  # noqa: E402
 from otel_profiler.spans import SpanOptions, SpanTable, build_spans  # noqa: E402
 

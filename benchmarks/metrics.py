@@ -19,7 +19,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from cuda_tracer.profile import load_profile  # noqa: E402
+from cuda_tracer.loading import load_profile  # noqa: E402
 from otel_profiler import config  # noqa: E402
 from otel_profiler.metrics import MetricsService  # noqa: E402
 

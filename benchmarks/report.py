@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from cuda_tracer.events import MISSING, EventBatch  # noqa: E402
-from cuda_tracer.profile import Profile, RankProfile, load_profile  # noqa: E402
+from cuda_tracer.loading import load_profile  # noqa: E402
+from cuda_tracer.profile import Profile, RankProfile  # noqa: E402
 from otel_profiler.analysis.summary import summarize  # noqa: E402
 from otel_profiler.report.html import render_html, report_data  # noqa: E402
 from otel_profiler.report.perfetto import write_chrome_trace  # noqa: E402

@@ -25,7 +25,7 @@ DEFAULT_TRACE = os.path.join(HERE, "..", "..", "shared", "data", "kineto_traces"
 OURS = """
 import json, resource, sys, time
 t = time.perf_counter()
-from cuda_tracer.profile import load_profile
+from cuda_tracer.loading import load_profile
 from otel_profiler.analysis.summary import summarize
 summary = summarize(load_profile([sys.argv[1]]))
 seconds = time.perf_counter() - t

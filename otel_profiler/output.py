@@ -16,7 +16,8 @@ import os
 from typing import Any
 
 from cuda_tracer.events import EventBatch
-from cuda_tracer.profile import RankProfile, load_profile, write_rank
+from cuda_tracer.profile import RankProfile, write_rank
+from cuda_tracer.loading import load_profile
 
 
 class RankWriter:

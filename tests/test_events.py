@@ -9,7 +9,7 @@ import pytest
 
 from conftest import trace
 from cuda_tracer.events import COLUMNS, BatchBuilder, EventBatch, Kind
-from cuda_tracer.profile import load_profile
+from cuda_tracer.loading import load_profile
 
 NCCL = "hta/nccl_parser_config/nccl_data.json.gz"
 SYNC = "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"

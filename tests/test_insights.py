@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import pytest
 
-from cuda_tracer.profile import load_profile
+from cuda_tracer.loading import load_profile
 from otel_profiler.analysis.insights import RULES, Thresholds, insights, thresholds_doc
 from otel_profiler.analysis.summary import summarize
 

@@ -15,7 +15,7 @@ import pytest
 from cuda_tracer.correlate import correlate
 from cuda_tracer.events import Kind, MemcpyKind
 from cuda_tracer.kineto import convert_events, keep_activities
-from cuda_tracer.profile import load_profile
+from cuda_tracer.loading import load_profile
 from otel_profiler import api, markers
 from otel_profiler.resource import attributes, distributed_position, run_id
 from otel_profiler.session import ProfilerWarning, current

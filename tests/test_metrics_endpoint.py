@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_tracer.profile import load_profile
+from cuda_tracer.loading import load_profile
 from otel_profiler import config
 from otel_profiler import metric_points as m
 from otel_profiler.metrics import MetricsService

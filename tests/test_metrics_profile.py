@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cuda_tracer.profile import load_profile
+from cuda_tracer.loading import load_profile
 from otel_profiler import metric_points as m
 from otel_profiler.analysis.summary import summarize_batch
 from otel_profiler.profile_metrics import ProfileMetrics, step_trace_hex

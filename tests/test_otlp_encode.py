@@ -14,7 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from conftest import trace
-from cuda_tracer.profile import load_profile
+from cuda_tracer.loading import load_profile
 from otel_profiler.otlp import (any_value, encode_json_lines, encode_request, fixed_varints, read_delimited,
                                 split_requests, varint_width, write_delimited)
 from otel_profiler.spans import AttrColumn, SpanOptions, SpanTable, build_spans

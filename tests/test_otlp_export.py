@@ -13,7 +13,7 @@ import pytest
 
 from conftest import REPO, trace
 from cuda_tracer.events import GPU_OP_KINDS
-from cuda_tracer.profile import load_profile
+from cuda_tracer.loading import load_profile
 from otel_profiler import config
 from otel_profiler.cli import main
 from otel_profiler.exporter import exporter_from_env
@@ -237,7 +237,7 @@ def test_spawned_exporter_does_not_rerun_the_main_script(tmp_path, receiver):
         f"sys.path.insert(0, {str(REPO)!r}); sys.path.insert(0, {str(REPO / 'tests')!r})\n"
         "from otel_profiler import config\n"
         "from otel_profiler.exporter import exporter_from_env\n"
-        "from cuda_tracer.profile import load_profile\n"
+        "from cuda_tracer.loading import load_profile\n"
         "from conftest import trace\n"
         f"r = load_profile([str(trace({TRACE!r}))]).ranks[0]\n"
         "e = exporter_from_env(config.load())\n"

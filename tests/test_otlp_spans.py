@@ -10,7 +10,7 @@ import pytest
 
 from conftest import trace
 from cuda_tracer.events import GPU_OP_KINDS, MISSING, BatchBuilder, Kind
-from cuda_tracer.profile import load_profile
+from cuda_tracer.loading import load_profile
 from otel_profiler.spans import SpanOptions, batch_steps, build_spans, trace_id
 
 TRACES = ["hta/negative_queue_length_values_check/rank0.json.gz",  # orphan GPU ops, 5 steps

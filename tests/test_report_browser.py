@@ -15,7 +15,7 @@ import tempfile
 
 import pytest
 
-from cuda_tracer.profile import load_profile
+from cuda_tracer.loading import load_profile
 from otel_profiler.analysis.activity import cpu_active, precision_times
 from otel_profiler.report.html import write_report
 

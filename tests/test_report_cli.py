@@ -15,7 +15,7 @@ import pytest
 
 from cuda_tracer.correlate import correlate
 from cuda_tracer.events import Kind
-from cuda_tracer.profile import load_profile
+from cuda_tracer.loading import load_profile
 from otel_profiler.report.html import timeline_data
 from otel_profiler.report.perfetto import chrome_trace
 from otel_profiler.report.tracks import HIDDEN_KINDS

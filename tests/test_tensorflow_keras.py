@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from cuda_tracer.events import Kind
-from cuda_tracer.profile import load_profile
+from cuda_tracer.loading import load_profile
 from otel_profiler.bootstrap import SITE_DIR
 from otlp_receiver import OtlpReceiver
 
@@ -142,7 +142,7 @@ def test_zero_code_keras_spans_reach_the_otlp_receiver(zero_code_run):
 READ_XPLANE = """
 import json, sys
 from cuda_tracer.events import Kind
-from cuda_tracer.profile import load_profile
+from cuda_tracer.loading import load_profile
 profile = load_profile([sys.argv[1]])
 batch = profile.ranks[0].batch
 steps = batch.of_kind(Kind.STEP)

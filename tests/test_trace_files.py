@@ -13,7 +13,7 @@ import pytest
 
 from conftest import ALL_TRACES, trace
 from cuda_tracer.events import Kind, MemcpyKind, SyncKind
-from cuda_tracer.profile import load_profile
+from cuda_tracer.loading import load_profile
 
 # The recount's own category table, written from the Kineto category list, not from the reader.
 RECOUNT_KIND = {

@@ -13,7 +13,7 @@ import hashlib
 import os
 import sys
 
-from cuda_tracer.profile import load_profile
+from cuda_tracer.loading import load_profile
 
 from .. import config
 from ..exporter import Counters, ExportConfig, Pipeline, warn

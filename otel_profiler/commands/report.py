@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cuda_tracer.profile import TraceError, load_profile
+from cuda_tracer.profile import TraceError
+
+from cuda_tracer.loading import load_profile
 
 from ..analysis.insights import Thresholds
 

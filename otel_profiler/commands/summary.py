@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cuda_tracer.profile import load_profile
+from cuda_tracer.loading import load_profile
 
 from ..analysis.insights import insights
 from ..analysis.summary import summarize
