@@ -7,23 +7,61 @@ saved under OUT_DIR (so the test can build the spans of the very same batches). 
 come from the environment (``OTEL_PROFILER_PROMETHEUS_PORT``, ``OTEL_PROFILER_RUN_ID``, ...). It
 writes OUT_DIR/ready (the endpoint URL) once serving and OUT_DIR/done after training, then keeps
 serving until OUT_DIR/stop appears.
+
+Tests start it with :func:`running` and wait for its marker files with :func:`wait_for`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 from time import perf_counter_ns
-
-import torch
+from typing import Iterator
 
 from otel_profiler import config, markers
 from otel_profiler.metrics import MetricsService
 from otel_profiler.resource import attributes
 
+REPO = Path(__file__).resolve().parent.parent
+
+
+@contextlib.contextmanager
+def running(out: Path, port: int, seconds: float, run_id: str) -> Iterator[subprocess.Popen]:
+    """This job in a subprocess (rank 0, /metrics on ``port``, samples every 0.5 s, no OTLP), training
+    for ``seconds``; on exit it is told to stop (OUT/stop) and waited for."""
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}",
+           "OTEL_PROFILER_PROMETHEUS_PORT": str(port), "OTEL_PROFILER_RUN_ID": run_id,
+           "OTEL_PROFILER_METRICS_INTERVAL_S": "0.5", "LOCAL_RANK": "0"}
+    env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), str(out), str(seconds)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        yield proc
+    finally:
+        (Path(out) / "stop").touch()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def wait_for(path: Path, proc: subprocess.Popen, timeout: float) -> None:
+    """Wait until the job writes ``path``; fail if it exits first or the timeout passes."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"job exited early: {proc.stdout.read()}")
+        assert time.monotonic() < deadline, f"timed out waiting for {path.name}"
+        time.sleep(0.05)
+
 
 def main(out: str, seconds: float) -> None:
+    import torch  # here, so that tests importing running() and wait_for() do not load torch
+
     settings = config.load()
     run_id = settings["OTEL_PROFILER_RUN_ID"]
     service = MetricsService().start(settings, attributes(settings.values), run_id=run_id)

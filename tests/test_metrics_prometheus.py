@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import glob
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,20 +18,11 @@ import pytest
 from cuda_tracer.events import EventBatch
 from otel_profiler.spans import build_spans
 
+from metrics_job import running, wait_for
 from prometheus_server import available, free_port, prometheus_server
 
-REPO = Path(__file__).resolve().parent.parent
 RUN_ID = "metrics-it-run"
 pytestmark = pytest.mark.skipif(not available(), reason="/usr/bin/prometheus missing (apt-get install prometheus)")
-
-
-def _wait(path: Path, proc: subprocess.Popen, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if proc.poll() is not None:
-            raise AssertionError(f"job exited early: {proc.stdout.read()}")
-        assert time.monotonic() < deadline, f"timed out waiting for {path.name}"
-        time.sleep(0.05)
 
 
 def _value(prom, expr: str) -> float:
@@ -44,66 +33,53 @@ def _value(prom, expr: str) -> float:
 
 def test_prometheus_scrapes_cpu_step_and_profile_metrics(tmp_path: Path) -> None:
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}",
-           "OTEL_PROFILER_PROMETHEUS_PORT": str(port), "OTEL_PROFILER_RUN_ID": RUN_ID,
-           "OTEL_PROFILER_METRICS_INTERVAL_S": "0.5", "LOCAL_RANK": "0"}
-    env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
     job = [{"job_name": "trainer", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}]
     t_start = time.time()
-    with prometheus_server(job) as prom:
-        proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "metrics_job.py"), str(tmp_path), "6"],
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try:
-            _wait(tmp_path / "ready", proc, 30)
-            assert (tmp_path / "ready").read_text() == f"http://127.0.0.1:{port}/metrics"
-            _wait(tmp_path / "done", proc, 40)
-            # Wait for a scrape that has the last step, then a bit for the exemplar.
-            n_steps = sum(len(EventBatch.load(p)) for p in glob.glob(str(tmp_path / "part-*.batch.zip")))
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                got = prom.query('otel_profiler_step_duration_seconds_count{otel_profiler_rank="0"}')
-                if got and float(got[0]["value"][1]) == n_steps:
-                    break
-                time.sleep(0.3)
-            else:
-                pytest.fail(f"Prometheus never saw {n_steps} steps; targets: {prom.targets()}\n{prom.log()}")
+    with prometheus_server(job) as prom, running(tmp_path, port, 6, RUN_ID) as proc:
+        wait_for(tmp_path / "ready", proc, 30)
+        assert (tmp_path / "ready").read_text() == f"http://127.0.0.1:{port}/metrics"
+        wait_for(tmp_path / "done", proc, 40)
+        # Wait for a scrape that has the last step, then a bit for the exemplar.
+        n_steps = sum(len(EventBatch.load(p)) for p in glob.glob(str(tmp_path / "part-*.batch.zip")))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            got = prom.query('otel_profiler_step_duration_seconds_count{otel_profiler_rank="0"}')
+            if got and float(got[0]["value"][1]) == n_steps:
+                break
+            time.sleep(0.3)
+        else:
+            pytest.fail(f"Prometheus never saw {n_steps} steps; targets: {prom.targets()}\n{prom.log()}")
 
-            assert prom.targets()[0]["health"] == "up"
-            # CPU series.
-            modes = {r["metric"]["cpu_mode"]: float(r["value"][1]) for r in prom.query("system_cpu_utilization_ratio")}
-            assert {"user", "system", "idle", "iowait"} <= set(modes)
-            assert all(0.0 <= v <= 1.0 for v in modes.values()) and 0.5 < sum(modes.values()) < 1.5
-            user = _value(prom, 'max_over_time(process_cpu_utilization_ratio{cpu_mode="user"}[30s])')
-            assert 0.05 < user <= 1.0  # the job trained on one thread of the machine's CPUs
-            cores = prom.query("otel_profiler_cpu_core_utilization_ratio")
-            assert len(cores) == os.cpu_count()
-            assert _value(prom, "process_memory_usage_bytes") > 50e6  # torch is loaded
-            assert _value(prom, "system_memory_usage_bytes") > 0
-            assert _value(prom, 'system_network_io_bytes_total{network_io_direction="receive"}') >= 0
-            # Step and profile-derived series.
-            step_sum = _value(prom, "otel_profiler_step_duration_seconds_sum")
-            assert 0.0 < step_sum < 10.0
-            assert _value(prom, 'otel_profiler_events_total{otel_profiler_kind="step"}') == n_steps
-            slow = _value(prom, 'otel_profiler_step_duration_seconds_bucket{le="+Inf"}')
-            assert slow == n_steps
-            overhead = {r["metric"]["otel_profiler_component"]: float(r["value"][1])
-                        for r in prom.query("otel_profiler_overhead_time_seconds_total")}
-            assert set(overhead) == {"sampler", "profile", "scrape"} and overhead["sampler"] > 0
-            assert all(v < 1.0 for v in overhead.values())
-            # No GPU here: no hw.* series, and no made-up GPU numbers.
-            assert prom.query("hw_gpu_utilization_ratio") == []
+        assert prom.targets()[0]["health"] == "up"
+        # CPU series.
+        modes = {r["metric"]["cpu_mode"]: float(r["value"][1]) for r in prom.query("system_cpu_utilization_ratio")}
+        assert {"user", "system", "idle", "iowait"} <= set(modes)
+        assert all(0.0 <= v <= 1.0 for v in modes.values()) and 0.5 < sum(modes.values()) < 1.5
+        user = _value(prom, 'max_over_time(process_cpu_utilization_ratio{cpu_mode="user"}[30s])')
+        assert 0.05 < user <= 1.0  # the job trained on one thread of the machine's CPUs
+        cores = prom.query("otel_profiler_cpu_core_utilization_ratio")
+        assert len(cores) == os.cpu_count()
+        assert _value(prom, "process_memory_usage_bytes") > 50e6  # torch is loaded
+        assert _value(prom, "system_memory_usage_bytes") > 0
+        assert _value(prom, 'system_network_io_bytes_total{network_io_direction="receive"}') >= 0
+        # Step and profile-derived series.
+        step_sum = _value(prom, "otel_profiler_step_duration_seconds_sum")
+        assert 0.0 < step_sum < 10.0
+        assert _value(prom, 'otel_profiler_events_total{otel_profiler_kind="step"}') == n_steps
+        slow = _value(prom, 'otel_profiler_step_duration_seconds_bucket{le="+Inf"}')
+        assert slow == n_steps
+        overhead = {r["metric"]["otel_profiler_component"]: float(r["value"][1])
+                    for r in prom.query("otel_profiler_overhead_time_seconds_total")}
+        assert set(overhead) == {"sampler", "profile", "scrape"} and overhead["sampler"] > 0
+        assert all(v < 1.0 for v in overhead.values())
+        # No GPU here: no hw.* series, and no made-up GPU numbers.
+        assert prom.query("hw_gpu_utilization_ratio") == []
 
-            # Exemplars: stored, and equal to the trace ids of the steps' exported spans.
-            exemplars = prom.query_exemplars("otel_profiler_step_duration_seconds_bucket",
-                                             t_start - 5, time.time() + 5)
-            ids = {e["labels"]["trace_id"] for series in exemplars for e in series["exemplars"]}
-            assert ids, f"no exemplars stored: {exemplars}"
-        finally:
-            (tmp_path / "stop").touch()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        # Exemplars: stored, and equal to the trace ids of the steps' exported spans.
+        exemplars = prom.query_exemplars("otel_profiler_step_duration_seconds_bucket",
+                                         t_start - 5, time.time() + 5)
+        ids = {e["labels"]["trace_id"] for series in exemplars for e in series["exemplars"]}
+        assert ids, f"no exemplars stored: {exemplars}"
     step_traces = set()
     for path in sorted(glob.glob(str(tmp_path / "part-*.batch.zip"))):
         table = build_spans({"rank": 0, "run_id": RUN_ID}, EventBatch.load(path))

@@ -1,0 +1,30 @@
+"""*Profiler health*: events captured and dropped, exporter losses (queue full, spans dropped) and the
+profiler's own CPU overhead."""
+
+from __future__ import annotations
+
+from otel_profiler import metric_points as m
+
+from .panels import Panel
+from .recipes import over_range, per_second
+
+UID, TITLE = "otel-profiler-health", "otel-profiler / Profiler health"
+DESCRIPTION = "Events captured and dropped, exporter losses and the profiler's own overhead."
+
+
+def rows() -> list[tuple[str, list[Panel]]]:
+    """The dashboard's rows and their panels."""
+    return [
+        ("Capture", [
+            per_second("Events captured per second by kind", m.EVENTS, "short", "otel_profiler_kind", stacked=True),
+            over_range("Events captured (range)", m.EVENTS, "short", "job"),
+            per_second("Events dropped per second by reason", m.DROPPED, "short", "otel_profiler_reason"),
+            over_range("Exporter losses (range): queue full, spans dropped", m.DROPPED, "short",
+                       "otel_profiler_reason", otel_profiler_reason='=~"export_.*"'),
+        ]),
+        ("Overhead", [
+            per_second("Profiler CPU by component (cores)", m.OVERHEAD, "percentunit", "otel_profiler_component",
+                       stacked=True),
+            over_range("Profiler CPU time per process (range)", m.OVERHEAD, "s", "job, instance"),
+        ]),
+    ]
