@@ -16,6 +16,9 @@ in ``collect()``, on whichever thread the caller uses, never inside a CUDA call.
 Assumption to check on a GPU (tests/gpu does): the record objects stay valid after the callback
 returns. cupti-python's ``from_ptr`` documents that records built without an owner copy their data.
 
+The live session uses it through :class:`CuptiWindowSource` (end of this module) when torch is not
+imported; with torch it uses ``kineto.KinetoSource``, which holds CUPTI itself.
+
 NVTX markers reach CUPTI only when ``NVTX_INJECTION64_PATH`` names libcupti before the process first
 uses NVTX; :meth:`CuptiSource.stats` says whether it was set.
 """
@@ -34,8 +37,8 @@ from typing import Any, Callable
 from .cupti_records import (ACTIVITY_KIND, RecordConverter, overhead_names_from,
                             strip_api_version)
 from .events import EventBatch
-from .subscriber import (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS, back_off, other_profiler_active,
-                         reason_from_cupti_error)
+from .subscriber import (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS, ProfilerBusy, back_off,
+                         other_profiler_active, reason_from_cupti_error)
 
 DEFAULT_ACTIVITIES = ("CONCURRENT_KERNEL", "MEMCPY", "MEMCPY2", "MEMSET", "RUNTIME", "DRIVER",
                       "SYNCHRONIZATION", "MARKER", "NAME", "OVERHEAD")
@@ -278,3 +281,58 @@ class CuptiSource:
         self.enabled = []
         back_off(self.name, reason)
         return False
+
+
+# ---------------------------------------------------------------------------- the session's interface
+# The live session drives every detailed source alike (as it drives ``kineto.KinetoSource``):
+# ``running``; ``start()`` raises ``ProfilerBusy`` when capture cannot begin; ``stop()`` returns a
+# capture whose ``to_batch()`` gives the window's EventBatch.
+_CUPTI_KINDS = {"kernel": ("CONCURRENT_KERNEL",), "memcpy": ("MEMCPY", "MEMCPY2"), "memset": ("MEMSET",),
+                "sync": ("SYNCHRONIZATION",), "runtime": ("RUNTIME",), "driver": ("DRIVER",)}
+_ALWAYS = ("MARKER", "NAME", "OVERHEAD")  # NVTX ranges, thread/device names, CUPTI's own cost
+
+
+def unavailable_reason(activities: Any) -> str | None:
+    """Why ``CuptiWindowSource(activities)`` would capture nothing here, or None when it can try
+    (the same question ``kineto.unavailable_reason`` answers for torch)."""
+    if not set(activities) & set(_CUPTI_KINDS):
+        return "no GPU activity requested"
+    return load_cupti()[1]
+
+
+def cupti_activities(activities: Any) -> tuple[str, ...]:
+    """CUPTI activity kinds for ``OTEL_PROFILER_ACTIVITIES`` names (kernel, memcpy, ...), in
+    ``DEFAULT_ACTIVITIES`` order; names CUPTI cannot capture (``cpu_op``) add nothing."""
+    wanted = set(_ALWAYS).union(*(_CUPTI_KINDS.get(a, ()) for a in activities))
+    return tuple(kind for kind in DEFAULT_ACTIVITIES if kind in wanted)
+
+
+class CuptiCapture:
+    """One window's events, already converted (``CuptiSource.stop`` converts)."""
+
+    def __init__(self, batch: EventBatch) -> None:
+        self._batch = batch
+
+    def to_batch(self) -> EventBatch:
+        batch, self._batch = self._batch, EventBatch.empty()
+        return batch
+
+
+class CuptiWindowSource:
+    """The session's detailed source for jobs without torch (TensorFlow, JAX, plain CUDA), over
+    :class:`CuptiSource`. ``start`` raises ``ProfilerBusy(reason, announced=True)`` when CUPTI cannot
+    start: the source has already said why in its one warning."""
+
+    def __init__(self, activities: Any, rank: int = -1, module: Any = None) -> None:
+        self.source = CuptiSource(cupti_activities(activities), rank=rank, module=module)
+
+    @property
+    def running(self) -> bool:
+        return self.source.running
+
+    def start(self) -> None:
+        if not self.source.start():
+            raise ProfilerBusy(self.source.reason or "CUPTI did not start", announced=True)
+
+    def stop(self) -> CuptiCapture:
+        return CuptiCapture(self.source.stop())

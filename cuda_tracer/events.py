@@ -15,6 +15,7 @@ import enum
 import io
 import json
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -272,11 +273,11 @@ class EventBatch:
         try:
             with zipfile.ZipFile(path_or_file) as zf:
                 header = json.loads(zf.read("header.json"))
-                if header.get("format") != _FORMAT:
-                    raise ValueError("not an otel-profiler event batch")
-                if header.get("version", 0) > _FORMAT_VERSION:
-                    raise ValueError(f"event batch format version {header['version']} is newer "
-                                     f"than this otel-profiler understands ({_FORMAT_VERSION})")
+                if not isinstance(header, dict) or header.get("format") != _FORMAT:
+                    raise _Unreadable("not an otel-profiler event batch")
+                if not isinstance(header.get("version"), int) or header["version"] > _FORMAT_VERSION:
+                    raise _Unreadable(f"event batch format version {header.get('version')!r} is not "
+                                      f"one this otel-profiler understands ({_FORMAT_VERSION})")
                 strings = json.loads(zf.read("strings.json"))
                 extra_value = json.loads(zf.read("extra_value.json"))
 
@@ -284,9 +285,39 @@ class EventBatch:
                     return np.load(io.BytesIO(zf.read(f"{name}.npy")), allow_pickle=False)
 
                 columns = {c: array(c).astype(dt, copy=False) for c, dt in COLUMNS.items()}
-                return cls(columns, strings, array("extra_row"), array("extra_key"), extra_value)
-        except (zipfile.BadZipFile, KeyError, json.JSONDecodeError) as exc:
+                batch = cls(columns, strings, array("extra_row"), array("extra_key"), extra_value)
+        except _Unreadable as exc:
+            raise ValueError(str(exc)) from None
+        except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, OSError, EOFError, zlib.error,
+                UnicodeDecodeError, TypeError, ValueError, AttributeError, NotImplementedError,
+                RuntimeError) as exc:
             raise ValueError(f"not a readable event batch ({exc})") from None
+        problem = batch._inconsistency()
+        if problem:
+            raise ValueError(f"not a readable event batch ({problem})")
+        return batch
+
+    def _inconsistency(self) -> str | None:
+        """What makes this batch unusable (from a damaged file), or None."""
+        n = len(self)
+        if any(a.ndim != 1 or len(a) != n for a in self.columns.values()):
+            return "columns of different lengths"
+        if not isinstance(self.strings, list) or not all(isinstance(s, str) for s in self.strings):
+            return "string table is not a list of strings"
+        if n and (self.columns["name"].min() < 0 or self.columns["name"].max() >= len(self.strings)):
+            return "event names point outside the string table"
+        m = len(self.extra_row)
+        if (not isinstance(self.extra_value, list) or len(self.extra_key) != m
+                or len(self.extra_value) != m or self.extra_row.ndim != 1):
+            return "side table columns of different lengths"
+        if m and (self.extra_row.min() < 0 or self.extra_row.max() >= n or self.extra_key.min() < 0
+                  or self.extra_key.max() >= len(self.strings)):
+            return "side table points outside the batch"
+        return None
+
+
+class _Unreadable(Exception):
+    pass
 
 
 class BatchBuilder:

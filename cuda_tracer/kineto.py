@@ -22,12 +22,11 @@ import sys
 from decimal import Decimal
 from typing import Any, Iterable
 
-import msgspec
-
 from .events import MISSING, EventBatch, Kind
 from .profile import RankProfile
-# One conversion for files and live events: reuse the reader's typed event and converter.
-from .trace_files import _Args, _Event, _TraceFile, _convert
+from .subscriber import ProfilerBusy, other_profiler_active, own_session
+# One conversion for files and live events: the reader's typed event and its public converter.
+from .trace_files import TraceArgs, TraceEvent, decode_args, events_to_profile
 
 GPU_ACTIVITIES = frozenset({"kernel", "memcpy", "memset", "sync", "runtime", "driver"})
 CPU_ACTIVITIES = frozenset({"cpu_op"})
@@ -39,7 +38,6 @@ _ACTIVITY_OF_KIND = {
     Kind.GPU_USER_ANNOTATION: "kernel", Kind.MEMORY: "cpu_op", Kind.INSTANT: "cpu_op",
 }
 _CPU_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function", "cpu_instant_event"})
-_ARGS_DECODER = msgspec.json.Decoder(_Args)
 
 
 def cuda_available() -> bool:
@@ -63,30 +61,9 @@ def unavailable_reason(activities: Iterable[str]) -> str | None:
     return "no CUDA device and CPU ops not requested"
 
 
-class ProfilerBusy(RuntimeError):
-    """Another profiler (the user's torch.profiler, Nsight, a CUPTI subscriber) holds the process."""
-
-
 def other_profiler() -> str | None:
     """Why Kineto must not start now (``cuda_tracer.subscriber`` rules), or None."""
-    try:
-        from .subscriber import other_profiler_active
-    except ImportError:  # the CUPTI side is optional: fall back to torch's own flag
-        profiler = sys.modules.get("torch.autograd.profiler")
-        if profiler is not None and getattr(profiler, "_is_profiler_enabled", False):
-            return "a torch.profiler session started by the user is active in this process"
-        return None
     return other_profiler_active()
-
-
-def _own_session() -> Any:
-    try:
-        from .subscriber import own_session
-    except ImportError:
-        import contextlib
-
-        return contextlib.nullcontext()
-    return own_session("torch_profiler")
 
 
 class KinetoSource:
@@ -119,7 +96,7 @@ class KinetoSource:
             raise ProfilerBusy(reason)
         prof = tp.profile(activities=self._kinds, record_shapes=False, with_stack=False,
                           experimental_config=self._experimental_config())
-        owned = _own_session()
+        owned = own_session("torch_profiler")
         owned.__enter__()  # our session: the CUPTI source's detector must not count it as the user's
         try:
             prof.start()
@@ -173,7 +150,7 @@ def convert_events(events: Iterable[Any], rank: int = -1) -> RankProfile:
     base = min((int(e.ts) for e in typed), default=0)
     for e in typed:
         e.ts = Decimal(int(e.ts) - base).scaleb(-3)
-    profile = _convert("<kineto live>", _TraceFile(traceEvents=typed, baseTimeNanoseconds=base))
+    profile = events_to_profile(typed, base, source="<kineto live>")
     profile.meta["format"] = "kineto-live"
     if len(profile.batch):
         profile.batch.columns["rank"][:] = rank
@@ -181,29 +158,26 @@ def convert_events(events: Iterable[Any], rank: int = -1) -> RankProfile:
     return profile
 
 
-def _typed_event(e: Any) -> _Event | None:
-    """One ``_KinetoEvent`` as the trace reader's ``_Event`` (``ts`` still in absolute ns)."""
+def _typed_event(e: Any) -> TraceEvent | None:
+    """One ``_KinetoEvent`` as the trace reader's ``TraceEvent`` (``ts`` still in absolute ns)."""
     try:
         category = e.activity_type()
         start = e.start_ns()
         duration = max(e.duration_ns(), 0)
         args = _args(e, category)
-        return _Event(ph="X", cat=category, name=e.name(), pid=e.device_index(),
-                      tid=e.device_resource_id(), ts=start, dur=Decimal(duration).scaleb(-3),
-                      args=args)
+        return TraceEvent(ph="X", cat=category, name=e.name(), pid=e.device_index(),
+                          tid=e.device_resource_id(), ts=start, dur=Decimal(duration).scaleb(-3),
+                          args=args)
     except Exception:  # an event torch cannot describe: skip it rather than lose the window
         return None
 
 
-def _args(e: Any, category: str) -> _Args:
+def _args(e: Any, category: str) -> TraceArgs:
     correlation = e.correlation_id() or MISSING
     if category in _CPU_CATEGORIES:
-        return _Args(external_id=correlation)
+        return TraceArgs(external_id=correlation)
     text = e.metadata_json() if hasattr(e, "metadata_json") else ""
-    try:
-        args = _ARGS_DECODER.decode("{" + text + "}") if text else _Args()
-    except msgspec.MsgspecError:
-        args = _Args()
+    args = decode_args("{" + text + "}" if text else "")
     if args.correlation in (None, MISSING):
         args.correlation = correlation
     linked = e.linked_correlation_id()

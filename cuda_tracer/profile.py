@@ -66,9 +66,10 @@ def write_rank(folder: str, rank_profile: RankProfile, part: int = 0) -> str:
     events_path = os.path.join(folder, PROFILE_EVENTS.format(rank=rank, part=part))
     tmp = events_path + ".tmp"
     rank_profile.batch.save(tmp)
+    os.chmod(tmp, 0o600)  # user-only, like the folder
     os.replace(tmp, events_path)
     meta_path = os.path.join(folder, PROFILE_META.format(rank=rank))
-    with open(meta_path + ".tmp", "w") as f:
+    with os.fdopen(os.open(meta_path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
         json.dump(rank_profile.meta, f, indent=1, default=str)
     os.replace(meta_path + ".tmp", meta_path)
     return events_path

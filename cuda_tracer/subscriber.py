@@ -15,6 +15,11 @@ What is detected (:func:`other_profiler_active`):
   (this module never imports torch): ``torch.autograd.profiler._is_profiler_enabled`` or
   ``torch._C._autograd._profiler_enabled()``. A session that one of our own sources started is
   registered with :func:`own_session` and is not counted.
+- TensorFlow's profiler (``tf.profiler.experimental.start``, the TensorBoard callback's
+  ``profile_batch``, ``tf.profiler.experimental.Profile``): its module
+  ``tensorflow.python.profiler.profiler_v2`` holds the running session in ``_profiler``.
+- JAX's profiler (``jax.profiler.start_trace`` / ``trace``): ``jax._src.profiler._profile_state``
+  holds it in ``profile_session``. Both are looked up in ``sys.modules`` only: never imported here.
 - A failed CUPTI call: :func:`reason_from_cupti_error` turns its status code into the same kind of
   one-line reason.
 """
@@ -27,6 +32,18 @@ import sys
 import threading
 import warnings
 from typing import Iterator, Mapping
+
+
+class ProfilerBusy(RuntimeError):
+    """A detailed source cannot start: another profiler holds the process, or CUPTI is unusable.
+
+    ``announced``: the source has already told the user (one warning), so the caller need not.
+    """
+
+    def __init__(self, reason: str, announced: bool = False) -> None:
+        super().__init__(reason)
+        self.announced = announced
+
 
 _OWN_SESSIONS: set[str] = set()
 _WARNED: set[str] = set()
@@ -61,6 +78,18 @@ def other_profiler_active(environ: Mapping[str, str] | None = None,
             return "a torch.profiler session started by the user is active in this process"
         if count_own:
             return "the profiler's own torch.profiler (Kineto) session holds CUPTI in this process"
+    return _framework_profiler_active()
+
+
+def _framework_profiler_active() -> str | None:
+    """TensorFlow's or JAX's own profiler is running (both hold CUPTI). Never imports either."""
+    tf_profiler = sys.modules.get("tensorflow.python.profiler.profiler_v2")
+    if getattr(tf_profiler, "_profiler", None) is not None:
+        return "TensorFlow's profiler (tf.profiler / TensorBoard profile_batch) is active in this process"
+    jax_profiler = sys.modules.get("jax._src.profiler")
+    state = getattr(jax_profiler, "_profile_state", None)
+    if getattr(state, "profile_session", None) is not None:
+        return "JAX's profiler (jax.profiler.trace / start_trace) is active in this process"
     return None
 
 

@@ -136,7 +136,7 @@ def read_bytes(path: str) -> bytes:
             data = gzip.decompress(data)
         except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
             raise TraceError(path, f"corrupt or truncated gzip data ({exc})") from None
-    if not data.strip():
+    if not data or data.isspace():
         raise TraceError(path, "empty file")
     return data
 
@@ -156,6 +156,34 @@ def read_trace(path: str) -> RankProfile:
     if doc.traceEvents is None:
         raise TraceError(path, "not a Chrome/Kineto trace (no 'traceEvents' list)")
     return _convert(path, doc)
+
+
+# ---------------------------------------------------------------------------- decoded events
+# Public names for sources that already hold Kineto-shaped events (the live Kineto source): they build
+# ``TraceEvent``s and convert them with ``events_to_profile``, the same conversion a file goes through.
+TraceEvent = _Event
+"""One Chrome/Kineto trace event: ``ph``, ``cat``, ``name``, ``pid``, ``tid``, ``ts``/``dur`` (µs), ``args``."""
+TraceArgs = _Args
+"""The ``args`` of a ``TraceEvent``: the Kineto fields the reader uses (correlation, stream, bytes, ...)."""
+_ARGS_DECODER = msgspec.json.Decoder(_Args)
+
+
+def decode_args(text: str | bytes) -> TraceArgs:
+    """``TraceArgs`` from a JSON object's text (``{...}``); empty ``TraceArgs`` when it is not valid."""
+    try:
+        return _ARGS_DECODER.decode(text) if text else _Args()
+    except msgspec.MsgspecError:
+        return _Args()
+
+
+def events_to_profile(events: list[TraceEvent], base_ns: int = 0, source: str = "<events>") -> RankProfile:
+    """Already-decoded events to a ``RankProfile``, exactly as ``read_trace`` converts a file's.
+
+    ``ts``/``dur`` are µs (``int`` or exact ``Decimal``) relative to ``base_ns`` (the file format's
+    ``baseTimeNanoseconds``); ``source`` names the events in errors and in ``meta["source"]``.
+    Raises ``TraceError`` when ``base_ns`` is not a plausible time.
+    """
+    return _convert(source, _TraceFile(traceEvents=list(events), baseTimeNanoseconds=base_ns))
 
 
 def _int(value: Any, default: int = MISSING) -> int:

@@ -1,10 +1,12 @@
 """The process-wide profiling session every way of enabling ends in (API, env var, `run`, instrumentor).
 
 A session owns: the settings (``otel_profiler.config``), this process's identity
-(``resource``), the step counter and the window policy (``windows``), the detailed source
-(``cuda_tracer.kineto``, opened only inside windows), a flush thread that moves buffered annotations,
-steps and finished windows into parts of the profile folder (``output``) and hands each batch to the
-OTLP exporter when one is configured, and the process hygiene:
+(``resource``), the step counter and the window policy (``windows``), the detailed source (opened
+only inside windows: ``cuda_tracer.kineto`` when torch is imported, else ``cuda_tracer.cupti`` for GPU
+activities), a flush thread that moves buffered annotations, steps and finished windows into parts of
+the profile folder (``output``) and hands each batch to the OTLP exporter when one is configured,
+the metrics (``metrics.MetricsService``, started at the first recorded step, fed every written batch),
+and the process hygiene:
 
 - flush on normal exit and ``KeyboardInterrupt`` (atexit) and on ``SIGTERM`` (a handler, installed only
   where the program has none, that flushes and then dies of the signal as before);
@@ -19,6 +21,7 @@ OTLP exporter when one is configured, and the process hygiene:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import socket
@@ -27,7 +30,7 @@ import threading
 import time
 import warnings
 from time import perf_counter_ns
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -44,6 +47,8 @@ _forked_child = False
 _fork_hooks_installed = False
 MAX_WINDOWS_IN_META = 1000
 FLUSH_POLL_S = 0.2
+EXPORTER_CHILD_ENV = "_OTEL_PROFILER_EXPORTER_CHILD"
+"""Set (internally) in the environment our exporter process is spawned with: no session starts there."""
 
 
 class ProfilerWarning(RuntimeWarning):
@@ -70,8 +75,8 @@ def start_session(origin: str, overrides: Mapping[str, Any] | None = None,
     with _start_lock:
         if _current is not None:
             return _current
-        if _forked_child:
-            return None
+        if _forked_child or os.environ.get(EXPORTER_CHILD_ENV):
+            return None  # a forked child, or our own exporter process: nothing of the job runs here
         try:
             env = dict(os.environ if environ is None else environ)
             problems = _apply_overrides(env, overrides or {})
@@ -138,6 +143,7 @@ class Session:
         self._source: Any = None
         self._detail_off: str | None = None  # why detailed capture does not run
         self._backed_off = False
+        self._told_no_cupti = False
         self._window: dict[str, Any] | None = None
         self._windows: list[dict[str, Any]] = []
         self._finished: list[tuple[Any, dict[str, Any] | None]] = []  # (capture, window) to write
@@ -148,10 +154,17 @@ class Session:
         self._exporter_made = False  # made at the first write: launchers that record nothing
                                      # (the torchrun agent) never start an exporter process
         self._make_exporter: Any = None
+        self.metrics: Any = None  # MetricsService, made once a step was recorded
+        self._metrics_due = False  # a step was recorded: the flush thread starts the metrics
+        self._metrics_made = False
+        self._exporter_watched = False
+        self._watch_lock = threading.Lock()
         self._trigger: Any = None
         self._remove_step_hook: Any = None
         self._restore_signal: Any = None
         self._in_signal = False  # closing from the SIGTERM handler: take no lock we can avoid
+        self._closing = False  # inside close(): a failing last flush still warns
+        self._failed = False
         self._rank_known = "RANK" in os.environ
 
     # ------------------------------------------------------------------ lifecycle
@@ -159,6 +172,7 @@ class Session:
         v = self.settings.values
         # Import now whatever writing at exit needs: a module first imported during interpreter
         # shutdown can make a Ctrl-C'd job exit 1 instead of dying of SIGINT as it should.
+        import cuda_tracer.cupti  # noqa: F401  (imports neither torch nor cupti-python)
         import cuda_tracer.kineto  # noqa: F401  (does not import torch)
 
         if v["OTEL_PROFILER_SUMMARY_AT_EXIT"]:
@@ -193,9 +207,11 @@ class Session:
     def close(self) -> None:
         """Stop capturing, write everything left, close the exporter. Idempotent, never raises."""
         global _current
-        if self.closed:
+        if self.closed:  # stopped quietly or after a failure: metrics may still be running
+            self._close_metrics()
             return
         self.closed = True
+        self._closing = True
         try:
             if self._thread is not None and self._thread is not threading.current_thread():
                 self._thread.join(timeout=10)
@@ -219,6 +235,7 @@ class Session:
         except Exception as exc:
             warn(f"could not finish writing the profile ({type(exc).__name__}: {exc})")
         finally:
+            self._close_metrics()  # after the last flush was observed; never raises
             markers.active = False
             if _current is self:
                 _current = None
@@ -274,6 +291,34 @@ class Session:
     def _record_step(self, number: int, start: int, end: int) -> None:
         markers.local.events.append((markers.STEP, f"ProfilerStep#{number}", start, end, number))
         self.policy.step_finished(number, end - start, captured=self._window is not None)
+        self._metrics_due = True
+
+    # ------------------------------------------------------------------ metrics
+    def _start_metrics(self) -> None:
+        """Once a step was recorded, not in ``start``: a launcher's session (the torchrun agent)
+        records no step and must not take rank 0's Prometheus port. Runs in the flush thread, so
+        the imports, the endpoint and the samplers never delay a training step. Never raises."""
+        self._metrics_made = True
+        try:
+            from .metrics import MetricsService
+
+            self.metrics = MetricsService().start(self.settings, self.resource, run_id=self.run_id)
+            self._watch_exporter()
+        except Exception as exc:
+            warn(f"metrics are off ({type(exc).__name__}: {exc})")
+
+    def _watch_exporter(self) -> None:
+        """Expose the span exporter's drop counters as metrics, once both exist."""
+        with self._watch_lock:
+            if self.metrics is None or self._exporter is None or self._exporter_watched:
+                return
+            self._exporter_watched = True
+        self.metrics.watch(self._exporter.counters)
+
+    def _close_metrics(self) -> None:
+        metrics, self.metrics = self.metrics, None
+        if metrics is not None:
+            metrics.close()  # never raises
 
     # ------------------------------------------------------------------ windows
     def _update_window(self, step: int, now: int) -> None:
@@ -298,7 +343,7 @@ class Session:
             window["captured"] = True
             window["parts"] = 1
         except Exception as exc:  # someone else holds the profiler: back off for good
-            self._back_off(f"{exc}")
+            self._back_off(f"{exc}", announced=getattr(exc, "announced", False))
 
     def _next_window_part(self, step: int) -> None:
         """Hand over what a long window captured so far and go on capturing (bounded memory)."""
@@ -332,21 +377,34 @@ class Session:
         self._wake = True
 
     def _detail_source(self) -> Any:
-        """The Kineto source when it can capture now, else None (``_detail_off`` says why)."""
+        """The detailed source for a window opening now, else None (``_detail_off`` says why).
+
+        Kineto (``torch.profiler``) when torch is imported; without torch, CUPTI through cupti-python
+        for GPU activities (TensorFlow, JAX). Chosen at each window: torch may be imported later.
+        CUPTI missing is said once and skips the window (a later one may use Kineto); CUPTI held by
+        another profiler makes ``start`` raise, and detailed capture backs off for the run.
+        """
         if self._backed_off:
             return None
-        from cuda_tracer.kineto import KinetoSource, unavailable_reason
+        from cuda_tracer import cupti, kineto
 
-        self._detail_off = unavailable_reason(self.activities)  # torch may be imported later
+        use_kineto = "torch" in sys.modules or not self.activities & kineto.GPU_ACTIVITIES
+        self._detail_off = (kineto if use_kineto else cupti).unavailable_reason(self.activities)
         if self._detail_off is not None:
+            if not use_kineto and not self._told_no_cupti:
+                self._told_no_cupti = True
+                warn(f"GPU capture without torch is unavailable: {self._detail_off}; "
+                     "steps and annotations are still recorded")
             return None
-        if self._source is None:
-            self._source = KinetoSource(self.activities, self.rank)
+        make = kineto.KinetoSource if use_kineto else cupti.CuptiWindowSource
+        if type(self._source) is not make:
+            self._source = make(self.activities, rank=self.rank)
         return self._source
 
-    def _back_off(self, why: str) -> None:
-        """Another profiler holds the process (or ours failed): no more detailed windows."""
-        if not self._backed_off:
+    def _back_off(self, why: str, announced: bool = False) -> None:
+        """Another profiler holds the process (or ours failed): no more detailed windows.
+        ``announced``: the source has already warned, so the user gets one line, not two."""
+        if not self._backed_off and not announced:
             warn(f"detailed GPU/op capture is off for this run: {why}; "
                  "annotations and steps are still recorded")
         self._backed_off = True
@@ -360,6 +418,8 @@ class Session:
             time.sleep(FLUSH_POLL_S)  # polling, not an Event: nothing here may hold a lock that
             if self.closed:           # a signal handler in the main thread could wait for
                 return
+            if self._metrics_due and not self._metrics_made:
+                self._start_metrics()
             if (self._wake or self._finished or markers.pending() >= limit
                     or time.monotonic() - self._last_flush >= interval):
                 self._wake = False
@@ -390,9 +450,12 @@ class Session:
                 if not self.writer.write(meta, batch):  # another live process holds this rank
                     self._stop_quietly()
                     return
+                if self.metrics is not None:
+                    self.metrics.observe_batch(batch, meta)
                 if not self._exporter_made:
                     self._exporter_made = True
                     self._exporter = self._make_exporter(self.settings, self.resource["service.name"])
+                    self._watch_exporter()
                 if self._exporter is not None:
                     self._exporter.submit(meta, batch)
         except Exception as exc:
@@ -454,11 +517,14 @@ class Session:
         }
 
     def _fail(self, exc: BaseException) -> None:
-        """Turn profiling off after an internal error (one warning)."""
-        if not self.closed:
-            warn(f"profiling is off after an internal error ({type(exc).__name__}: {exc})")
-            self.closed = True
-            markers.active = False
+        """Turn profiling off after an internal error (one warning), also when it is the last flush
+        of ``close`` that fails (the only write of a short job); silent once stopped otherwise."""
+        if self._failed or (self.closed and not self._closing):
+            return
+        self._failed = True
+        warn(f"profiling is off after an internal error ({type(exc).__name__}: {exc})")
+        self.closed = True
+        markers.active = False
 
     # ------------------------------------------------------------------ signals and fork
     def _install_sigterm(self) -> None:
@@ -480,6 +546,13 @@ class Session:
         except (ValueError, OSError):
             pass
 
+    def _holds_sigterm(self) -> bool:
+        """Our SIGTERM handler is the installed one (callable from any thread)."""
+        try:
+            return signal.getsignal(signal.SIGTERM) == self._on_sigterm
+        except (ValueError, OSError):
+            return False
+
     def _on_sigterm(self, signum: int, frame: Any) -> None:
         """Write what is left, then die of SIGTERM as the program would have without us."""
         try:
@@ -499,9 +572,16 @@ class Session:
         self._finished = []
         self._source = None
         self._trigger = None
+        self.metrics = None  # its threads did not survive the fork; the parent owns its port
+        self._watch_lock = threading.Lock()
         try:
             atexit.unregister(self.close)
         except Exception:
+            pass
+        try:  # SIGTERM kills the child as it would without us (e.g. Pool.terminate of its workers)
+            if self._holds_sigterm():
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        except (ValueError, OSError):
             pass
 
 
@@ -509,13 +589,18 @@ def _before_fork() -> None:
     session = _current
     if session is not None:
         session._fork_held = session.lock.acquire(timeout=5)
+        session._fork_masked = session._holds_sigterm() and _block_sigterm()
 
 
 def _after_fork_parent() -> None:
     session = _current
-    if session is not None and getattr(session, "_fork_held", False):
-        session._fork_held = False
-        session.lock.release()
+    if session is not None:
+        if getattr(session, "_fork_masked", False):
+            session._fork_masked = False
+            _unblock_sigterm()
+        if getattr(session, "_fork_held", False):
+            session._fork_held = False
+            session.lock.release()
 
 
 def _after_fork_child() -> None:
@@ -526,7 +611,27 @@ def _after_fork_child() -> None:
     markers.reset_after_fork()
     session, _current = _current, None
     if session is not None:
-        session.after_fork_in_child()
+        session.after_fork_in_child()  # SIGTERM back to the default action
+        if getattr(session, "_fork_masked", False):
+            _unblock_sigterm()  # a SIGTERM sent since the fork (Pool.terminate) now kills the child
+
+
+def _block_sigterm() -> bool:
+    """Block SIGTERM in the forking thread (the child inherits the mask). Without this, a SIGTERM
+    that reaches a new child before it runs (a Pool torn down at once) hits the inherited Python
+    handler and is discarded by CPython's after-fork reset of pending signals: the child never dies.
+    True when this call blocked it (it was not blocked already)."""
+    try:
+        return signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _unblock_sigterm() -> None:
+    try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    except (AttributeError, ValueError, OSError):
+        pass
 
 
 def _install_fork_hooks() -> None:
@@ -577,9 +682,26 @@ def _exporter_factory() -> Any:
 
     def make(settings: config.Settings, service: str) -> Any:
         try:
-            return exporter_from_env(settings, default_service=service)
+            with _exporter_child_marked():
+                return exporter_from_env(settings, default_service=service)
         except Exception as exc:
             warn(f"OTLP export is off ({type(exc).__name__}: {exc})")
             return None
 
     return make
+
+
+@contextlib.contextmanager
+def _exporter_child_marked() -> Iterator[None]:
+    """Mark the environment while the exporter's processes are spawned (its worker and
+    multiprocessing's resource tracker inherit it), so the bootstrap in them starts no session.
+
+    multiprocessing's spawn takes no per-process environment, so the mark is in ``os.environ`` for
+    the few milliseconds the exporter takes to start; a process another thread starts in that time
+    is not profiled either.
+    """
+    os.environ[EXPORTER_CHILD_ENV] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(EXPORTER_CHILD_ENV, None)

@@ -11,6 +11,7 @@ import gzip
 import json
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -130,3 +131,69 @@ def test_numbers_at_the_edges_stay_finite(tmp_path):
     assert len(result.batch) == 1 and result.meta["skipped_events"] == 1
     assert int(result.batch.stream[0]) == -1 and np.array_equal(
         [result.batch.grid_x[0], result.batch.grid_y[0]], [1, -1])
+
+
+# ----------------------------------------------------------------- OTLP headers (issue 9)
+SECRET = "s3cr3t-Value"
+HEADER_TEXT = st.lists(st.one_of(
+    st.builds(lambda k, v: f"{k}={v}", st.text(max_size=12), st.text(max_size=12).map(lambda v: SECRET + v)),
+    st.text(max_size=20), st.sampled_from(["=", ",,", "%", "%zz", "k=%00", " = ", "\u00e9=\u00e9"])),
+    max_size=6).map(",".join)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(text=HEADER_TEXT, general=st.booleans())
+def test_otlp_headers_parse_or_warn_and_never_show_a_value(text, general):
+    from otel_profiler.sinks import resolve_target
+
+    name = "OTEL_EXPORTER_OTLP_HEADERS" if general else "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
+    loaded = config.load({name: text, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"})
+    headers = loaded.values[name]
+    assert headers is None or isinstance(headers, dict)
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in (headers or {}).items())
+    target = resolve_target(loaded.values)
+    for shown in [*loaded.warnings, target.describe(), repr(loaded.warnings)]:
+        assert SECRET not in shown
+
+
+# ----------------------------------------------------------------- profile folders (issue 9)
+@pytest.fixture(scope="module")
+def saved_batch(tmp_path_factory) -> bytes:
+    rank = read_trace(str(trace("hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz")))
+    path = tmp_path_factory.mktemp("saved") / "b.events"
+    rank.batch.take(np.arange(min(300, len(rank.batch)))).save(str(path))
+    return path.read_bytes()
+
+
+# zipfile raises these for corrupt members (deflate data, compression method, flag bits, encryption)
+
+
+def _load_events_file(folder, data: bytes):
+    from cuda_tracer.loading import load_profile
+
+    (folder / "rank-0.00000.events").write_bytes(data)
+    try:
+        profile = load_profile([str(folder)])
+    except TraceError as exc:
+        assert "rank-0.00000.events" in str(exc)
+        return None
+    check_result(profile.ranks[0])
+    return profile
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(cut=st.integers(min_value=0, max_value=1 << 16), flips=st.lists(
+    st.tuples(st.integers(min_value=0, max_value=1 << 16), st.integers(min_value=1, max_value=255)), max_size=3))
+def test_corrupt_events_files_give_a_profile_or_a_trace_error(tmp_path_factory, saved_batch, cut, flips):
+    """Truncated and bit-flipped ``.events`` files, by the thousand."""
+    data = bytearray(saved_batch[:cut] if cut < len(saved_batch) else saved_batch)
+    for pos, bits in flips:
+        if data:
+            data[pos % len(data)] ^= bits
+    _load_events_file(tmp_path_factory.mktemp("prof"), bytes(data))
+
+
+def test_corrupt_deflate_stream_is_a_trace_error(tmp_path, saved_batch):
+    data = bytearray(saved_batch)
+    data[41] ^= 2  # inside header.json's deflate stream (found by the fuzz test above)
+    _load_events_file(tmp_path, bytes(data))
