@@ -16,18 +16,24 @@ spans (``otel_profiler.spans``) → requests (``otel_profiler.otlp``) → sinks:
 - OTLP JSON lines file (``OTEL_PROFILER_OTLP_FILE``) and length-delimited ``.pb`` file.
 
 Counters (``Exporter.counters()``) count everything received, exported, spooled and dropped.
-``close(timeout_s)`` flushes within the timeout: past it, remaining requests are spooled instead
-of sent, remaining batches are dropped (counted), and a child that still runs is terminated.
+``close(timeout_s)`` flushes within the timeout: 80 % into it, remaining requests and batches are
+spooled instead of sent (no attempt outlives that point), at 95 % batches still queued are dropped
+(counted), and a child that still runs at the end is terminated. Exporters still open at exit are
+closed by one exit hook registered at import, so after a session's own hook has written its last
+part. A dead exporter process (killed, out of memory) costs one warning; later batches are counted
+as dropped (they stay in the profile folder).
 """
 
 from __future__ import annotations
 
 import atexit
 import multiprocessing as mp
+import multiprocessing.util  # noqa: F401  (its exit hook, registered first, must run after ours)
 import os
 import queue as queue_mod
 import sys
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -230,9 +236,10 @@ class Pipeline:
         self._next_drain = now + self.config.probe_s
 
         def send(request: bytes) -> bool:
-            if deadline is not None and time.monotonic() >= deadline:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
                 return False
-            ok = self.sink.send(request).ok
+            ok = self.sink.send(request, None if deadline is None else deadline - now).ok
             if ok:
                 self.counters.add("spool_requests_delivered")
             return ok
@@ -254,7 +261,10 @@ class Pipeline:
 
 
 def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any) -> None:
-    """The exporter process: read batches until the sentinel, the close deadline or parent exit."""
+    """The exporter process: read batches until the sentinel, the close deadline or parent exit.
+
+    ``closing`` holds two wall-clock times set by ``Exporter.close``: after the first, requests
+    are spooled instead of sent; after the second, batches still queued are dropped (counted)."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's; close() ends us
@@ -267,7 +277,7 @@ def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any) -> None
     parent = mp.parent_process()
     errors: set[str] = set()
     while True:
-        wall_deadline = closing.value or None
+        wall_deadline, give_up = closing[0] or None, closing[1]
         try:
             item = q.get(timeout=0.2 if wall_deadline else 1.0)
         except queue_mod.Empty:
@@ -284,11 +294,10 @@ def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any) -> None
         meta, batch = item
         deadline = None
         if wall_deadline:
-            left = wall_deadline - time.time()
-            if left <= 0:
+            if time.time() >= give_up:
                 counters.add("batches_dropped_at_close")
                 continue
-            deadline = time.monotonic() + left
+            deadline = time.monotonic() + (wall_deadline - time.time())  # passed: spooled
         if pipeline is None:
             counters.add("batches_failed")
             continue
@@ -301,7 +310,7 @@ def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any) -> None
                 errors.add(key)
                 warn(f"span export of a batch failed ({key})")
     if pipeline is not None:
-        wall_deadline = closing.value
+        wall_deadline = closing[0]
         pipeline.close(time.monotonic() + (wall_deadline - time.time()) if wall_deadline else None)
 
 
@@ -329,20 +338,30 @@ class Exporter:
         self.config = config
         self._queue = ctx.Queue(config.queue_size)
         self._shared = ctx.Array("q", len(COUNTERS), lock=False)
-        self._closing = ctx.Value("d", 0.0, lock=False)
+        self._closing = ctx.Array("d", 2, lock=False)  # (stop sending, stop spooling): see _child_main
         self._proc = ctx.Process(target=_child_main, name="otel-profiler-exporter", daemon=True,
                                  args=(self._queue, config, self._shared, self._closing))
         _start_hiding_main(self._proc)
         self.submitted = 0
-        self.dropped = 0
+        self.dropped = 0  # queue full
+        self.dropped_gone = 0  # the exporter process had died (killed, out of memory)
+        self.dropped_closed = 0  # submitted after close()
         self._closed = False
         self._final: dict[str, int] | None = None
-        atexit.register(self.close)
+        _LIVE.add(self)
 
     def submit(self, meta: dict[str, Any], batch: Any) -> bool:
-        """Queue one rank's batch for export; False (and ``dropped`` + 1) when the queue is full."""
-        if self._closed or not self._proc.is_alive():
-            self.dropped += 1
+        """Queue one rank's batch for export; False (and a drop counted) when the queue is full,
+        after ``close`` or when the exporter process has died (one warning then)."""
+        if self._closed:
+            self.dropped_closed += 1
+            return False
+        if not self._proc.is_alive():
+            if not self.dropped_gone:
+                warn(f"span exporter process ended unexpectedly (exit code {self._proc.exitcode}); "
+                     "later spans are not exported (counted as dropped; they stay in the profile "
+                     "folder, `otel-profiler export FOLDER` sends them)")
+            self.dropped_gone += 1
             return False
         try:
             self._queue.put_nowait((meta, batch))
@@ -356,6 +375,8 @@ class Exporter:
         out = dict(self._final) if self._final is not None else Counters(self._shared).snapshot()
         out["batches_submitted"] = self.submitted
         out["batches_dropped_queue_full"] = self.dropped
+        out["batches_dropped_exporter_gone"] = self.dropped_gone
+        out["batches_dropped_after_close"] = self.dropped_closed
         return out
 
     def close(self, timeout_s: float = 10.0) -> dict[str, int]:
@@ -363,14 +384,17 @@ class Exporter:
         if self._closed:
             return self.counters()
         self._closed = True
-        atexit.unregister(self.close)
+        _LIVE.discard(self)
         end = time.monotonic() + timeout_s
-        # The child stops sending 80% into the timeout, so spooling and exit fit in the rest.
-        self._closing.value = time.time() + 0.8 * timeout_s
-        try:
-            self._queue.put(None, timeout=max(0.05, 0.5 * timeout_s))
-        except Exception:
-            pass
+        # The child stops sending 80% into the timeout and spools until 95%, so exit fits in the rest.
+        now = time.time()
+        self._closing[1] = now + 0.95 * timeout_s
+        self._closing[0] = now + 0.8 * timeout_s
+        if self._proc.is_alive():
+            try:
+                self._queue.put(None, timeout=max(0.05, 0.5 * timeout_s))
+            except Exception:
+                pass
         self._proc.join(max(0.0, end - time.monotonic()))
         if self._proc.is_alive():
             warn(f"span exporter did not finish within {timeout_s:g} s; stopping it")
@@ -379,12 +403,24 @@ class Exporter:
         self._final = Counters(self._shared).snapshot()
         self._queue.cancel_join_thread()
         self._queue.close()
-        lost = self._final["spans_dropped"] + self.dropped + self._final["batches_dropped_at_close"]
-        if lost:
-            warn(f"span export dropped {self.dropped} batches (queue full), "
-                 f"{self._final['batches_dropped_at_close']} batches at close and "
-                 f"{self._final['spans_dropped']} spans")
+        lost = {"batches (queue full)": self.dropped, "batches (exporter gone)": self.dropped_gone,
+                 "batches at close": self._final["batches_dropped_at_close"],
+                 "spans": self._final["spans_dropped"]}
+        if any(lost.values()):
+            warn("span export dropped " + ", ".join(f"{n} {what}" for what, n in lost.items() if n))
         return self.counters()
+
+
+_LIVE: "weakref.WeakSet[Exporter]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """Close exporters still open at interpreter exit. Registered when this module is imported,
+    i.e. before a profiling session registers its own exit hook, so it runs after the session has
+    written (and submitted) its last part."""
+    for exporter in list(_LIVE):
+        exporter.close()
 
 
 def exporter_from_env(settings: Any, default_service: str | None = None) -> Exporter | None:

@@ -165,9 +165,6 @@ def saved_batch(tmp_path_factory) -> bytes:
     return path.read_bytes()
 
 
-# zipfile raises these for corrupt members (deflate data, compression method, flag bits, encryption)
-
-
 def _load_events_file(folder, data: bytes):
     from cuda_tracer.loading import load_profile
 

@@ -15,6 +15,9 @@ Rules (OTLP exporter specification):
   OUT_OF_RANGE, DATA_LOSS; HTTP 429, 502, 503, 504 and connection failures. Everything else is
   final: the request is dropped with one warning per distinct reason.
 - Header values are never logged: errors name the header key at most.
+- No attempt outlives a ``deadline`` (closing): its timeout is cut to the time left, and a request
+  cut short is retryable, so it is spooled (a receiver that took it anyway gets it twice after
+  ``replay``: at least once, never lost).
 """
 
 from __future__ import annotations
@@ -61,7 +64,9 @@ OK = Result(True)
 
 
 class Sink(Protocol):
-    def send(self, request: bytes) -> Result: ...
+    def send(self, request: bytes, timeout_s: float | None = None) -> Result:
+        """One attempt, waiting at most ``timeout_s`` (never more than the target's timeout)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -130,7 +135,8 @@ def deliver(sink: Sink, request: bytes, retry_s: float, deadline: float | None =
         give_up = min(give_up, deadline)
     wait, failures = 0.25, 0
     while True:
-        result = sink.send(request)
+        left = None if deadline is None else max(0.05, deadline - time.monotonic())
+        result = sink.send(request, left)
         if result.ok or not result.retryable:
             return result, failures
         failures += 1

@@ -7,7 +7,8 @@
 - The spool keeps requests the endpoint did not take, up to ``max_bytes`` per process; past the
   limit or on a write error (full disk) the request is dropped and counted, with one warning. Files
   are named ``spool-<pid>-<seq>.pb`` (ranks can share a folder); ``drain`` sends the process's own
-  files oldest first once the endpoint answers again and deletes what was delivered.
+  files oldest first once the endpoint answers again and deletes what was delivered. A spool folder
+  it creates is user-only (0700) and its files 0600, like profile folders: spans carry code names.
 """
 
 from __future__ import annotations
@@ -110,10 +111,10 @@ class Spool:
 
     def _roll(self) -> None:
         self._close_file()
-        os.makedirs(self.folder, exist_ok=True)
+        os.makedirs(self.folder, mode=0o700, exist_ok=True)
         self._seq += 1
         self._file_path = os.path.join(self.folder, f"spool-{os.getpid()}-{self._seq:06d}.pb")
-        self._file = open(self._file_path, "ab")
+        self._file = os.fdopen(os.open(self._file_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
         self._file_bytes = 0
 
     def _close_file(self, truncate_to: int | None = None) -> None:

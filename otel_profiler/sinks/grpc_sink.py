@@ -50,9 +50,10 @@ class GrpcSink:
         self._export = self._channel.unary_unary(EXPORT_METHOD)
         self._metadata = tuple((k.lower(), v) for k, v in target.headers.items())
 
-    def send(self, request: bytes) -> Result:
+    def send(self, request: bytes, timeout_s: float | None = None) -> Result:
+        timeout = self.target.timeout_s if timeout_s is None else min(timeout_s, self.target.timeout_s)
         try:
-            raw = self._export(request, timeout=self.target.timeout_s, metadata=self._metadata)
+            raw = self._export(request, timeout=timeout, metadata=self._metadata)
         except grpc.RpcError as exc:
             code = exc.code() if hasattr(exc, "code") else None
             details = (exc.details() if hasattr(exc, "details") else "") or ""

@@ -41,7 +41,7 @@ class HttpSink:
                 self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self.target.timeout_s)
         return self._conn
 
-    def send(self, request: bytes) -> Result:
+    def send(self, request: bytes, timeout_s: float | None = None) -> Result:
         headers = {"Content-Type": "application/x-protobuf"}
         headers.update(self.target.headers)
         body = request
@@ -50,6 +50,9 @@ class HttpSink:
             headers["Content-Encoding"] = "gzip"
         try:
             conn = self._connection()
+            conn.timeout = self.target.timeout_s if timeout_s is None else min(timeout_s, self.target.timeout_s)
+            if conn.sock is not None:
+                conn.sock.settimeout(conn.timeout)
             conn.request("POST", self._path, body=body, headers=headers)
             resp = conn.getresponse()
             payload = resp.read()
