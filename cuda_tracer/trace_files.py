@@ -18,7 +18,7 @@ import os
 import re
 import zlib
 from itertools import repeat
-from operator import attrgetter, is_
+from operator import attrgetter, is_, is_not
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -70,7 +70,7 @@ class _Event(msgspec.Struct, gc=False):
     pid: Any = MISSING
     tid: Any = MISSING
     ts: int | Decimal | None = None
-    dur: int | Decimal | None = None
+    dur: int | Decimal | None = 0
     args: _Args | None = None
 
 
@@ -188,16 +188,15 @@ def events_to_profile(events: list[TraceEvent], base_ns: int = 0, source: str = 
 
 def _int(value: Any, default: int = MISSING) -> int:
     """An integer from a JSON value that may be an int, a float, a numeric or hex string, or junk."""
-    if type(value) is int:
-        return value
     if value is None or isinstance(value, bool):
         return default
     try:
-        if isinstance(value, str):
-            return int(value, 0) if value[:2].lower() == "0x" else int(float(value))
-        return int(value)
+        if type(value) is not int:
+            value = (int(value, 0) if value[:2].lower() == "0x" else int(float(value))
+                     if isinstance(value, str) else int(value))
     except (ValueError, OverflowError, TypeError):
         return default
+    return value if -2**63 <= value < 2**63 else default
 
 
 def _base_ns(doc: _TraceFile, path: str) -> int:
@@ -220,12 +219,14 @@ def _ints(values: list[Any]) -> np.ndarray:
         return np.array(values, dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
         pass
+    fixed = list(values)
+    is_int = np.fromiter(map(isinstance, values, repeat(int)), bool, len(values))
+    for i in np.flatnonzero(~is_int).tolist():  # labels, hex strings, floats, None: usually few
+        fixed[i] = _int(fixed[i])
     try:
-        return np.array([v if type(v) is int else MISSING if v is None else _int(v)
-                         for v in values], dtype=np.int64)
-    except OverflowError:
-        return np.array([_int(v) if -2**63 <= _int(v) < 2**63 else MISSING for v in values],
-                        dtype=np.int64)
+        return np.array(fixed, dtype=np.int64)
+    except OverflowError:  # an integer beyond int64
+        return np.array([_int(v) for v in fixed], dtype=np.int64)
 
 
 def _micros_to_ns(values: list[Any]) -> np.ndarray:
@@ -250,13 +251,13 @@ def _convert(path: str, doc: _TraceFile) -> RankProfile:
     threads: dict[str, str] = {}
     all_events = doc.traceEvents
     n_all = len(all_events)
-    ph = np.array(list(map(attrgetter("ph"), all_events)) + [None], dtype=object)[:n_all]
-    span = (ph == "X") | (ph == "i") | (ph == "I")
+    ph = _phase_codes(all_events)
+    span = (ph == _PHASE_CODE["X"]) | (ph == _PHASE_CODE["i"]) | (ph == _PHASE_CODE["I"])
     usable = span & np.fromiter(map(isinstance, map(attrgetter("name"), all_events), repeat(str)),
                                 bool, n_all)
     usable &= ~np.fromiter(map(is_, map(attrgetter("ts"), all_events), repeat(None)), bool, n_all)
-    flows = int(((ph == "s") | (ph == "f") | (ph == "t")).sum())
-    metadata = np.flatnonzero(ph == "M")
+    flows = int(np.isin(ph, [_PHASE_CODE[p] for p in "sft"]).sum())
+    metadata = np.flatnonzero(ph == _PHASE_CODE["M"])
     skipped = n_all - int(usable.sum()) - flows - len(metadata)
     for i in metadata.tolist():
         e = all_events[i]
@@ -270,13 +271,13 @@ def _convert(path: str, doc: _TraceFile) -> RankProfile:
 
     # Times: exact decimal µs -> integer ns. Rows with unusable times are dropped (and counted).
     try:
-        start, dur = _times(events, base_ns)
+        start, dur = _times(events, phases, base_ns)
     except (InvalidOperation, OverflowError, ValueError):
         ok = np.array([_usable_time(e) for e in events], dtype=bool)
         skipped += int((~ok).sum())
         events = [e for e, good in zip(events, ok.tolist()) if good]
         phases = phases[ok]
-        start, dur = _times(events, base_ns)
+        start, dur = _times(events, phases, base_ns)
     good = dur >= 0
     if not good.all():
         skipped += int((~good).sum())
@@ -284,10 +285,13 @@ def _convert(path: str, doc: _TraceFile) -> RankProfile:
         events = [events[i] for i in keep.tolist()]
         start, dur, phases = start[keep], dur[keep], phases[keep]
 
-    index: dict[str, int] = {}
-    name_ids = np.array([index.setdefault(e.name, len(index)) for e in events], dtype=np.int32)
+    names = list(map(attrgetter("name"), events))
+    index: dict[str, int] = dict.fromkeys(names)  # first-seen order, one entry per distinct name
+    for i, name in enumerate(index):
+        index[name] = i
+    name_ids = np.fromiter(map(index.__getitem__, names), np.int32, len(names))
     strings = list(index)
-    kinds = _kinds(events, phases)
+    kinds = _kinds(events, phases, name_ids, index)
     steps = _step_numbers(kinds, name_ids, strings)
     kinds[list(steps)] = Kind.STEP
 
@@ -324,18 +328,17 @@ def _convert(path: str, doc: _TraceFile) -> RankProfile:
     kernels = np.flatnonzero(kinds == Kind.KERNEL)
     kernel_args = [args[i] for i in kernels.tolist()]
     for axis, attr in (("grid", "grid"), ("block", "block")):
-        triples = _ints([v for a in kernel_args for v in _triple(getattr(a, attr))]).reshape(-1, 3)
+        triples = _int_triples(list(map(attrgetter(attr), kernel_args)))
         for j, xyz in enumerate("xyz"):
             col[f"{axis}_{xyz}"][kernels] = triples[:, j]
     for column, attr in (("registers", "registers"), ("shared_mem", "shared_memory"),
                          ("graph_id", "graph_id")):
         col[column][kernels] = _ints(list(map(attrgetter(attr), kernel_args)))
-    for i in np.flatnonzero((kinds == Kind.MEMCPY) | (kinds == Kind.MEMSET)).tolist():
-        e = events[i]
-        if e.args is not None:
-            col["bytes"][i] = _int(e.args.bytes)
-        if kinds[i] == Kind.MEMCPY:
-            col["subkind"][i] = memcpy_kind_from_name(e.name)
+    transfers = np.flatnonzero((kinds == Kind.MEMCPY) | (kinds == Kind.MEMSET))
+    col["bytes"][transfers] = _ints([args[i].bytes for i in transfers.tolist()])
+    memcpy = np.flatnonzero(kinds == Kind.MEMCPY)
+    direction = {n: memcpy_kind_from_name(strings[n]) for n in np.unique(name_ids[memcpy]).tolist()}
+    col["subkind"][memcpy] = [direction[n] for n in name_ids[memcpy].tolist()]
     for i in np.flatnonzero(kinds == Kind.SYNC).tolist():
         e, a = events[i], events[i].args
         sk = a.sync_kind if a is not None else None
@@ -351,9 +354,11 @@ def _convert(path: str, doc: _TraceFile) -> RankProfile:
     for key, attr in (("total_allocated", "total_allocated"), ("total_reserved", "total_reserved"),
                       ("device_type", "mem_device_type")):
         extra.add_ints(memory, key, list(map(attrgetter(attr), memory_args)))
-    for i, value in enumerate(map(attrgetter("collective"), args)):
+    collectives = list(map(attrgetter("collective"), args))
+    for i in np.flatnonzero(np.fromiter(map(is_not, collectives, repeat(None)), bool,
+                                        len(collectives))).tolist():
+        value, a = collectives[i], args[i]
         if isinstance(value, str):
-            a = events[i].args
             extra.add(i, "collective", value)
             extra.add_int(i, "in_nelems", a.in_nelems)
             extra.add_int(i, "out_nelems", a.out_nelems)
@@ -395,46 +400,65 @@ def _convert(path: str, doc: _TraceFile) -> RankProfile:
     return RankProfile(meta=meta, batch=batch)
 
 
+def _int_triples(values: list[Any]) -> np.ndarray:
+    """An (n, 3) int64 array from [x, y, z] lists; anything else becomes MISSING."""
+    try:
+        out = np.array(values, dtype=np.int64)
+        if out.shape == (len(values), 3):
+            return out
+    except (TypeError, ValueError, OverflowError):
+        pass
+    return _ints([v for value in values for v in _triple(value)]).reshape(-1, 3)
+
+
 def _triple(value: Any) -> tuple:
     return tuple(value) if isinstance(value, list) and len(value) == 3 else (None, None, None)
 
 
-def _kinds(events: list[_Event], phases: np.ndarray) -> np.ndarray:
+_PHASE_CODE = {p: i for i, p in enumerate("XiIMsftBEC", start=1)}  # 0: anything else
+
+
+def _phase_codes(events: list[_Event]) -> np.ndarray:
+    phases = list(map(attrgetter("ph"), events))
+    try:
+        return np.fromiter(map(_PHASE_CODE.get, phases, repeat(0)), np.uint8, len(phases))
+    except TypeError:  # an unhashable phase value
+        return np.array([_PHASE_CODE.get(p, 0) if isinstance(p, str) else 0 for p in phases],
+                        np.uint8)
+
+
+def _kinds(events: list[_Event], phases: np.ndarray, name_ids: np.ndarray,
+           index: dict[str, int]) -> np.ndarray:
     """Kind of each event: from the category for complete ("X") events, else instant or memory."""
     cats = list(map(attrgetter("cat"), events))
     try:
-        found = np.array(list(map(_KIND_BY_RAW_CATEGORY.get, cats)) + [None], dtype=object)[:-1]
+        kinds = np.fromiter(map(_KIND_BY_RAW_CATEGORY.get, cats, repeat(0)), np.uint8, len(cats))
     except TypeError:  # an unhashable category (a list, an object): take the careful path
-        found = np.full(len(cats), None, dtype=object)
-    for i in np.flatnonzero(np.equal(found, None)).tolist():
+        kinds = np.zeros(len(cats), np.uint8)
+    complete = phases == _PHASE_CODE["X"]
+    for i in np.flatnonzero((kinds == 0) & complete).tolist():
         c = cats[i]
-        found[i] = _KIND_BY_CATEGORY.get(c.lower(), Kind.OTHER) if isinstance(c, str) else Kind.OTHER
-    kinds = found.astype(np.uint8)
-    instant = np.flatnonzero(phases != "X")
-    kinds[instant] = [Kind.MEMORY if events[i].name == "[memory]" else Kind.INSTANT
-                      for i in instant.tolist()]
+        kinds[i] = _KIND_BY_CATEGORY.get(c.lower(), Kind.OTHER) if isinstance(c, str) else Kind.OTHER
+    kinds[~complete] = Kind.INSTANT
+    kinds[~complete & (name_ids == index.get("[memory]", -1))] = Kind.MEMORY
     return kinds
 
 
 def _step_numbers(kinds: np.ndarray, name_ids: np.ndarray, strings: list[str]) -> dict[int, int]:
     """Row -> step number for ``ProfilerStep#N`` annotations (or ops, in old traces)."""
-    candidates = np.flatnonzero((kinds == Kind.USER_ANNOTATION) | (kinds == Kind.CPU_OP))
-    numbers = {}
-    for name_id in np.unique(name_ids[candidates]).tolist():
-        m = _STEP_NAME.match(strings[name_id])
-        if m:
-            numbers[name_id] = int(m.group(1))
+    numbers = {i: int(m.group(1)) for i, m in enumerate(map(_STEP_NAME.match, strings)) if m}
     if not numbers:
         return {}
-    rows = candidates[np.isin(name_ids[candidates], list(numbers))]
+    rows = np.flatnonzero(np.isin(name_ids, list(numbers)) &
+                          ((kinds == Kind.USER_ANNOTATION) | (kinds == Kind.CPU_OP)))
     return {row: numbers[name_id] for row, name_id in zip(rows.tolist(), name_ids[rows].tolist())}
 
 
-def _times(events: list[_Event], base_ns: int) -> tuple[np.ndarray, np.ndarray]:
+def _times(events: list[_Event], phases: np.ndarray, base_ns: int) -> tuple[np.ndarray, np.ndarray]:
     start = _micros_to_ns(list(map(attrgetter("ts"), events))) + base_ns
-    durs = [0 if d is None else d for d in map(attrgetter("dur"), events)]
-    dur = _micros_to_ns(durs)
-    dur[np.array(list(map(attrgetter("ph"), events)) + [None], dtype=object)[:-1] != "X"] = 0
+    durs = list(map(attrgetter("dur"), events))  # absent: 0 by the schema; an explicit null: None
+    dur = _micros_to_ns(durs if None not in durs else [0 if d is None else d for d in durs])
+    dur[phases != _PHASE_CODE["X"]] = 0
     return start, dur
 
 
