@@ -77,6 +77,7 @@ def start_session(origin: str, overrides: Mapping[str, Any] | None = None,
             return _current
         if _forked_child or os.environ.get(EXPORTER_CHILD_ENV):
             return None  # a forked child, or our own exporter process: nothing of the job runs here
+        session = None
         try:
             env = dict(os.environ if environ is None else environ)
             problems = _apply_overrides(env, overrides or {})
@@ -91,6 +92,8 @@ def start_session(origin: str, overrides: Mapping[str, Any] | None = None,
             session.start()
         except Exception as exc:  # never into user code
             warn(f"profiling is off: could not start ({type(exc).__name__}: {exc})")
+            if session is not None:
+                session.close()  # undo a half-done start: recording off, handlers and hooks back
             return None
         _current = session
         return session
@@ -213,17 +216,12 @@ class Session:
         self.closed = True
         self._closing = True
         try:
-            if self._thread is not None and self._thread is not threading.current_thread():
-                self._thread.join(timeout=10)
+            thread = self._thread
+            if thread is not None and thread.ident is not None and thread is not threading.current_thread():
+                thread.join(timeout=10)
             if self._window is not None:  # the step in progress, if any, is the window's last
                 self._close_window(self._step + (self._step_start is not None))
-            if self._remove_step_hook is not None:
-                self._remove_step_hook()
-            if self._trigger is not None:
-                self._trigger.close()
-            if self._restore_signal is not None:
-                self._restore_signal()
-            self._uninstall_sigterm()
+            self._unhook()
             self.flush()
             markers.active = False
             if self._exporter is not None:
@@ -235,6 +233,7 @@ class Session:
         except Exception as exc:
             warn(f"could not finish writing the profile ({type(exc).__name__}: {exc})")
         finally:
+            self._unhook()  # again, in case the work above failed before it got there
             self._close_metrics()  # after the last flush was observed; never raises
             markers.active = False
             if _current is self:
@@ -314,6 +313,18 @@ class Session:
                 return
             self._exporter_watched = True
         self.metrics.watch(self._exporter.counters)
+
+    def _unhook(self) -> None:
+        """Give back the optimizer hook, the trigger socket and the signal handlers. Never raises."""
+        undo, self._remove_step_hook = self._remove_step_hook, None
+        trigger, self._trigger = self._trigger, None
+        restore, self._restore_signal = self._restore_signal, None
+        for step in (undo, trigger.close if trigger else None, restore, self._uninstall_sigterm):
+            if step is not None:
+                try:
+                    step()
+                except Exception:
+                    pass
 
     def _close_metrics(self) -> None:
         metrics, self.metrics = self.metrics, None
