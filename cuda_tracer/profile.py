@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .events import EventBatch
+from .private_files import make_private_dir, open_private
 
 
 class TraceError(ValueError):
@@ -62,14 +63,14 @@ def is_profile_folder(path: str) -> bool:
 def write_rank(folder: str, rank_profile: RankProfile, part: int = 0) -> str:
     """Write one rank's batch (as part ``part``) and metadata into a profile folder."""
     rank = rank_profile.rank
-    os.makedirs(folder, mode=0o700, exist_ok=True)
+    make_private_dir(folder)
     events_path = os.path.join(folder, PROFILE_EVENTS.format(rank=rank, part=part))
     tmp = events_path + ".tmp"
-    rank_profile.batch.save(tmp)
-    os.chmod(tmp, 0o600)  # user-only, like the folder
+    with open_private(tmp, "wb") as f:
+        rank_profile.batch.save(f)
     os.replace(tmp, events_path)
     meta_path = os.path.join(folder, PROFILE_META.format(rank=rank))
-    with os.fdopen(os.open(meta_path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+    with open_private(meta_path + ".tmp", "w") as f:
         json.dump(rank_profile.meta, f, indent=1, default=str)
     os.replace(meta_path + ".tmp", meta_path)
     return events_path

@@ -15,6 +15,7 @@ import json
 import os
 from typing import Any
 
+from cuda_tracer.private_files import open_private
 from cuda_tracer.events import EventBatch
 from cuda_tracer.profile import RankProfile, write_rank
 from cuda_tracer.loading import load_profile
@@ -97,7 +98,7 @@ def write_summary(folder: str) -> dict[str, Any] | None:
         return None
     summary = summarize(profile)
     tmp = os.path.join(folder, "summary.json.tmp")
-    with open(tmp, "w") as f:
+    with open_private(tmp, "w") as f:
         json.dump(summary, f, indent=1, default=str)
     os.replace(tmp, os.path.join(folder, "summary.json"))
     return summary

@@ -193,4 +193,4 @@ def test_corrupt_events_files_give_a_profile_or_a_trace_error(tmp_path_factory, 
 def test_corrupt_deflate_stream_is_a_trace_error(tmp_path, saved_batch):
     data = bytearray(saved_batch)
     data[41] ^= 2  # inside header.json's deflate stream (found by the fuzz test above)
-    _load_events_file(tmp_path, bytes(data))
+    assert _load_events_file(tmp_path, bytes(data)) is None  # a TraceError, not a profile

@@ -17,6 +17,8 @@ import glob
 import os
 from typing import Callable, Iterator
 
+from cuda_tracer.private_files import make_private_dir, open_private
+
 from ..otlp import read_delimited, write_delimited
 
 
@@ -24,9 +26,8 @@ class DelimitedFile:
     """Appends length-delimited requests to one file."""
 
     def __init__(self, path: str) -> None:
-        parent = os.path.dirname(os.path.abspath(path))
-        os.makedirs(parent, exist_ok=True)
-        self._f = open(path, "ab")
+        make_private_dir(os.path.dirname(os.path.abspath(path)))
+        self._f = open_private(path, "ab")
 
     def write(self, request: bytes) -> int:
         n = write_delimited(self._f, request)
@@ -41,9 +42,8 @@ class JsonLinesFile:
     """Appends OTLP/JSON lines (already encoded, newline-terminated) to one file."""
 
     def __init__(self, path: str) -> None:
-        parent = os.path.dirname(os.path.abspath(path))
-        os.makedirs(parent, exist_ok=True)
-        self._f = open(path, "ab")
+        make_private_dir(os.path.dirname(os.path.abspath(path)))
+        self._f = open_private(path, "ab")
 
     def write(self, lines: bytes) -> int:
         self._f.write(lines)
@@ -111,10 +111,10 @@ class Spool:
 
     def _roll(self) -> None:
         self._close_file()
-        os.makedirs(self.folder, mode=0o700, exist_ok=True)
+        make_private_dir(self.folder)
         self._seq += 1
         self._file_path = os.path.join(self.folder, f"spool-{os.getpid()}-{self._seq:06d}.pb")
-        self._file = os.fdopen(os.open(self._file_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
+        self._file = open_private(self._file_path, "ab")
         self._file_bytes = 0
 
     def _close_file(self, truncate_to: int | None = None) -> None:
@@ -168,7 +168,7 @@ def drain_file(path: str, send: Callable[[bytes], bool]) -> tuple[int, bool]:
     for i, request in enumerate(requests):
         if not send(request):
             tmp = path + ".tmp"
-            with open(tmp, "wb") as f:
+            with open_private(tmp, "wb") as f:
                 for rest in requests[i:]:
                     write_delimited(f, rest)
             os.replace(tmp, path)
