@@ -218,12 +218,16 @@ class CuptiSource:
 
     def stop(self) -> EventBatch:
         """End capture: disable the kinds, force-flush partial buffers, convert what is left."""
-        if not self.running:
-            return self._drain()
-        cupti, self.running = self._cupti, False
-        self._disable(cupti)
-        self._call("activity_flush_all", 1)
-        return self._drain()
+        return self.convert(self.stop_records())
+
+    def stop_records(self) -> list:
+        """End capture like :meth:`stop`, but hand back the raw records unconverted (cheap), so the
+        caller can :meth:`convert` them later, off the thread that runs the training step."""
+        if self.running:
+            cupti, self.running = self._cupti, False
+            self._disable(cupti)
+            self._call("activity_flush_all", 1)
+        return self._take_pending()
 
     def stats(self) -> dict[str, Any]:
         """What was captured and lost, for the profile's metadata."""
@@ -247,17 +251,25 @@ class CuptiSource:
 
     # ---------------------------------------------------------------- internals
     def _drain(self) -> EventBatch:
-        with self._lock:
-            records: list = []
-            while self._pending:
-                buf = self._pending.popleft()
-                self._drained += len(buf)
-                records.extend(buf)
-            if self._cupti is not None:
-                try:
-                    self._cupti_dropped += read_dropped_records(self._cupti)
-                except Exception:
-                    pass
+        return self.convert(self._take_pending())
+
+    def _take_pending(self) -> list:
+        """Every completed buffer's records, in order (no conversion)."""
+        records: list = []
+        while self._pending:
+            buf = self._pending.popleft()
+            self._drained += len(buf)
+            records.extend(buf)
+        if self._cupti is not None:
+            try:
+                self._cupti_dropped += read_dropped_records(self._cupti)
+            except Exception:
+                pass
+        return records
+
+    def convert(self, records: list) -> EventBatch:
+        """Records taken from this source, in the order taken, to an EventBatch."""
+        with self._lock:  # the converter carries NVTX ranges open across buffers: one user at a time
             if self._converter is None or not records:
                 return EventBatch.empty()
             self._converted += len(records)
@@ -308,14 +320,15 @@ def cupti_activities(activities: Any) -> tuple[str, ...]:
 
 
 class CuptiCapture:
-    """One window's events, already converted (``CuptiSource.stop`` converts)."""
+    """One window's raw records; ``to_batch()`` converts them (the session calls it from its flush
+    thread, so a window's records are not converted while a training step waits)."""
 
-    def __init__(self, batch: EventBatch) -> None:
-        self._batch = batch
+    def __init__(self, source: CuptiSource, records: list) -> None:
+        self._source, self._records = source, records
 
     def to_batch(self) -> EventBatch:
-        batch, self._batch = self._batch, EventBatch.empty()
-        return batch
+        records, self._records = self._records, []
+        return self._source.convert(records)
 
 
 class CuptiWindowSource:
@@ -335,4 +348,4 @@ class CuptiWindowSource:
             raise ProfilerBusy(self.source.reason or "CUPTI did not start", announced=True)
 
     def stop(self) -> CuptiCapture:
-        return CuptiCapture(self.source.stop())
+        return CuptiCapture(self.source, self.source.stop_records())
