@@ -112,9 +112,9 @@ def _step_context(trace_hex: str) -> Any:
     from opentelemetry import trace
     from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-    from .spans import _hash64  # the root span id rule of spans._assign_traces
+    from .spans import root_span_id
 
     tid = int(trace_hex, 16)
-    root = _hash64(tid >> 64, tid & (2**64 - 1), "root")
+    root = root_span_id(tid >> 64, tid & (2**64 - 1))
     ctx = SpanContext(tid, root, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
     return trace.set_span_in_context(NonRecordingSpan(ctx))

@@ -29,7 +29,7 @@ from cuda_tracer.events import EventBatch, Kind, MemcpyKind, SyncKind
 from . import metric_points as m
 from .analysis.breakdown import class_times, temporal_breakdown
 from .metric_points import HistogramValue, Point, Spec
-from .spans import batch_steps, run_id_of, trace_id
+from .spans import batch_steps, run_id_of, trace_id, trace_rank
 
 HistogramListener = Callable[[Spec, dict, np.ndarray, list], None]
 """Called with (spec, attributes, values in seconds, [(index, trace_id_hex)]) for each histogram update."""
@@ -179,9 +179,7 @@ class ProfileMetrics:
         if not steps:
             return
         # The rank and run id exactly as spans.build_spans / the exporter choose them.
-        rank = int(meta.get("rank", -1))
-        if rank < 0:
-            rank = int(batch.rank[0]) if batch.rank[0] >= 0 else 0
+        rank = trace_rank(meta, batch)
         run_id = self.run_id or (run_id_of(meta) if meta else self.default_run_id)
         seconds = np.array([(e - s) / 1e9 for _, s, e in steps])
         exemplars = [(i, step_trace_hex(run_id, rank, n), e / 1e9)

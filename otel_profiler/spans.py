@@ -141,6 +141,19 @@ def run_id_of(meta: dict[str, Any]) -> str:
                        meta.get("profiler_window_ns"), size=8).hex()
 
 
+def trace_rank(meta: dict[str, Any], batch: EventBatch) -> int:
+    """The rank a batch's traces are derived from: ``meta['rank']``, else the batch's, else 0."""
+    rank = int(meta.get("rank", -1))
+    if rank < 0:
+        rank = int(batch.rank[0]) if len(batch) and batch.rank[0] >= 0 else 0
+    return rank
+
+
+def root_span_id(hi: int, lo: int) -> int:
+    """The span id of the root span of trace ``(hi, lo)`` (deterministic, like the trace id)."""
+    return _hash64(hi, lo, "root")
+
+
 def trace_id(run_id: str, rank: int, what: str, number: int) -> tuple[int, int]:
     """``(hi, lo)`` of the trace of step (``what="step"``) or window ``number`` of ``rank``."""
     digest = _hash_bytes(run_id, what, number, size=12)
@@ -219,9 +232,7 @@ def build_spans(meta: dict[str, Any], batch: EventBatch, options: SpanOptions | 
     span is not emitted again (its id is deterministic).
     """
     opt = options or SpanOptions()
-    rank = int(meta.get("rank", -1))
-    if rank < 0:
-        rank = int(batch.rank[0]) if len(batch) and batch.rank[0] >= 0 else 0
+    rank = trace_rank(meta, batch)
     run_id = opt.run_id or run_id_of(meta)
     kind = batch.kind
     start, end = batch.start_ns, batch.end_ns
@@ -354,7 +365,7 @@ def _assign_traces(batch: EventBatch, opt: SpanOptions, run_id: str, rank: int,
         numbers=np.r_[s_num, np.full(n_win, -1)].astype(np.int64),
         emit=np.r_[np.array([x[3] for x in steps], bool), np.ones(n_win, bool)],
         hi=np.array([h for h, _ in ids], np.uint64), lo=np.array([lo for _, lo in ids], np.uint64),
-        root_ids=np.array([_hash64(h, lo, "root") for h, lo in ids], np.uint64),
+        root_ids=np.array([root_span_id(h, lo) for h, lo in ids], np.uint64),
         start=np.r_[s_start, w_start].astype(np.int64), end=np.r_[s_end, w_end].astype(np.int64),
         window_start=np.r_[np.full(n_steps, -1), win_keys * opt.window_ns].astype(np.int64))
     return traces, trace_of, member_rows
