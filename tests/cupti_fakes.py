@@ -12,8 +12,12 @@ meanings is checked by tests/gpu on a GPU machine, not here.
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace as NS
 
+import pytest
+
+from cuda_tracer import subscriber
 from cuda_tracer.cupti_records import ACTIVITY_KIND, MEMCPY_KIND, MEMORY_KIND, OBJECT_KIND
 
 CONTEXT = 1
@@ -109,3 +113,12 @@ def overhead(start: int, end: int, overhead_kind: int) -> NS:
     return NS(kind=ACTIVITY_KIND["OVERHEAD"], overhead_kind=overhead_kind,
               object_kind=OBJECT_KIND["THREAD"], object_id=_thread_object(), start=start,
               end=end, correlation_id=0, overhead_data=0)
+
+
+@pytest.fixture(autouse=True)
+def isolated_from_other_profilers(monkeypatch):
+    """No Nsight variables and no earlier back-off warning leak into a test (autouse where imported)."""
+    for var in [k for k in os.environ if k.startswith("NSYS_")]:
+        monkeypatch.delenv(var)
+    monkeypatch.delenv("CUDA_INJECTION64_PATH", raising=False)
+    subscriber._reset_warnings_for_tests()

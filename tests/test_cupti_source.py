@@ -18,6 +18,7 @@ from cuda_tracer.cupti import (ClockCalibration, CuptiSource, calibrate, load_cu
                                read_dropped_records)
 from cuda_tracer.cupti_records import ACTIVITY_KIND
 from cuda_tracer.events import Kind
+from cupti_fakes import isolated_from_other_profilers  # noqa: F401 (autouse fixture)
 
 T0 = 5_000_000_000
 
@@ -69,13 +70,6 @@ class FakeCupti:
     def get_callback_name(self, domain, cbid):
         return "cudaLaunchKernel_v7000" if (domain, cbid) == (2, 211) else "cuOther_v2000"
 
-
-@pytest.fixture(autouse=True)
-def clean(monkeypatch):
-    for var in [k for k in os.environ if k.startswith("NSYS_")]:
-        monkeypatch.delenv(var)
-    monkeypatch.delenv("CUDA_INJECTION64_PATH", raising=False)
-    subscriber._reset_warnings_for_tests()
 
 
 def deliver(module: FakeCupti, records: list) -> None:

@@ -13,14 +13,8 @@ import pytest
 from cuda_tracer import subscriber
 from cuda_tracer.subscriber import (back_off, other_profiler_active, own_session,
                                     reason_from_cupti_error)
+from cupti_fakes import isolated_from_other_profilers  # noqa: F401 (autouse fixture)
 
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for var in [k for k in os.environ if k.startswith("NSYS_")]:
-        monkeypatch.delenv(var)
-    monkeypatch.delenv("CUDA_INJECTION64_PATH", raising=False)
-    subscriber._reset_warnings_for_tests()
 
 
 def test_nothing_active():

@@ -28,6 +28,7 @@ from otel_profiler import api
 from otel_profiler.session import ProfilerWarning
 from test_cupti_source import FakeCupti
 from test_tensorflow_keras import tf_python  # noqa: F401  (the TensorFlow environment fixture)
+from cupti_fakes import isolated_from_other_profilers  # noqa: F401 (autouse fixture)
 
 REPO = Path(__file__).resolve().parent.parent
 TF_PROFILER = "tensorflow.python.profiler.profiler_v2"
@@ -45,13 +46,6 @@ class DeliveringCupti(FakeCupti):
             t = self.now + corr * 1000
             self.callbacks[1]([f.api(corr, t, t + 10, 211), f.kernel(corr, t + 20, t + 90, name=f"k{corr}")])
 
-
-@pytest.fixture(autouse=True)
-def clean(monkeypatch):
-    for var in [k for k in os.environ if k.startswith("NSYS_")]:
-        monkeypatch.delenv(var)
-    monkeypatch.delenv("CUDA_INJECTION64_PATH", raising=False)
-    subscriber._reset_warnings_for_tests()
 
 
 @pytest.fixture
@@ -174,6 +168,7 @@ def test_missing_cupti_skips_windows_until_torch_comes_and_kineto_captures(tmp_p
 PLAIN_JOB = """
 import time
 from otel_profiler import annotate, step
+
 for i in range(6):
     with annotate("work"):
         sum(range(20000))
