@@ -5,7 +5,6 @@ and graceful absence of cupti-python. No live capture happens here; tests/gpu do
 from __future__ import annotations
 
 import ctypes
-import os
 import sys
 import warnings
 from types import SimpleNamespace as NS

@@ -10,7 +10,6 @@ import warnings
 
 import pytest
 
-from cuda_tracer import subscriber
 from cuda_tracer.subscriber import (back_off, other_profiler_active, own_session,
                                     reason_from_cupti_error)
 from cupti_fakes import isolated_from_other_profilers  # noqa: F401 (autouse fixture)
