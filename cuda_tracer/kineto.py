@@ -19,7 +19,6 @@ Imports torch only when a source is created; never imports otel_profiler.
 from __future__ import annotations
 
 import sys
-from decimal import Decimal
 from typing import Any, Iterable
 
 from .events import MISSING, EventBatch, Kind
@@ -147,10 +146,7 @@ def convert_events(events: Iterable[Any], rank: int = -1) -> RankProfile:
     """``_KinetoEvent``-like objects (name(), start_ns(), ... methods) to a ``RankProfile``."""
     typed = [_typed_event(e) for e in events]
     typed = [e for e in typed if e is not None]
-    base = min((int(e.ts) for e in typed), default=0)
-    for e in typed:
-        e.ts = Decimal(int(e.ts) - base).scaleb(-3)
-    profile = events_to_profile(typed, base, source="<kineto live>")
+    profile = events_to_profile(typed, source="<kineto live>", unit="ns")
     profile.meta["format"] = "kineto-live"
     if len(profile.batch):
         profile.batch.columns["rank"][:] = rank
@@ -159,14 +155,14 @@ def convert_events(events: Iterable[Any], rank: int = -1) -> RankProfile:
 
 
 def _typed_event(e: Any) -> TraceEvent | None:
-    """One ``_KinetoEvent`` as the trace reader's ``TraceEvent`` (``ts`` still in absolute ns)."""
+    """One ``_KinetoEvent`` as the trace reader's ``TraceEvent`` (``ts``, ``dur`` in integer ns)."""
     try:
         category = e.activity_type()
         start = e.start_ns()
         duration = max(e.duration_ns(), 0)
         args = _args(e, category)
         return TraceEvent(ph="X", cat=category, name=e.name(), pid=e.device_index(),
-                          tid=e.device_resource_id(), ts=start, dur=Decimal(duration).scaleb(-3),
+                          tid=e.device_resource_id(), ts=start, dur=duration,
                           args=args)
     except Exception:  # an event torch cannot describe: skip it rather than lose the window
         return None

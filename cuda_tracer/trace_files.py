@@ -176,14 +176,17 @@ def decode_args(text: str | bytes) -> TraceArgs:
         return _Args()
 
 
-def events_to_profile(events: list[TraceEvent], base_ns: int = 0, source: str = "<events>") -> RankProfile:
+def events_to_profile(events: list[TraceEvent], base_ns: int = 0, source: str = "<events>",
+                      unit: str = "us") -> RankProfile:
     """Already-decoded events to a ``RankProfile``, exactly as ``read_trace`` converts a file's.
 
-    ``ts``/``dur`` are µs (``int`` or exact ``Decimal``) relative to ``base_ns`` (the file format's
-    ``baseTimeNanoseconds``); ``source`` names the events in errors and in ``meta["source"]``.
-    Raises ``TraceError`` when ``base_ns`` is not a plausible time.
+    ``ts``/``dur`` are in ``unit`` ("us" as in files: ``int`` or exact ``Decimal``; "ns": integers,
+    as live sources have them) relative to ``base_ns`` (the file format's ``baseTimeNanoseconds``);
+    ``source`` names the events in errors and in ``meta["source"]``. Raises ``TraceError`` when
+    ``base_ns`` is not a plausible time.
     """
-    return _convert(source, _TraceFile(traceEvents=list(events), baseTimeNanoseconds=base_ns))
+    return _convert(source, _TraceFile(traceEvents=list(events), baseTimeNanoseconds=base_ns),
+                    ns_per_unit=_NS_PER_UNIT[unit])
 
 
 def _int(value: Any, default: int = MISSING) -> int:
@@ -229,14 +232,18 @@ def _ints(values: list[Any]) -> np.ndarray:
         return np.array([_int(v) for v in fixed], dtype=np.int64)
 
 
-def _micros_to_ns(values: list[Any]) -> np.ndarray:
-    """Exact integer ns from decimal µs values (ints take a vectorised path, Decimals an exact one)."""
+_NS_PER_UNIT = {"us": 1000, "ns": 1}
+
+
+def _to_ns(values: list[Any], ns_per_unit: int) -> np.ndarray:
+    """Exact integer ns from decimal values in a unit (ints take a vectorised path, Decimals an
+    exact one)."""
     if set(map(type, values)) <= {int}:
-        micros = np.array(values, dtype=np.int64)
-        if len(micros) and np.abs(micros).max() >= _TIME_LIMIT_NS // 1000:
+        counts = np.array(values, dtype=np.int64)
+        if len(counts) and np.abs(counts).max() >= _TIME_LIMIT_NS // ns_per_unit:
             raise OverflowError("timestamp out of range")
-        return micros * 1000
-    ns = [int(v * 1000) for v in values]
+        return counts * ns_per_unit
+    ns = [int(v * ns_per_unit) for v in values]
     if ns and max(map(abs, ns)) >= _TIME_LIMIT_NS:
         raise OverflowError("timestamp out of range")
     return np.array(ns, dtype=np.int64)
@@ -245,7 +252,7 @@ def _micros_to_ns(values: list[Any]) -> np.ndarray:
 _EMPTY_ARGS = _Args()
 
 
-def _convert(path: str, doc: _TraceFile) -> RankProfile:
+def _convert(path: str, doc: _TraceFile, ns_per_unit: int = 1000) -> RankProfile:
     base_ns = _base_ns(doc, path)
     processes: dict[str, str] = {}
     threads: dict[str, str] = {}
@@ -271,13 +278,13 @@ def _convert(path: str, doc: _TraceFile) -> RankProfile:
 
     # Times: exact decimal µs -> integer ns. Rows with unusable times are dropped (and counted).
     try:
-        start, dur = _times(events, phases, base_ns)
+        start, dur = _times(events, phases, base_ns, ns_per_unit)
     except (InvalidOperation, OverflowError, ValueError):
-        ok = np.array([_usable_time(e) for e in events], dtype=bool)
+        ok = np.array([_usable_time(e, ns_per_unit) for e in events], dtype=bool)
         skipped += int((~ok).sum())
         events = [e for e, good in zip(events, ok.tolist()) if good]
         phases = phases[ok]
-        start, dur = _times(events, phases, base_ns)
+        start, dur = _times(events, phases, base_ns, ns_per_unit)
     good = dur >= 0
     if not good.all():
         skipped += int((~good).sum())
@@ -454,10 +461,11 @@ def _step_numbers(kinds: np.ndarray, name_ids: np.ndarray, strings: list[str]) -
     return {row: numbers[name_id] for row, name_id in zip(rows.tolist(), name_ids[rows].tolist())}
 
 
-def _times(events: list[_Event], phases: np.ndarray, base_ns: int) -> tuple[np.ndarray, np.ndarray]:
-    start = _micros_to_ns(list(map(attrgetter("ts"), events))) + base_ns
+def _times(events: list[_Event], phases: np.ndarray, base_ns: int,
+           ns_per_unit: int) -> tuple[np.ndarray, np.ndarray]:
+    start = _to_ns(list(map(attrgetter("ts"), events)), ns_per_unit) + base_ns
     durs = list(map(attrgetter("dur"), events))  # absent: 0 by the schema; an explicit null: None
-    dur = _micros_to_ns(durs if None not in durs else [0 if d is None else d for d in durs])
+    dur = _to_ns(durs if None not in durs else [0 if d is None else d for d in durs], ns_per_unit)
     dur[phases != _PHASE_CODE["X"]] = 0
     return start, dur
 
@@ -477,10 +485,10 @@ def _typed(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
-def _usable_time(e: _Event) -> bool:
+def _usable_time(e: _Event, ns_per_unit: int) -> bool:
     try:
-        return (abs(int(e.ts * 1000)) < _TIME_LIMIT_NS and
-                (e.dur is None or abs(int(e.dur * 1000)) < _TIME_LIMIT_NS))
+        return (abs(int(e.ts * ns_per_unit)) < _TIME_LIMIT_NS and
+                (e.dur is None or abs(int(e.dur * ns_per_unit)) < _TIME_LIMIT_NS))
     except (InvalidOperation, OverflowError, ValueError, TypeError):
         return False
 
