@@ -131,7 +131,10 @@ class Endpoint:
             warn(f"Prometheus endpoint is off: cannot listen on {host}:{port} ({exc.strerror or exc})")
             return None
         if context is not None:
-            server.socket = context.wrap_socket(server.socket, server_side=True)
+            # The handshake runs on the first read, in the request's own thread: a client that
+            # stalls mid-handshake cannot block the accept loop (and so every other scraper).
+            server.socket = context.wrap_socket(server.socket, server_side=True,
+                                                do_handshake_on_connect=False)
         thread = threading.Thread(target=server.serve_forever, name="otel-profiler-prometheus", daemon=True)
         thread.start()
         bound = server.server_address[1]

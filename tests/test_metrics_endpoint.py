@@ -217,6 +217,22 @@ def test_tls_and_basic_auth_work(tmp_path: Path) -> None:
         service.close()
 
 
+def test_a_stalled_tls_client_does_not_block_other_scrapers(tmp_path: Path) -> None:
+    import socket
+
+    cert, key = _self_signed(tmp_path)
+    service = _service(OTEL_PROFILER_PROMETHEUS_PORT=str(free_port()), OTEL_PROFILER_PROMETHEUS_CERT_FILE=cert,
+                       OTEL_PROFILER_PROMETHEUS_KEY_FILE=key)
+    stalled = socket.create_connection(("127.0.0.1", service.endpoint.port))  # never says hello
+    try:
+        trusted = ssl.create_default_context(cafile=cert)
+        _, body = _get(service.url, context=trusted)  # times out after 5 s if blocked
+        assert "system_cpu_utilization_ratio" in body
+    finally:
+        stalled.close()
+        service.close()
+
+
 def test_one_port_per_local_rank() -> None:
     base = free_port()
     services = [MetricsService().start(config.load({"OTEL_PROFILER_PROMETHEUS_PORT": str(base)}),
