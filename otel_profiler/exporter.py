@@ -430,8 +430,9 @@ def exporter_from_env(settings: Any, default_service: str | None = None) -> Expo
     if values.get("OTEL_SDK_DISABLED"):
         return None
     if default_service is None:
-        argv0 = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
-        default_service = (argv0[:-3] if argv0.endswith(".py") else argv0) or None
+        from .resource import script_name
+
+        default_service = script_name()
     config = config_from_settings(settings, default_service)
     if not config.has_sink:
         return None

@@ -87,7 +87,7 @@ def attributes(settings_values: Mapping[str, Any], env: Mapping[str, str] | None
     env = os.environ if env is None else env
     pos = distributed_position(env)
     attrs: dict[str, Any] = dict(settings_values.get("OTEL_RESOURCE_ATTRIBUTES") or {})
-    service = settings_values.get("OTEL_SERVICE_NAME") or attrs.get("service.name") or _script_name()
+    service = settings_values.get("OTEL_SERVICE_NAME") or attrs.get("service.name") or script_name()
     attrs.update({
         "service.name": service,
         "host.name": socket.gethostname(),
@@ -111,7 +111,8 @@ def attributes(settings_values: Mapping[str, Any], env: Mapping[str, str] | None
     return attrs
 
 
-def _script_name() -> str:
+def script_name() -> str:
+    """The default service name: the script's file name without ``.py`` (``python`` when none)."""
     argv0 = sys.argv[0] if sys.argv and sys.argv[0] else ""
     name = os.path.basename(argv0)
     return (name[:-3] if name.endswith(".py") else name) or "python"

@@ -13,12 +13,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 from .. import config
 from ..bootstrap import SITE_DIR
 from ..output import write_summary
 from ..report.console import render_table
+from ..resource import run_id as resource_run_id
 
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def child_environment(args: argparse.Namespace, base: dict[str, str]) -> tuple[dict[str, str], str]:
     """The environment COMMAND runs in, and the profile folder it writes."""
     env = dict(base)
-    run_id = env.get("OTEL_PROFILER_RUN_ID") or f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    run_id = resource_run_id(env.get("OTEL_PROFILER_RUN_ID", ""), env)
     folder = args.output_dir or os.path.join(env.get("OTEL_PROFILER_OUTPUT_DIR", "./otel-profile"), run_id)
     folder = os.path.abspath(folder)
     env.update({
