@@ -21,11 +21,13 @@ from __future__ import annotations
 import sys
 from typing import Any, Iterable
 
+import msgspec
+
 from .events import MISSING, EventBatch, Kind
 from .profile import RankProfile
 from .subscriber import ProfilerBusy, other_profiler_active, own_session
 # One conversion for files and live events: the reader's typed event and its public converter.
-from .trace_files import TraceArgs, TraceEvent, decode_args, events_to_profile
+from .trace_files import TraceEvent, events_to_profile
 
 GPU_ACTIVITIES = frozenset({"kernel", "memcpy", "memset", "sync", "runtime", "driver"})
 CPU_ACTIVITIES = frozenset({"cpu_op"})
@@ -161,25 +163,44 @@ def _typed_event(e: Any) -> TraceEvent | None:
         start = e.start_ns()
         duration = max(e.duration_ns(), 0)
         args = _args(e, category)
-        return TraceEvent(ph="X", cat=category, name=e.name(), pid=e.device_index(),
+        return TraceEvent(cat=category, name=e.name(), pid=e.device_index(),
                           tid=e.device_resource_id(), ts=start, dur=duration,
                           args=args)
     except Exception:  # an event torch cannot describe: skip it rather than lose the window
         return None
 
 
-def _args(e: Any, category: str) -> TraceArgs:
-    correlation = e.correlation_id() or MISSING
+def _args(e: Any, category: str) -> msgspec.Raw:
+    """The event's ``args`` as the JSON text a trace file would hold: Kineto's metadata plus the
+    correlation fields (metadata's own ``correlation`` wins; the linked CPU op's id is the
+    ``External id``)."""
+    correlation = int(e.correlation_id() or MISSING)
     if category in _CPU_CATEGORIES:
-        return TraceArgs(external_id=correlation)
-    text = e.metadata_json() if hasattr(e, "metadata_json") else ""
-    args = decode_args("{" + text + "}" if text else "")
-    if args.correlation in (None, MISSING):
-        args.correlation = correlation
+        return msgspec.Raw(b'{"External id": %d}' % correlation)
+    fields = ['"correlation": %d' % correlation]
+    metadata = e.metadata_json() if hasattr(e, "metadata_json") else ""
+    if metadata and _is_object_body(metadata):
+        fields.append(metadata)
     linked = e.linked_correlation_id()
     if linked:
-        args.external_id = linked
-    return args
+        fields.append('"External id": %d' % linked)
+    return msgspec.Raw(("{" + ", ".join(fields) + "}").encode())
+
+
+class _AnyObject(msgspec.Struct):
+    """Accepts any JSON object and keeps none of it: checks text without building anything."""
+
+
+_OBJECT = msgspec.json.Decoder(_AnyObject)
+
+
+def _is_object_body(text: str) -> bool:
+    """True when ``{text}`` is a valid JSON object (Kineto's metadata_json() omits the braces)."""
+    try:
+        _OBJECT.decode("{" + text + "}")
+        return True
+    except msgspec.MsgspecError:
+        return False
 
 
 def keep_activities(batch: EventBatch, activities: frozenset[str]) -> EventBatch:

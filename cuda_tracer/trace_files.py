@@ -7,20 +7,26 @@ timestamps and ns-resolution decimal timestamps relative to ``baseTimeNanosecond
 launches and CPU-only traces.
 
 The file is decoded against a typed schema of only the fields we use (msgspec), so unknown fields are
-skipped while parsing instead of becoming Python objects. Timestamps are decoded as ``Decimal`` so that
-``"1712195495519695.8"`` µs becomes exactly ``1712195495519695800`` ns (a float would be 50 ns off).
+skipped while parsing instead of becoming Python objects: one struct type per phase, so flow events
+decode to empty objects, and ``args`` kept as raw text until the event's kind is known, then decoded
+per kind in one call into the few fields that kind needs. Conversion to columns is then a few
+C-level passes per field (no Python loop per event), with the cycle collector paused. Timestamps are
+decoded as ``Decimal`` so that ``"1712195495519695.8"`` µs becomes exactly ``1712195495519695800`` ns
+(a float would be 50 ns off).
 """
 
 from __future__ import annotations
 
+import gc
 import gzip
 import os
 import re
 import zlib
-from itertools import repeat
-from operator import attrgetter, is_, is_not
+from contextlib import contextmanager
+from itertools import compress, repeat
+from operator import attrgetter, is_not
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, Iterator, Union
 
 import msgspec
 
@@ -28,13 +34,26 @@ import numpy as np
 
 from .events import (COLUMNS, MISSING, EventBatch, Kind, memcpy_kind_from_name,
                      sync_kind_from_name)
-from .profile import Profile, RankProfile, TraceError
+from .profile import RankProfile, TraceError
 
 
-class _Args(msgspec.Struct, gc=False):
+class _HostArgs(msgspec.Struct, gc=False):
+    """The ``args`` fields read from CPU-side events: the ids that link them to GPU work, and the
+    parameters of a collective (``record_param_comms``)."""
+
     external_id: Any = msgspec.field(default=MISSING, name="External id")
     external_id_legacy: Any = msgspec.field(default=MISSING, name="external id")
     correlation: Any = MISSING
+    collective: Any = msgspec.field(default=None, name="Collective name")
+    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+    group_size: Any = msgspec.field(default=None, name="Group size")
+    dtype: Any = None
+
+
+class _GpuArgs(_HostArgs, gc=False):
+    """The ``args`` fields read from GPU ops (kernels, copies, sets, syncs, GPU annotations)."""
+
     device: Any = MISSING
     stream: Any = MISSING
     bytes: Any = None
@@ -47,31 +66,73 @@ class _Args(msgspec.Struct, gc=False):
     wait_on_stream: Any = None
     wait_on_event_record: Any = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
     wait_on_event_id: Any = msgspec.field(default=None, name="wait_on_cuda_event_id")
-    # [memory] instant events
+
+
+class _MemoryArgs(_HostArgs, gc=False):
+    """The ``args`` fields read from ``[memory]`` instant events (allocator activity)."""
+
     mem_bytes: Any = msgspec.field(default=MISSING, name="Bytes")
     mem_device_id: Any = msgspec.field(default=MISSING, name="Device Id")
     mem_device_type: Any = msgspec.field(default=None, name="Device Type")
     total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
     total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
-    # collectives (record_param_comms and NCCL kernels)
-    collective: Any = msgspec.field(default=None, name="Collective name")
-    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
-    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
-    group_size: Any = msgspec.field(default=None, name="Group size")
-    dtype: Any = None
-    # "M" metadata events (process_name, thread_name)
+
+
+class _MetadataArgs(msgspec.Struct, gc=False):
+    """The ``args`` of ``"M"`` metadata events (``process_name``, ``thread_name``)."""
+
     name: Any = None
 
 
-class _Event(msgspec.Struct, gc=False):
-    ph: Any = None
+_NO_ARGS = msgspec.Raw(b"{}")
+
+
+class _EventFields(msgspec.Struct, gc=False):
+    """The fields read from a trace event. ``args`` stays raw JSON text until the event's kind is
+    known: it is then decoded in one batch per kind into the narrow struct that kind needs (most
+    events need two ids, a few need a dozen fields), which keeps the decoded objects small and few."""
+
     cat: Any = None
     name: Any = None
     pid: Any = MISSING
     tid: Any = MISSING
     ts: int | Decimal | None = None
     dur: int | Decimal | None = 0
-    args: _Args | None = None
+    args: msgspec.Raw = _NO_ARGS
+
+
+class _Event(_EventFields, gc=False):
+    """An event of any phase, or none: the schema for files the tagged one below rejects."""
+
+    ph: Any = None
+
+
+# The usual schema: one struct per phase ("ph" is the tag), so that flow events, about a third of a
+# GPU trace, decode to empty objects. A phase outside this list, or an event without one, makes the
+# whole file take the loose ``_Event`` schema instead (one more decode, same result).
+class _Complete(_EventFields, gc=False, tag_field="ph", tag="X"):
+    pass
+
+
+class _Instant(_EventFields, gc=False, tag_field="ph", tag="i"):
+    pass
+
+
+class _GlobalInstant(_EventFields, gc=False, tag_field="ph", tag="I"):
+    pass
+
+
+class _Metadata(_EventFields, gc=False, tag_field="ph", tag="M"):
+    pass
+
+
+def _unread_phase(phase: str) -> type:
+    return msgspec.defstruct(f"_Phase_{phase}", [], gc=False, tag_field="ph", tag=phase)
+
+
+_UNREAD_PHASES = "sftBECbnePNODRc"  # flows, begin/end, counters, async, objects, marks, context
+_TAGGED_EVENT = Union[(_Complete, _Instant, _GlobalInstant, _Metadata,
+                       *map(_unread_phase, _UNREAD_PHASES))]
 
 
 class _TraceFile(msgspec.Struct, gc=False):
@@ -88,6 +149,10 @@ class _TraceFile(msgspec.Struct, gc=False):
     record_shapes: Any = None
     with_stack: Any = None
     profile_memory: Any = None
+
+
+class _TaggedTraceFile(_TraceFile, gc=False):
+    traceEvents: list[_TAGGED_EVENT] | None = None
 
 
 _KIND_BY_CATEGORY = {
@@ -112,7 +177,8 @@ _STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 _RANK_IN_FILENAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _GPU_KIND_CODES = np.array([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.SYNC, Kind.GPU_USER_ANNOTATION],
                            dtype=np.uint8)
-_DECODER = msgspec.json.Decoder(_TraceFile | list[_Event])
+_TAGGED_DECODER = msgspec.json.Decoder(_TaggedTraceFile | list[_TAGGED_EVENT])
+_LOOSE_DECODER = msgspec.json.Decoder(_TraceFile | list[_Event])
 _TRACE_SUFFIXES = (".json", ".json.gz")
 
 
@@ -143,13 +209,36 @@ def read_bytes(path: str) -> bytes:
 
 def read_trace(path: str) -> RankProfile:
     """Read one Kineto/Chrome trace file into a ``RankProfile``. Raises ``TraceError``."""
-    data = read_bytes(path)
+    with _collector_paused():
+        return _read(path, read_bytes(path))  # _read owns the text and frees it once decoded
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cycle collector while a file is converted: reading allocates a few hundred
+    thousand containers and frees none of them, so every collection it would trigger (several full
+    ones on a large trace, each walking everything alive) is wasted time."""
+    enabled = gc.isenabled()
+    gc.disable()
     try:
-        doc = _DECODER.decode(data)
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read(path: str, data: bytes) -> RankProfile:
+    try:
+        try:
+            doc = _TAGGED_DECODER.decode(data)
+        except msgspec.ValidationError:  # an unusual phase or event: read it the loose way
+            doc = _LOOSE_DECODER.decode(data)
     except msgspec.ValidationError as exc:
         raise TraceError(path, f"not a Chrome/Kineto trace ({exc})") from None
     except msgspec.DecodeError as exc:
         raise TraceError(path, f"invalid JSON ({exc})") from None
+    except RecursionError:
+        raise TraceError(path, "not a Chrome/Kineto trace (JSON nested too deeply)") from None
     del data
     if isinstance(doc, list):
         doc = _TraceFile(traceEvents=doc)
@@ -161,19 +250,9 @@ def read_trace(path: str) -> RankProfile:
 # ---------------------------------------------------------------------------- decoded events
 # Public names for sources that already hold Kineto-shaped events (the live Kineto source): they build
 # ``TraceEvent``s and convert them with ``events_to_profile``, the same conversion a file goes through.
-TraceEvent = _Event
-"""One Chrome/Kineto trace event: ``ph``, ``cat``, ``name``, ``pid``, ``tid``, ``ts``/``dur`` (µs), ``args``."""
-TraceArgs = _Args
-"""The ``args`` of a ``TraceEvent``: the Kineto fields the reader uses (correlation, stream, bytes, ...)."""
-_ARGS_DECODER = msgspec.json.Decoder(_Args)
-
-
-def decode_args(text: str | bytes) -> TraceArgs:
-    """``TraceArgs`` from a JSON object's text (``{...}``); empty ``TraceArgs`` when it is not valid."""
-    try:
-        return _ARGS_DECODER.decode(text) if text else _Args()
-    except msgspec.MsgspecError:
-        return _Args()
+TraceEvent = _Complete
+"""One complete ("X") Chrome/Kineto trace event: ``cat``, ``name``, ``pid``, ``tid``, ``ts``/``dur``
+(µs), ``args`` (a ``msgspec.Raw`` holding the JSON object's text, as in a file)."""
 
 
 def events_to_profile(events: list[TraceEvent], base_ns: int = 0, source: str = "<events>",
@@ -249,132 +328,86 @@ def _to_ns(values: list[Any], ns_per_unit: int) -> np.ndarray:
     return np.array(ns, dtype=np.int64)
 
 
-_EMPTY_ARGS = _Args()
+_EVENT_FIELDS = ("cat", "name", "ts", "dur", "pid", "tid", "args")
 
 
 def _convert(path: str, doc: _TraceFile, ns_per_unit: int = 1000) -> RankProfile:
+    """Decoded events to columns. Each step is one C-level pass per field over all events; the rare
+    malformed event (no name, unusable time) is dropped and counted in ``skipped_events``."""
     base_ns = _base_ns(doc, path)
-    processes: dict[str, str] = {}
-    threads: dict[str, str] = {}
     all_events = doc.traceEvents
-    n_all = len(all_events)
     ph = _phase_codes(all_events)
     span = (ph == _PHASE_CODE["X"]) | (ph == _PHASE_CODE["i"]) | (ph == _PHASE_CODE["I"])
-    usable = span & np.fromiter(map(isinstance, map(attrgetter("name"), all_events), repeat(str)),
-                                bool, n_all)
-    usable &= ~np.fromiter(map(is_, map(attrgetter("ts"), all_events), repeat(None)), bool, n_all)
     flows = int(np.isin(ph, [_PHASE_CODE[p] for p in "sft"]).sum())
-    metadata = np.flatnonzero(ph == _PHASE_CODE["M"])
-    skipped = n_all - int(usable.sum()) - flows - len(metadata)
-    for i in metadata.tolist():
-        e = all_events[i]
-        if e.args is not None and isinstance(e.args.name, str):
-            if e.name == "process_name":
-                processes[str(e.pid)] = e.args.name
-            elif e.name == "thread_name":
-                threads[f"{e.pid}/{e.tid}"] = e.args.name
-    events: list[_Event] = [all_events[i] for i in np.flatnonzero(usable).tolist()]
-    phases = ph[usable]
+    metadata = np.flatnonzero(ph == _PHASE_CODE["M"]).tolist()
+    processes, threads = _process_and_thread_names([all_events[i] for i in metadata])
+    events = list(map(all_events.__getitem__, np.flatnonzero(span).tolist()))
+    phases = ph[span]
+    skipped = len(all_events) - len(events) - flows - len(metadata)
 
+    fields = _columns(events, _EVENT_FIELDS)
+    index = _string_index(fields[1])
+    if index is None:  # an event without a string name is unusable
+        named = np.fromiter(map(isinstance, fields[1], repeat(str)), bool, len(phases))
+        skipped += int((~named).sum())
+        fields, phases = _compress(fields, named), phases[named]
     # Times: exact decimal µs -> integer ns. Rows with unusable times are dropped (and counted).
     try:
-        start, dur = _times(events, phases, base_ns, ns_per_unit)
-    except (InvalidOperation, OverflowError, ValueError):
-        ok = np.array([_usable_time(e, ns_per_unit) for e in events], dtype=bool)
-        skipped += int((~ok).sum())
-        events = [e for e, good in zip(events, ok.tolist()) if good]
-        phases = phases[ok]
-        start, dur = _times(events, phases, base_ns, ns_per_unit)
+        start, dur = _times(fields[2], fields[3], phases, base_ns, ns_per_unit)
+    except (InvalidOperation, OverflowError, ValueError, TypeError):
+        good = np.fromiter(map(_usable_time, fields[2], fields[3], repeat(ns_per_unit)), bool,
+                           len(phases))
+        skipped += int((~good).sum())
+        fields, phases, index = _compress(fields, good), phases[good], None
+        start, dur = _times(fields[2], fields[3], phases, base_ns, ns_per_unit)
     good = dur >= 0
     if not good.all():
         skipped += int((~good).sum())
-        keep = np.flatnonzero(good)
-        events = [events[i] for i in keep.tolist()]
-        start, dur, phases = start[keep], dur[keep], phases[keep]
-
-    names = list(map(attrgetter("name"), events))
-    index: dict[str, int] = dict.fromkeys(names)  # first-seen order, one entry per distinct name
-    for i, name in enumerate(index):
-        index[name] = i
+        fields, phases, start, dur = _compress(fields, good), phases[good], start[good], dur[good]
+        index = None
+    cats, names, _, _, pids, tids, raw_args = fields
+    if index is None:
+        index = _string_index(names)
     name_ids = np.fromiter(map(index.__getitem__, names), np.int32, len(names))
     strings = list(index)
-    kinds = _kinds(events, phases, name_ids, index)
+    kinds = _kinds(cats, phases, name_ids, index)
     steps = _step_numbers(kinds, name_ids, strings)
     kinds[list(steps)] = Kind.STEP
 
-    n = len(events)
+    n = len(names)
     col = {c: np.full(n, MISSING, dt) for c, dt in COLUMNS.items() if dt.kind == "i"}
     col["kind"], col["name"], col["start_ns"], col["end_ns"] = kinds, name_ids, start, start + dur
     col["subkind"] = np.zeros(n, np.uint8)
-    gpu = np.isin(kinds, _GPU_KIND_CODES)
-    args = [_EMPTY_ARGS if a is None else a for a in map(attrgetter("args"), events)]
-
-    def arg_column(name: str) -> np.ndarray:
-        return _ints(list(map(attrgetter(name), args)))
-
-    pids = _ints(list(map(attrgetter("pid"), events)))
-    tids = _ints(list(map(attrgetter("tid"), events)))
-    devices, streams = arg_column("device"), arg_column("stream")
-    # GPU rows: device/stream from args, else from the pid/tid Kineto files them under.
-    col["device"] = np.where(gpu, np.where(devices != MISSING, devices, pids), MISSING)
-    col["stream"] = np.where(gpu, np.where(streams != MISSING, streams, tids), MISSING)
-    col["pid"] = np.where(gpu, MISSING, pids)
-    col["tid"] = np.where(gpu, MISSING, tids)
-    external, legacy = arg_column("external_id"), arg_column("external_id_legacy")
-    col["external_id"] = np.where(external != MISSING, external, legacy)
-    col["correlation"] = arg_column("correlation")
-
+    pids, tids = _ints(pids), _ints(tids)
     extra = _Extras(index, strings)
     for i, number in steps.items():
         extra.add(i, "step", number)
-    for i in np.flatnonzero(kinds == Kind.PROFILER)[:1].tolist():
-        window = [int(start[i]), int(start[i] + dur[i])]
-        break
-    else:
-        window = None
-    kernels = np.flatnonzero(kinds == Kind.KERNEL)
-    kernel_args = [args[i] for i in kernels.tolist()]
-    for axis, attr in (("grid", "grid"), ("block", "block")):
-        triples = _int_triples(list(map(attrgetter(attr), kernel_args)))
-        for j, xyz in enumerate("xyz"):
-            col[f"{axis}_{xyz}"][kernels] = triples[:, j]
-    for column, attr in (("registers", "registers"), ("shared_mem", "shared_memory"),
-                         ("graph_id", "graph_id")):
-        col[column][kernels] = _ints(list(map(attrgetter(attr), kernel_args)))
-    transfers = np.flatnonzero((kinds == Kind.MEMCPY) | (kinds == Kind.MEMSET))
-    col["bytes"][transfers] = _ints([args[i].bytes for i in transfers.tolist()])
+    gpu = np.isin(kinds, _GPU_KIND_CODES)
+    memory = kinds == Kind.MEMORY
+    groups = ((np.flatnonzero(gpu), _GPU_ARGS), (np.flatnonzero(memory), _MEMORY_ARGS),
+              (np.flatnonzero(~gpu & ~memory), _HOST_ARGS))
+    for rows, decoder in groups:
+        args = _decode_args(raw_args, rows, decoder)
+        external, legacy, correlation = (_ints(list(map(attrgetter(field), args))) for field in
+                                         ("external_id", "external_id_legacy", "correlation"))
+        col["external_id"][rows] = np.where(external != MISSING, external, legacy)
+        col["correlation"][rows] = correlation
+        _collectives(extra, rows, args)
+        if decoder is _GPU_ARGS:
+            _gpu_columns(col, extra, rows, args, pids[rows], tids[rows], names)
+        elif decoder is _MEMORY_ARGS:
+            _memory_columns(col, extra, rows, args)
+    col["pid"] = np.where(gpu, MISSING, pids)
+    col["tid"] = np.where(gpu, MISSING, tids)
     memcpy = np.flatnonzero(kinds == Kind.MEMCPY)
     direction = {n: memcpy_kind_from_name(strings[n]) for n in np.unique(name_ids[memcpy]).tolist()}
     col["subkind"][memcpy] = [direction[n] for n in name_ids[memcpy].tolist()]
-    for i in np.flatnonzero(kinds == Kind.SYNC).tolist():
-        e, a = events[i], events[i].args
-        sk = a.sync_kind if a is not None else None
-        col["subkind"][i] = sync_kind_from_name(sk if isinstance(sk, str) else e.name)
-        if a is not None:
-            extra.add_int(i, "wait_on_stream", a.wait_on_stream)
-            extra.add_int(i, "wait_on_event_record_correlation", a.wait_on_event_record)
-            extra.add_int(i, "wait_on_event_id", a.wait_on_event_id)
-    memory = np.flatnonzero(kinds == Kind.MEMORY)
-    memory_args = [args[i] for i in memory.tolist()]
-    col["bytes"][memory] = _ints(list(map(attrgetter("mem_bytes"), memory_args)))
-    col["device"][memory] = _ints(list(map(attrgetter("mem_device_id"), memory_args)))
-    for key, attr in (("total_allocated", "total_allocated"), ("total_reserved", "total_reserved"),
-                      ("device_type", "mem_device_type")):
-        extra.add_ints(memory, key, list(map(attrgetter(attr), memory_args)))
-    collectives = list(map(attrgetter("collective"), args))
-    for i in np.flatnonzero(np.fromiter(map(is_not, collectives, repeat(None)), bool,
-                                        len(collectives))).tolist():
-        value, a = collectives[i], args[i]
-        if isinstance(value, str):
-            extra.add(i, "collective", value)
-            extra.add_int(i, "in_nelems", a.in_nelems)
-            extra.add_int(i, "out_nelems", a.out_nelems)
-            extra.add_int(i, "group_size", a.group_size)
-            if isinstance(a.dtype, str):
-                extra.add(i, "dtype", a.dtype)
     for i in np.flatnonzero(kinds == Kind.OTHER).tolist():
-        if isinstance(events[i].cat, str):
-            extra.add(i, "category", events[i].cat.lower())
+        if isinstance(cats[i], str):
+            extra.add(i, "category", cats[i].lower())
+    window = None
+    for i in np.flatnonzero(kinds == Kind.PROFILER)[:1].tolist():
+        window = [int(start[i]), int(start[i] + dur[i])]
 
     batch = EventBatch(_typed(col), extra.strings, np.asarray(extra.rows, np.int64),
                        np.asarray(extra.keys, np.int32), extra.values)
@@ -398,13 +431,137 @@ def _convert(path: str, doc: _TraceFile, ns_per_unit: int = 1000) -> RankProfile
         "host_name": doc.host_name if isinstance(doc.host_name, str) else None,
         "processes": processes,
         "threads": threads,
-        "profiler_window_ns": list(window) if window else None,
+        "profiler_window_ns": window,
         "flow_events": flows,
         "skipped_events": skipped,
     }
     if len(batch):
         batch.columns["rank"][:] = rank
     return RankProfile(meta=meta, batch=batch)
+
+
+def _columns(items: list[Any], fields: tuple[str, ...]) -> list[tuple]:
+    """One tuple per field holding that field of every struct (one C-level pass per field)."""
+    return [tuple(map(attrgetter(field), items)) for field in fields]
+
+
+def _compress(columns: list[tuple], keep: np.ndarray) -> list[tuple]:
+    mask = keep.tolist()
+    return [tuple(compress(c, mask)) for c in columns]
+
+
+def _string_index(names: tuple) -> dict[str, int] | None:
+    """Each distinct name -> its position in first-seen order (the batch's string table), or None
+    when some name is not a string."""
+    try:
+        index: dict[str, int] = dict.fromkeys(names)
+    except TypeError:  # an unhashable name (a list, an object)
+        return None
+    if not all(type(name) is str for name in index):
+        return None
+    for i, name in enumerate(index):
+        index[name] = i
+    return index
+
+
+# One decoder per group of kinds; each reads only the args fields that group needs.
+_HOST_ARGS = msgspec.json.Decoder(list[_HostArgs])
+_GPU_ARGS = msgspec.json.Decoder(list[_GpuArgs])
+_MEMORY_ARGS = msgspec.json.Decoder(list[_MemoryArgs])
+_ENCODER = msgspec.json.Encoder()
+
+
+def _decode_args(raw_args: tuple, rows: np.ndarray, decoder: msgspec.json.Decoder) -> list:
+    """The args of ``rows`` decoded in one call. An args that is not a JSON object (null, a string,
+    a list) reads as an empty one: the event is kept, only its args are lost."""
+    text = _ENCODER.encode(list(map(raw_args.__getitem__, rows.tolist())))  # "[raw,raw,...]"
+    try:
+        return decoder.decode(text)
+    except msgspec.MsgspecError:
+        return [_decode_one(raw_args[i], decoder) for i in rows.tolist()]
+
+
+def _decode_one(raw: msgspec.Raw, decoder: msgspec.json.Decoder) -> Any:
+    try:
+        return decoder.decode(b"[" + bytes(raw) + b"]")[0]
+    except msgspec.MsgspecError:
+        return decoder.decode(b"[{}]")[0]
+
+
+def _process_and_thread_names(metadata: list[_Event]) -> tuple[dict[str, str], dict[str, str]]:
+    """``process_name`` / ``thread_name`` from ``"M"`` events, keyed "pid" and "pid/tid"."""
+    processes: dict[str, str] = {}
+    threads: dict[str, str] = {}
+    for e in metadata:
+        try:
+            name = _METADATA_ARGS.decode(e.args).name
+        except msgspec.MsgspecError:
+            continue
+        if isinstance(name, str):
+            if e.name == "process_name":
+                processes[str(e.pid)] = name
+            elif e.name == "thread_name":
+                threads[f"{e.pid}/{e.tid}"] = name
+    return processes, threads
+
+
+_METADATA_ARGS = msgspec.json.Decoder(_MetadataArgs)
+
+
+def _collectives(extra: "_Extras", rows: np.ndarray, args: list) -> None:
+    """Side-table attributes of the events that name a collective (NCCL kernels, param comms)."""
+    names = list(map(attrgetter("collective"), args))
+    if names.count(None) == len(names):
+        return
+    for j, value in enumerate(names):
+        if isinstance(value, str):
+            i, a = int(rows[j]), args[j]
+            extra.add(i, "collective", value)
+            extra.add_int(i, "in_nelems", a.in_nelems)
+            extra.add_int(i, "out_nelems", a.out_nelems)
+            extra.add_int(i, "group_size", a.group_size)
+            if isinstance(a.dtype, str):
+                extra.add(i, "dtype", a.dtype)
+
+
+def _gpu_columns(col: dict[str, np.ndarray], extra: "_Extras", rows: np.ndarray, args: list,
+                 pids: np.ndarray, tids: np.ndarray, names: tuple) -> None:
+    """Device, stream, launch geometry, bytes and sync details of the GPU ops at ``rows``."""
+    kinds = col["kind"][rows]
+    devices = _ints(list(map(attrgetter("device"), args)))
+    streams = _ints(list(map(attrgetter("stream"), args)))
+    # device/stream from args, else from the pid/tid Kineto files GPU ops under.
+    col["device"][rows] = np.where(devices != MISSING, devices, pids)
+    col["stream"][rows] = np.where(streams != MISSING, streams, tids)
+    kernels = np.flatnonzero(kinds == Kind.KERNEL)
+    kernel_args = list(map(args.__getitem__, kernels.tolist()))
+    kernel_rows = rows[kernels]
+    for axis in ("grid", "block"):
+        triples = _int_triples(list(map(attrgetter(axis), kernel_args)))
+        for j, xyz in enumerate("xyz"):
+            col[f"{axis}_{xyz}"][kernel_rows] = triples[:, j]
+    for column, attr in (("registers", "registers"), ("shared_mem", "shared_memory"),
+                         ("graph_id", "graph_id")):
+        col[column][kernel_rows] = _ints(list(map(attrgetter(attr), kernel_args)))
+    transfers = np.flatnonzero((kinds == Kind.MEMCPY) | (kinds == Kind.MEMSET))
+    col["bytes"][rows[transfers]] = _ints([args[j].bytes for j in transfers.tolist()])
+    for j in np.flatnonzero(kinds == Kind.SYNC).tolist():
+        i, a = int(rows[j]), args[j]
+        sync_kind = a.sync_kind if isinstance(a.sync_kind, str) else names[i]
+        col["subkind"][i] = sync_kind_from_name(sync_kind)
+        extra.add_int(i, "wait_on_stream", a.wait_on_stream)
+        extra.add_int(i, "wait_on_event_record_correlation", a.wait_on_event_record)
+        extra.add_int(i, "wait_on_event_id", a.wait_on_event_id)
+
+
+def _memory_columns(col: dict[str, np.ndarray], extra: "_Extras", rows: np.ndarray,
+                    args: list) -> None:
+    """Bytes, device and allocator totals of ``[memory]`` events at ``rows``."""
+    col["bytes"][rows] = _ints(list(map(attrgetter("mem_bytes"), args)))
+    col["device"][rows] = _ints(list(map(attrgetter("mem_device_id"), args)))
+    for key, attr in (("total_allocated", "total_allocated"), ("total_reserved", "total_reserved"),
+                      ("device_type", "mem_device_type")):
+        extra.add_ints(rows, key, list(map(attrgetter(attr), args)))
 
 
 def _int_triples(values: list[Any]) -> np.ndarray:
@@ -425,19 +582,26 @@ def _triple(value: Any) -> tuple:
 _PHASE_CODE = {p: i for i, p in enumerate("XiIMsftBEC", start=1)}  # 0: anything else
 
 
-def _phase_codes(events: list[_Event]) -> np.ndarray:
-    phases = list(map(attrgetter("ph"), events))
+_PHASE_CODE_OF_TYPE = {t: _PHASE_CODE.get(t.__struct_config__.tag, 0) for t in _TAGGED_EVENT.__args__}
+
+
+def _phase_codes(events: list[Any]) -> np.ndarray:
+    try:  # tagged events: the phase is the type
+        return np.fromiter(map(_PHASE_CODE_OF_TYPE.__getitem__, map(type, events)), np.uint8,
+                           len(events))
+    except KeyError:  # loosely decoded events carry it as a field
+        pass
     try:
-        return np.fromiter(map(_PHASE_CODE.get, phases, repeat(0)), np.uint8, len(phases))
+        return np.fromiter(map(_PHASE_CODE.get, map(attrgetter("ph"), events), repeat(0)), np.uint8,
+                           len(events))
     except TypeError:  # an unhashable phase value
-        return np.array([_PHASE_CODE.get(p, 0) if isinstance(p, str) else 0 for p in phases],
+        return np.array([_PHASE_CODE.get(e.ph, 0) if isinstance(e.ph, str) else 0 for e in events],
                         np.uint8)
 
 
-def _kinds(events: list[_Event], phases: np.ndarray, name_ids: np.ndarray,
+def _kinds(cats: tuple, phases: np.ndarray, name_ids: np.ndarray,
            index: dict[str, int]) -> np.ndarray:
     """Kind of each event: from the category for complete ("X") events, else instant or memory."""
-    cats = list(map(attrgetter("cat"), events))
     try:
         kinds = np.fromiter(map(_KIND_BY_RAW_CATEGORY.get, cats, repeat(0)), np.uint8, len(cats))
     except TypeError:  # an unhashable category (a list, an object): take the careful path
@@ -461,10 +625,10 @@ def _step_numbers(kinds: np.ndarray, name_ids: np.ndarray, strings: list[str]) -
     return {row: numbers[name_id] for row, name_id in zip(rows.tolist(), name_ids[rows].tolist())}
 
 
-def _times(events: list[_Event], phases: np.ndarray, base_ns: int,
+def _times(ts: tuple, durs: tuple, phases: np.ndarray, base_ns: int,
            ns_per_unit: int) -> tuple[np.ndarray, np.ndarray]:
-    start = _to_ns(list(map(attrgetter("ts"), events)), ns_per_unit) + base_ns
-    durs = list(map(attrgetter("dur"), events))  # absent: 0 by the schema; an explicit null: None
+    start = _to_ns(ts, ns_per_unit) + base_ns
+    # durs: absent is 0 by the schema; an explicit null is None
     dur = _to_ns(durs if None not in durs else [0 if d is None else d for d in durs], ns_per_unit)
     dur[phases != _PHASE_CODE["X"]] = 0
     return start, dur
@@ -485,10 +649,10 @@ def _typed(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
-def _usable_time(e: _Event, ns_per_unit: int) -> bool:
+def _usable_time(ts: Any, dur: Any, ns_per_unit: int) -> bool:
     try:
-        return (abs(int(e.ts * ns_per_unit)) < _TIME_LIMIT_NS and
-                (e.dur is None or abs(int(e.dur * ns_per_unit)) < _TIME_LIMIT_NS))
+        return (abs(int(ts * ns_per_unit)) < _TIME_LIMIT_NS and
+                (dur is None or abs(int(dur * ns_per_unit)) < _TIME_LIMIT_NS))
     except (InvalidOperation, OverflowError, ValueError, TypeError):
         return False
 
@@ -502,13 +666,16 @@ class _Extras:
         self.keys: list[int] = []
         self.values: list[Any] = []
 
-    def add(self, row: int, key: str, value: Any) -> None:
+    def key(self, key: str) -> int:
         k = self.index.get(key)
         if k is None:
             k = self.index[key] = len(self.strings)
             self.strings.append(key)
+        return k
+
+    def add(self, row: int, key: str, value: Any) -> None:
         self.rows.append(row)
-        self.keys.append(k)
+        self.keys.append(self.key(key))
         self.values.append(value)
 
     def add_int(self, row: int, key: str, value: Any) -> None:
@@ -517,11 +684,9 @@ class _Extras:
 
     def add_ints(self, rows: np.ndarray, key: str, values: list[Any]) -> None:
         """One attribute for many rows at once; rows whose value is None get none."""
-        present = [i for i, v in enumerate(values) if v is not None]
-        if not present:
-            return
-        self.add(int(rows[present[0]]), key, _int(values[present[0]]))
-        k = self.keys[-1]
-        self.rows.extend(rows[present[1:]].tolist())
-        self.keys.extend([k] * (len(present) - 1))
-        self.values.extend(_ints([values[i] for i in present[1:]]).tolist())
+        present = np.fromiter(map(is_not, values, repeat(None)), bool, len(values))
+        kept = rows[present].tolist()
+        if kept:
+            self.rows.extend(kept)
+            self.keys.extend([self.key(key)] * len(kept))
+            self.values.extend(_ints(list(compress(values, present))).tolist())

@@ -1,39 +1,75 @@
 """``trace_files.events_to_profile``: already-decoded events convert exactly as the file reader does
-(the live Kineto source relies on it), and ``decode_args`` never raises."""
+(the live Kineto source relies on it), and an unusable ``args`` costs only that args."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import msgspec
 import numpy as np
 
 from conftest import trace
-from cuda_tracer.trace_files import (TraceArgs, TraceEvent, decode_args, events_to_profile, read_bytes,
-                                     read_trace)
+from cuda_tracer.events import Kind
+from cuda_tracer.trace_files import TraceEvent, events_to_profile, read_bytes, read_trace
 
 TRACE = "hta/critical_path/cuda_event_sync_multi_stream/event_sync_trace.json.gz"
 
 
 class _Doc(msgspec.Struct):
-    traceEvents: list[TraceEvent]
+    traceEvents: list[dict]
     baseTimeNanoseconds: int = 0
 
 
 def test_decoded_events_convert_like_the_file(shared_traces):
     path: Path = trace(TRACE)
-    doc = msgspec.json.decode(read_bytes(str(path)), type=_Doc)
-    ours = events_to_profile(doc.traceEvents, doc.baseTimeNanoseconds, source=path.name)
+    doc = msgspec.json.Decoder(_Doc, float_hook=Decimal).decode(read_bytes(str(path)))
+    events = [TraceEvent(cat=e.get("cat"), name=e["name"], pid=e["pid"], tid=e["tid"], ts=e["ts"],
+                         dur=e.get("dur", 0), args=msgspec.Raw(msgspec.json.encode(e.get("args", {}))))
+              for e in doc.traceEvents if e.get("ph") == "X"]  # what a live source delivers
+    ours = events_to_profile(events, doc.baseTimeNanoseconds, source=path.name)
     theirs = read_trace(str(path))
-    assert len(ours.batch) == len(theirs.batch) > 50
-    for column in ("kind", "start_ns", "end_ns", "correlation", "external_id", "stream", "device"):
-        np.testing.assert_array_equal(ours.batch.columns[column], theirs.batch.columns[column], column)
-    assert ours.batch.names() == theirs.batch.names()
+    complete = theirs.batch.take(~np.isin(theirs.batch.kind, [Kind.INSTANT, Kind.MEMORY]))
+    assert len(ours.batch) == len(complete) > 50
+    for column in ("kind", "start_ns", "end_ns", "correlation", "external_id", "stream", "device",
+                   "grid_x", "bytes", "subkind"):
+        np.testing.assert_array_equal(ours.batch.columns[column], complete.columns[column], column)
+    assert ours.batch.names() == complete.names()
     assert ours.meta["source"] == theirs.meta["source"] == path.name
 
 
-def test_decode_args_reads_kineto_fields_and_never_raises():
-    args = decode_args('{"correlation": 7, "stream": 13, "External id": 3, "bytes": 4096}')
-    assert (args.correlation, args.stream, args.external_id, args.bytes) == (7, 13, 3, 4096)
-    for junk in ("", "{", "[1, 2]", b"\xff"):
-        assert isinstance(decode_args(junk), TraceArgs)
+def test_an_args_that_is_not_an_object_keeps_the_event_and_loses_only_its_args(tmp_path):
+    kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "dur": 1}
+    events = [dict(kernel, ts=10, args={"correlation": 5, "stream": 9, "grid": [2, 1, 1]}),
+              dict(kernel, ts=20, args=None), dict(kernel, ts=30, args=[1, 2]),
+              dict(kernel, ts=40, args="junk"), dict(kernel, ts=50)]
+    path = tmp_path / "trace.json"
+    path.write_bytes(msgspec.json.encode({"traceEvents": events}))
+    batch = read_trace(str(path)).batch
+    assert batch.start_ns.tolist() == [10_000, 20_000, 30_000, 40_000, 50_000]
+    assert batch.correlation.tolist() == [5, -1, -1, -1, -1]
+    assert batch.stream.tolist() == [9, 7, 7, 7, 7]  # no args: the stream Kineto files it under
+    assert batch.grid_x.tolist() == [2, -1, -1, -1, -1]
+
+
+def test_live_args_keep_ids_when_kineto_metadata_is_not_json():
+    from cuda_tracer.kineto import _args
+
+    class Event:
+        def __init__(self, metadata):
+            self.metadata = metadata
+
+        def correlation_id(self):
+            return 41
+
+        def linked_correlation_id(self):
+            return 40
+
+        def metadata_json(self):
+            return self.metadata
+
+    good = msgspec.json.decode(_args(Event('"stream": 7, "correlation": 42'), "kernel"))
+    assert good == {"correlation": 42, "stream": 7, "External id": 40}
+    for junk in ('"stream": ', "{", '"a": 1}, {"b": 2', ""):
+        assert msgspec.json.decode(_args(Event(junk), "kernel")) == {"correlation": 41, "External id": 40}
+    assert msgspec.json.decode(_args(Event(""), "cpu_op")) == {"External id": 41}
