@@ -208,8 +208,9 @@ define("OTEL_PROFILER_SUMMARY_AT_EXIT", True, parse_bool,
 
 # ------------------------------------------------------------ OTLP export (issue 4: exporter)
 # Read by otel_profiler.exporter (and the export/replay commands); documented in README
-# "Export to Jaeger / Tempo (OTLP)". Standard OTLP exporter variables first: a TRACES_ variant wins
-# over the general one; unset TRACES_ variants default to None (= use the general one).
+# "Export to Jaeger / Tempo (OTLP)". Standard OTLP exporter variables first: a signal's own variant
+# (TRACES_, METRICS_) wins over the general one; unset signal variants default to None (= use the
+# general one).
 def parse_protocol(text: str) -> str:
     return parse_choice("grpc", "http/protobuf", "http/json")(text)
 
@@ -218,11 +219,12 @@ def parse_compression(text: str) -> str:
     return parse_choice("gzip", "none")(text)
 
 
-for _prefix, _what in (("OTEL_EXPORTER_OTLP_", "all signals"), ("OTEL_EXPORTER_OTLP_TRACES_", "traces")):
+for _prefix, _what in (("OTEL_EXPORTER_OTLP_", "all signals"), ("OTEL_EXPORTER_OTLP_TRACES_", "traces"),
+                       ("OTEL_EXPORTER_OTLP_METRICS_", "metrics")):
     _general = _prefix == "OTEL_EXPORTER_OTLP_"
     define(f"{_prefix}ENDPOINT", "" if _general else None, parse_str,
-           f"OTLP endpoint for {_what} (URL; set it to turn span export on). "
-           + ("HTTP appends /v1/traces." if _general else "Used as is."))
+           f"OTLP endpoint for {_what} (URL; set it to turn export on). "
+           + ("HTTP appends /v1/traces or /v1/metrics." if _general else "Used as is."))
     define(f"{_prefix}PROTOCOL", "http/protobuf" if _general else None, parse_protocol,
            f"OTLP protocol for {_what}: grpc, http/protobuf or http/json.")
     define(f"{_prefix}HEADERS", {} if _general else None, parse_key_values,
@@ -283,12 +285,8 @@ define("OTEL_PROFILER_PROMETHEUS_BASIC_AUTH", "", parse_basic_auth,
        "USER:PASSWORD required from scrapers (HTTP basic auth; use with TLS).", secret=True)
 define("OTEL_METRICS_EXPORTER", "otlp", parse_choice("otlp", "none"),
        "Standard OpenTelemetry switch: none keeps metrics off OTLP even when an OTLP endpoint is set.")
-define("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "", parse_str,
-       "OTLP endpoint for metrics (URL, used as is; default: OTEL_EXPORTER_OTLP_ENDPOINT + /v1/metrics).")
-define("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", None, parse_protocol,
-       "OTLP protocol for metrics: grpc, http/protobuf or http/json (default: the general one).")
 define("OTEL_METRIC_EXPORT_INTERVAL", 60000, parse_int(minimum=100),
-       "Milliseconds between two OTLP metric exports.")
+       "Milliseconds between two OTLP metric exports (each sends the cumulative values so far).")
 
 
 # ---------------------------------------------------------------------------------- loading

@@ -1,10 +1,12 @@
-"""The exporter process: EventBatches in through a bounded queue, OTLP out, training never waits.
+"""The exporter process: EventBatches and metric snapshots in through a bounded queue, OTLP out,
+training never waits.
 
 Training-process side (:class:`Exporter`, :func:`exporter_from_env`) imports no protobuf, grpc or
-encoder: ``submit`` puts ``(meta, batch)`` on a bounded ``multiprocessing`` queue without blocking
-(False and a drop counter when full). A separate *spawned* process (:func:`_child_main`) builds
-spans, encodes them and sends them, so encoding and network I/O never hold the training GIL. The
-child is started with ``__main__`` hidden, so spawning never re-runs the training script.
+encoder: ``submit`` puts ``(meta, batch)`` and ``submit_metrics`` a ``MetricsSnapshot`` on a bounded
+``multiprocessing`` queue without blocking (False and a drop counter when full). A separate
+*spawned* process (:func:`_child_main`) builds spans, encodes spans and metrics and sends them, so
+encoding and network I/O never hold the training GIL. The child is started with ``__main__``
+hidden, so spawning never re-runs the training script.
 
 Child side (:class:`Pipeline`, also used synchronously by ``otel-profiler export``):
 spans (``otel_profiler.spans``) → requests (``otel_profiler.otlp``) → sinks:
@@ -14,6 +16,8 @@ spans (``otel_profiler.spans``) → requests (``otel_profiler.otlp``) → sinks:
   probed every ``PROBE_S`` seconds meanwhile; once it answers again the spool is drained.
   ``otel-profiler replay SPOOL`` sends what is left later.
 - OTLP JSON lines file (``OTEL_PROFILER_OTLP_FILE``) and length-delimited ``.pb`` file.
+- Metrics (``metrics_otlp``) go to the metrics endpoint with a short retry and no spool: every
+  snapshot is cumulative, so the next one carries whatever a lost one held.
 
 Counters (``Exporter.counters()``) count everything received, exported, spooled and dropped.
 ``close(timeout_s)`` flushes within the timeout: 80 % into it, remaining requests and batches are
@@ -39,6 +43,7 @@ from typing import Any, Callable
 
 from cuda_tracer.events import EventBatch
 
+from .metric_points import MetricsSnapshot
 from .sinks import OtlpTarget, resolve_target
 from .spans import SpanOptions, options_from_settings
 
@@ -47,7 +52,9 @@ COUNTERS = (
     "spans_built", "spans_exported", "spans_rejected", "spans_spooled", "spans_dropped",
     "requests_sent", "requests_failed_attempts", "requests_spooled", "requests_dropped",
     "spool_requests_delivered", "file_bytes_written",
+    "metric_requests_sent", "metric_requests_failed", "metric_points_exported",
 )
+METRICS_RETRY_S = 2.0
 PROBE_S = 5.0
 KNOWN_STEPS = 256  # steps per rank remembered for events that arrive in a later batch
 HOLD_OPEN_S = 300  # events after the last finished step wait at most this long (event time) for it
@@ -72,6 +79,7 @@ class ExportConfig:
     """Everything the exporter process needs (picklable; headers only inside ``target``)."""
 
     target: OtlpTarget | None = None
+    metrics_target: OtlpTarget | None = None
     json_file: str = ""
     pb_file: str = ""
     spool_dir: str = ""
@@ -83,8 +91,12 @@ class ExportConfig:
     span_options: SpanOptions = field(default_factory=SpanOptions)
 
     @property
-    def has_sink(self) -> bool:
+    def has_span_sink(self) -> bool:
         return bool(self.target or self.json_file or self.pb_file)
+
+    @property
+    def has_sink(self) -> bool:
+        return self.has_span_sink or self.metrics_target is not None
 
 
 def config_from_settings(settings: Any, default_service: str | None = None) -> ExportConfig:
@@ -93,6 +105,7 @@ def config_from_settings(settings: Any, default_service: str | None = None) -> E
         values.get("OTEL_PROFILER_OUTPUT_DIR") or "./otel-profile", "otlp-spool")
     return ExportConfig(
         target=resolve_target(values, warn=warn),
+        metrics_target=resolve_target(values, warn=warn, signal="metrics"),
         json_file=values.get("OTEL_PROFILER_OTLP_FILE") or "",
         spool_dir=spool,
         spool_max_bytes=int(values.get("OTEL_PROFILER_SPOOL_MAX_MB", 1024)) << 20,
@@ -127,6 +140,7 @@ class Pipeline:
         self.config, self.counters, self._warn = config, counters, warn
         self._warned: set[str] = set()
         self.sink = open_sink(config.target) if config.target else None
+        self.metrics_sink = open_sink(config.metrics_target) if config.metrics_target else None
         self.json = JsonLinesFile(config.json_file) if config.json_file else None
         self.pb = DelimitedFile(config.pb_file) if config.pb_file else None
         self.spool = Spool(config.spool_dir, config.spool_max_bytes, warn) \
@@ -172,11 +186,31 @@ class Pipeline:
                 n += self._export(state.meta, held, list(state.steps.values()), deadline)
         return n
 
+    def handle_metrics(self, snapshot: MetricsSnapshot, deadline: float | None = None) -> None:
+        """Send one metrics snapshot (a failure is counted and warned once: the next snapshot is
+        cumulative, so nothing is spooled)."""
+        from . import __version__
+        from .metrics_otlp import encode_metrics
+        from .sinks import deliver
+
+        if self.metrics_sink is None:
+            return
+        request = encode_metrics(snapshot, __version__)
+        result, _ = deliver(self.metrics_sink, request, METRICS_RETRY_S, deadline)
+        if result.ok:
+            self.counters.add("metric_requests_sent")
+            self.counters.add("metric_points_exported", len(snapshot.points))
+        else:
+            self.counters.add("metric_requests_failed")
+            self.warn_once("metrics:" + result.message[:40],
+                           f"{self.config.metrics_target.describe()}: metrics not delivered "
+                           f"({result.message}); the next export sends the totals again")
+
     def _export(self, meta: dict[str, Any], batch: Any, known_steps: list, deadline: float | None) -> int:
         from .otlp import encode_json_lines, split_requests
         from .spans import build_spans
 
-        if not len(batch):
+        if not len(batch) or not self.config.has_span_sink:
             return 0
         table = build_spans(meta, batch, self.config.span_options, known_steps=known_steps)
         self.counters.add("spans_built", len(table))
@@ -203,9 +237,9 @@ class Pipeline:
         if result.ok:
             self._down_until = 0.0
             self.counters.add("requests_sent")
-            self.counters.add("spans_exported", n - result.rejected_spans)
-            if result.rejected_spans:
-                self.counters.add("spans_rejected", result.rejected_spans)
+            self.counters.add("spans_exported", n - result.rejected)
+            if result.rejected:
+                self.counters.add("spans_rejected", result.rejected)
                 self.warn_once("rejected", f"{self.config.target.describe()}: {result.message}")
             self.drain(deadline)
         elif result.retryable:
@@ -252,7 +286,7 @@ class Pipeline:
             self.flush(deadline)
         except Exception as exc:
             self.warn_once("flush", f"span export of held-back events failed ({exc.__class__.__name__}: {exc})")
-        for part in (self.spool, self.json, self.pb, self.sink):
+        for part in (self.spool, self.json, self.pb, self.sink, self.metrics_sink):
             if part is not None:
                 try:
                     part.close()
@@ -290,25 +324,29 @@ def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any) -> None
             break
         if item is None:
             break
-        counters.add("batches_received")
-        meta, batch = item
+        is_metrics = isinstance(item, MetricsSnapshot)
+        if not is_metrics:
+            counters.add("batches_received")
         deadline = None
         if wall_deadline:
             if time.time() >= give_up:
-                counters.add("batches_dropped_at_close")
+                counters.add("metric_requests_failed" if is_metrics else "batches_dropped_at_close")
                 continue
             deadline = time.monotonic() + (wall_deadline - time.time())  # passed: spooled
         if pipeline is None:
-            counters.add("batches_failed")
+            counters.add("metric_requests_failed" if is_metrics else "batches_failed")
             continue
         try:
-            pipeline.handle(meta, batch, deadline)
+            if is_metrics:
+                pipeline.handle_metrics(item, deadline)
+            else:
+                pipeline.handle(*item, deadline)
         except Exception as exc:
-            counters.add("batches_failed")
+            counters.add("metric_requests_failed" if is_metrics else "batches_failed")
             key = f"{exc.__class__.__name__}: {exc}"[:200]
             if key not in errors:
                 errors.add(key)
-                warn(f"span export of a batch failed ({key})")
+                warn(f"{'metrics' if is_metrics else 'span'} export failed ({key})")
     if pipeline is not None:
         wall_deadline = closing[0]
         pipeline.close(time.monotonic() + (wall_deadline - time.time()) if wall_deadline else None)
@@ -352,7 +390,24 @@ class Exporter:
 
     def submit(self, meta: dict[str, Any], batch: Any) -> bool:
         """Queue one rank's batch for export; False (and a drop counted) when the queue is full,
-        after ``close`` or when the exporter process has died (one warning then)."""
+        after ``close`` or when the exporter process has died (one warning then). True without
+        queueing anything when only metrics are exported."""
+        if not self.config.has_span_sink:
+            return True
+        return self._put((meta, batch))
+
+    def submit_metrics(self, snapshot: MetricsSnapshot) -> bool:
+        """Queue a metrics snapshot for the metrics endpoint; False when it cannot be queued (the
+        next snapshot carries the same totals, so nothing is counted as dropped)."""
+        if self.config.metrics_target is None or self._closed or not self._proc.is_alive():
+            return False
+        try:
+            self._queue.put_nowait(snapshot)
+        except Exception:
+            return False
+        return True
+
+    def _put(self, item: Any) -> bool:
         if self._closed:
             self.dropped_closed += 1
             return False
@@ -364,7 +419,7 @@ class Exporter:
             self.dropped_gone += 1
             return False
         try:
-            self._queue.put_nowait((meta, batch))
+            self._queue.put_nowait(item)
         except Exception:  # queue.Full, or a closed queue
             self.dropped += 1
             return False

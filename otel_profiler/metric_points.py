@@ -3,7 +3,7 @@ the Prometheus name each one gets.
 
 Samplers (``system_metrics``) and the profile aggregator (``profile_metrics``) produce
 :class:`Point` values for the :class:`Spec` objects declared here; the Prometheus endpoint
-(``prometheus``) and the OTLP reader (``metrics_otlp``) only translate points. The README's metric
+(``prometheus``) and the OTLP encoder (``metrics_otlp``) only translate points. The README's metric
 table is generated from this module (``python -m otel_profiler.metric_points``).
 
 Names follow the OpenTelemetry semantic conventions where one exists (``hw.gpu.*``, ``hw.power`` /
@@ -96,6 +96,17 @@ class HistogramValue:
 
     def copy(self) -> "HistogramValue":
         return HistogramValue(self.bounds, list(self.counts), self.total, list(self.exemplars))
+
+
+@dataclass
+class MetricsSnapshot:
+    """Every current point of one process, as handed to the exporter process for OTLP: cumulative
+    values since ``start_ns`` (when the process's metrics started), taken at ``time_ns``."""
+
+    resource: dict[str, Any]
+    points: list[Point]
+    start_ns: int
+    time_ns: int
 
 
 CATALOGUE: list[Spec] = []

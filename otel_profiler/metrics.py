@@ -1,29 +1,34 @@
 """``MetricsService``: the one object a profiling session holds for metrics.
 
 It wires the parts together: the system sampler thread (``system_metrics``), the profile-derived
-aggregator (``profile_metrics``), the Prometheus endpoint (``prometheus``) and OTLP metrics
-(``metrics_otlp``). Nothing runs unless an output is configured (``OTEL_PROFILER_PROMETHEUS_PORT``
-or an OTLP endpoint). Every method catches everything: a metrics failure is one warning and the
-training job goes on without that part.
+aggregator (``profile_metrics``), the Prometheus endpoint (``prometheus``) and OTLP metrics: a thread
+that hands a ``MetricsSnapshot`` of every point to the exporter process every
+``OTEL_METRIC_EXPORT_INTERVAL`` ms, which encodes (``metrics_otlp``) and sends it. Nothing runs
+unless an output is configured (``OTEL_PROFILER_PROMETHEUS_PORT`` or an OTLP metrics endpoint).
+Every method catches everything: a metrics failure is one warning and the training job goes on
+without that part.
 
-Session wiring (three calls)::
+Session wiring::
 
     # at the first recorded step (not in Session.start: the torchrun agent runs a session too, records
-    # no step, and would otherwise take rank 0's port), e.g. in _record_step when self.metrics is None:
+    # no step, and would otherwise take rank 0's port), in the flush thread:
     self.metrics = MetricsService().start(self.settings, self.resource, run_id=self.run_id)
+    # once the exporter exists too (its drop counters become metrics; OTLP metrics start):
+    self.metrics.attach_exporter(exporter)
     # in flush(), after self.writer.write(meta, batch):
     self.metrics.observe_batch(batch, meta)
-    # in close():
-    self.metrics.close()
+    # in close(): the last OTLP export before the exporter closes, then stop
+    self.metrics.export_now(); exporter.close(); self.metrics.close()
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Callable
 
 from . import metric_points as m
-from .metric_points import Point
+from .metric_points import MetricsSnapshot, Point
 
 
 def warn(message: str) -> None:
@@ -45,14 +50,19 @@ class MetricsService:
         self.sampler: Any = None
         self.profile: Any = None
         self.endpoint: Any = None
-        self.otlp: Any = None
         self.collector: Any = None
+        self.wants_otlp = False
+        self.exporter: Any = None  # the exporter process's handle, once attached (OTLP metrics)
+        self._resource: dict[str, Any] = {}
+        self._interval_s = 60.0
+        self._start_ns = time.time_ns()
+        self._stop = threading.Event()
+        self._shipper: threading.Thread | None = None
         self._watched: list[Callable[[], dict]] = []
-        self._cache: tuple[float, list[Point]] = (0.0, [])
 
     @property
     def active(self) -> bool:
-        return self.endpoint is not None or self.otlp is not None
+        return self.endpoint is not None or self.wants_otlp
 
     @property
     def url(self) -> str | None:
@@ -60,37 +70,35 @@ class MetricsService:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, settings: Any, resource_attributes: dict[str, Any] | None = None,
-              run_id: str | None = None, otlp_exporter: Any = None) -> "MetricsService":
+              run_id: str | None = None) -> "MetricsService":
         """Start what ``settings`` (``config.load()``) asks for. ``run_id``: the session's run id, used
         when the batch metadata has none (exemplar trace ids follow ``OTEL_PROFILER_RUN_ID`` first,
-        as the span exporter does). ``otlp_exporter`` replaces the OTLP metric exporter (tests)."""
+        as the span exporter does)."""
         try:
             self._start(settings.values if hasattr(settings, "values") else dict(settings),
-                        dict(resource_attributes or {}), run_id, otlp_exporter)
+                        dict(resource_attributes or {}), run_id)
         except Exception as exc:
             warn(f"metrics are off after an internal error ({type(exc).__name__}: {exc})")
             self.close()
         return self
 
-    def _start(self, v: dict[str, Any], resource: dict[str, Any], run_id: str | None,
-               otlp_exporter: Any) -> None:
+    def _start(self, v: dict[str, Any], resource: dict[str, Any], run_id: str | None) -> None:
         if not v.get("OTEL_PROFILER_METRICS", True) or v.get("OTEL_SDK_DISABLED"):
             return
         from .profile_metrics import ProfileMetrics
+        from .sinks import resolve_target
         from .system_metrics import SystemSampler
 
         port = int(v.get("OTEL_PROFILER_PROMETHEUS_PORT") or 0)
-        wants_otlp = otlp_exporter is not None or (
-            v.get("OTEL_METRICS_EXPORTER", "otlp") != "none"
-            and bool(v.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") or v.get("OTEL_EXPORTER_OTLP_ENDPOINT")))
-        if not port and not wants_otlp:
+        self.wants_otlp = resolve_target(v, signal="metrics") is not None
+        if not port and not self.wants_otlp:
             return
+        self._resource = resource
+        self._interval_s = float(v.get("OTEL_METRIC_EXPORT_INTERVAL") or 60000) / 1e3
         self.profile = ProfileMetrics(v.get("OTEL_PROFILER_RUN_ID") or None, run_id)
         self.sampler = SystemSampler(float(v.get("OTEL_PROFILER_METRICS_INTERVAL_S") or 1.0))
         if port:
             self._start_endpoint(v, port + _local_rank(resource))
-        if wants_otlp:
-            self._start_otlp(v, resource, otlp_exporter)
         if not self.active:
             self.close()
             return
@@ -109,16 +117,35 @@ class MetricsService:
                                        v.get("OTEL_PROFILER_PROMETHEUS_KEY_FILE") or "",
                                        v.get("OTEL_PROFILER_PROMETHEUS_BASIC_AUTH") or "", warn=warn)
 
-    def _start_otlp(self, v: dict[str, Any], resource: dict[str, Any], exporter: Any) -> None:
+    def attach_exporter(self, exporter: Any) -> None:
+        """Expose ``exporter``'s drop counters as metrics and, when it has a metrics endpoint and
+        OTLP metrics are wanted, hand it a snapshot every ``OTEL_METRIC_EXPORT_INTERVAL``."""
         try:
-            from .metrics_otlp import OtlpMetrics
-
-            self.otlp = OtlpMetrics.start(v, resource, self._cached_points, exporter)
+            self.watch(exporter.counters)
+            if not self.wants_otlp or exporter.config.metrics_target is None or self.exporter:
+                return
+            self.exporter = exporter
+            self._shipper = threading.Thread(target=self._ship_loop, name="otel-profiler-metrics-otlp",
+                                             daemon=True)
+            self._shipper.start()
         except Exception as exc:
             warn(f"OTLP metrics are off ({type(exc).__name__}: {exc})")
-            self.otlp = None
-        if self.otlp is not None:
-            self.profile.listeners.append(self.otlp.record)
+
+    def _ship_loop(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self.export_now()
+
+    def export_now(self) -> bool:
+        """Hand every current point to the exporter process (cumulative values since start)."""
+        exporter = self.exporter
+        if exporter is None:
+            return False
+        try:
+            return exporter.submit_metrics(MetricsSnapshot(self._resource, self.points(), self._start_ns,
+                                                           time.time_ns()))
+        except Exception as exc:
+            warn(f"OTLP metrics skipped an export ({type(exc).__name__}: {exc})")
+            return False
 
     # ------------------------------------------------------------------ data
     def observe_batch(self, batch: Any, meta: dict[str, Any] | None = None) -> None:
@@ -152,17 +179,14 @@ class MetricsService:
                 pass
         return out
 
-    def _cached_points(self) -> list[Point]:
-        """Points for the OTLP callbacks: one computation per export, shared by every instrument."""
-        stamp, points = self._cache
-        if time.monotonic() - stamp > 0.5:
-            points = self.points()
-            self._cache = (time.monotonic(), points)
-        return points
-
     def close(self) -> None:
-        """Stop the sampler, the endpoint and OTLP (a last export). Idempotent, never raises."""
-        for part in ("otlp", "endpoint", "sampler"):
+        """Stop OTLP exports, the endpoint and the sampler. Idempotent, never raises (the session
+        calls ``export_now`` for the last export before it closes the exporter)."""
+        self._stop.set()
+        shipper, self._shipper, self.exporter = self._shipper, None, None
+        if shipper is not None and shipper is not threading.current_thread():
+            shipper.join(timeout=1.0)
+        for part in ("endpoint", "sampler"):
             obj = getattr(self, part)
             setattr(self, part, None)
             if obj is not None:

@@ -1,120 +1,88 @@
-"""OTLP metrics through the OpenTelemetry SDK: a MeterProvider with a PeriodicExportingMetricReader
-and the OTLP metric exporter (gRPC or HTTP, as ``OTEL_EXPORTER_OTLP[_METRICS]_PROTOCOL`` says).
+"""A ``MetricsSnapshot`` → an OTLP ``ExportMetricsServiceRequest`` (protobuf bytes).
 
-Gauges, counters and up-down counters are *observable* instruments whose callbacks read the same
-latest points the Prometheus endpoint serves, so they cost nothing between exports; histograms are
-synchronous instruments fed by ``ProfileMetrics`` listeners, in the session's flush thread. Export
-(encoding, network) runs on the reader's own thread every ``OTEL_METRIC_EXPORT_INTERVAL`` ms,
-never in a training step. Step-time observations carry the step's trace id as an exemplar (a
-sampled, non-recording span context with the trace id and root span id of the exported step).
+Runs in the exporter process (``otel_profiler.exporter``), which sends the request to the metrics
+endpoint: the training process only hands over a snapshot of its points every
+``OTEL_METRIC_EXPORT_INTERVAL`` ms, so no OpenTelemetry SDK, protobuf or network work happens there.
+
+Mapping (OTLP metrics data model, cumulative temporality throughout, since every point already holds
+the total since the process's metrics started):
+
+- gauge → ``Gauge``; counter → monotonic ``Sum``; up-down counter → non-monotonic ``Sum``;
+- histogram → ``Histogram`` with the catalogue's explicit bounds, per-bucket counts, count and sum,
+  and per bucket the exemplar of its latest observation that had one: the step's trace id and root
+  span id, exactly the ids of the exported ``train.step`` span, so a slow step links to its trace.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
-import numpy as np
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+from opentelemetry.proto.metrics.v1 import metrics_pb2
 
 from . import metric_points as m
-from .metric_points import Point
+from .metric_points import HistogramValue, MetricsSnapshot, Point
+from .otlp import key_value
+from .spans import root_span_id
+
+SCOPE = "otel_profiler"
+_CUMULATIVE = metrics_pb2.AGGREGATION_TEMPORALITY_CUMULATIVE
 
 
-def _endpoint(values: dict[str, Any]) -> tuple[str, str]:
-    """(endpoint URL, protocol) for metrics; ("", "") when none is configured."""
-    protocol = (values.get("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL")
-                or values.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf")
-    url = values.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") or ""
-    if not url and values.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
-        url = values["OTEL_EXPORTER_OTLP_ENDPOINT"]
-        if protocol.startswith("http"):
-            url = url.rstrip("/") + "/v1/metrics"
-    return url, protocol
+def encode_metrics(snapshot: MetricsSnapshot, scope_version: str = "") -> bytes:
+    """One request with every point of the snapshot, one ``Metric`` per catalogue entry."""
+    request = ExportMetricsServiceRequest()
+    resource_metrics = request.resource_metrics.add()
+    _attributes(resource_metrics.resource.attributes, snapshot.resource)
+    scope_metrics = resource_metrics.scope_metrics.add()
+    scope_metrics.scope.name = SCOPE
+    scope_metrics.scope.version = scope_version
+    by_name: dict[str, list[Point]] = {}
+    for point in snapshot.points:
+        by_name.setdefault(point.spec.name, []).append(point)
+    for points in by_name.values():
+        spec = points[0].spec
+        metric = scope_metrics.metrics.add(name=spec.name, unit=spec.unit, description=spec.doc)
+        if spec.kind == m.GAUGE:
+            for p in points:
+                _number(metric.gauge.data_points.add(), p, None, snapshot.time_ns)
+        elif spec.kind in (m.COUNTER, m.UPDOWN):
+            metric.sum.aggregation_temporality = _CUMULATIVE
+            metric.sum.is_monotonic = spec.kind == m.COUNTER
+            for p in points:
+                _number(metric.sum.data_points.add(), p, snapshot.start_ns, snapshot.time_ns)
+        else:
+            metric.histogram.aggregation_temporality = _CUMULATIVE
+            for p in points:
+                _histogram(metric.histogram.data_points.add(), p, snapshot.start_ns, snapshot.time_ns)
+    return request.SerializeToString()
 
 
-def _exporter(values: dict[str, Any], url: str, protocol: str) -> Any:
-    headers = dict(values.get("OTEL_EXPORTER_OTLP_HEADERS") or {})
-    timeout_s = float(values.get("OTEL_EXPORTER_OTLP_TIMEOUT") or 10000) / 1e3
-    cert = values.get("OTEL_EXPORTER_OTLP_CERTIFICATE") or None
-    if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-
-        insecure = bool(values.get("OTEL_EXPORTER_OTLP_INSECURE")) or url.startswith("http://")
-        return OTLPMetricExporter(endpoint=url, insecure=insecure, headers=headers or None, timeout=timeout_s)
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-
-    return OTLPMetricExporter(endpoint=url, headers=headers or None, timeout=timeout_s, certificate_file=cert)
+def _attributes(repeated, attributes: dict) -> None:
+    for key, value in attributes.items():
+        repeated.add().MergeFromString(key_value(str(key), value))
 
 
-class OtlpMetrics:
-    """The MeterProvider and its instruments. ``start`` returns None when no endpoint is set."""
-
-    def __init__(self, provider: Any, histograms: dict[str, Any]) -> None:
-        self.provider = provider
-        self.histograms = histograms
-
-    @classmethod
-    def start(cls, values: dict[str, Any], resource_attributes: dict[str, Any],
-              points: Callable[[], list[Point]], exporter: Any = None) -> "OtlpMetrics | None":
-        """``exporter`` overrides the OTLP exporter (tests pass an in-memory one)."""
-        url, protocol = _endpoint(values)
-        if exporter is None:
-            if not url:
-                return None
-            exporter = _exporter(values, url, protocol)
-        from opentelemetry.metrics import Observation
-        from opentelemetry.sdk.metrics import MeterProvider
-        from opentelemetry.sdk.metrics._internal.exemplar import TraceBasedExemplarFilter
-        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-        from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
-        from opentelemetry.sdk.resources import Resource
-
-        interval = float(values.get("OTEL_METRIC_EXPORT_INTERVAL") or 60000)
-        reader = PeriodicExportingMetricReader(exporter, export_interval_millis=interval)
-        views = [View(instrument_name=s.name, aggregation=ExplicitBucketHistogramAggregation(list(s.buckets)))
-                 for s in m.CATALOGUE if s.kind == m.HISTOGRAM]
-        provider = MeterProvider(metric_readers=[reader], resource=Resource.create(resource_attributes),
-                                 views=views, exemplar_filter=TraceBasedExemplarFilter())
-        meter = provider.get_meter("otel_profiler")
-        histograms: dict[str, Any] = {}
-
-        def callback_for(spec: m.Spec) -> Callable:
-            def callback(options: Any) -> list:
-                return [Observation(p.value, p.attributes) for p in points() if p.spec is spec]
-            return callback
-
-        for spec in m.CATALOGUE:
-            make = {m.GAUGE: meter.create_observable_gauge, m.COUNTER: meter.create_observable_counter,
-                    m.UPDOWN: meter.create_observable_up_down_counter}.get(spec.kind)
-            if make is not None:
-                make(spec.name, callbacks=[callback_for(spec)], unit=spec.unit, description=spec.doc)
-            else:
-                histograms[spec.name] = meter.create_histogram(spec.name, unit=spec.unit, description=spec.doc)
-        return cls(provider, histograms)
-
-    def record(self, spec: m.Spec, attributes: dict, seconds: np.ndarray, exemplars: list) -> None:
-        """ProfileMetrics listener: record histogram values (exemplars: [(index, trace_id_hex)])."""
-        histogram = self.histograms.get(spec.name)
-        if histogram is None:
-            return
-        contexts = {i: _step_context(t) for i, t in exemplars}
-        for i, value in enumerate(seconds.tolist()):
-            histogram.record(value, attributes, context=contexts.get(i))
-
-    def close(self) -> None:
-        try:
-            self.provider.shutdown(timeout_millis=5000)
-        except Exception:
-            pass
+def _number(dp, point: Point, start_ns: int | None, time_ns: int) -> None:
+    _attributes(dp.attributes, point.attributes)
+    if start_ns is not None:
+        dp.start_time_unix_nano = start_ns
+    dp.time_unix_nano = time_ns
+    dp.as_double = float(point.value)
 
 
-def _step_context(trace_hex: str) -> Any:
-    """A context whose current span is the (sampled) root span of the exported step trace."""
-    from opentelemetry import trace
-    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
-
-    from .spans import root_span_id
-
-    tid = int(trace_hex, 16)
-    root = root_span_id(tid >> 64, tid & (2**64 - 1))
-    ctx = SpanContext(tid, root, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
-    return trace.set_span_in_context(NonRecordingSpan(ctx))
+def _histogram(dp, point: Point, start_ns: int, time_ns: int) -> None:
+    h: HistogramValue = point.value
+    _attributes(dp.attributes, point.attributes)
+    dp.start_time_unix_nano, dp.time_unix_nano = start_ns, time_ns
+    dp.count, dp.sum = h.count, h.total
+    dp.explicit_bounds.extend(h.bounds)
+    dp.bucket_counts.extend(h.counts)
+    for exemplar in h.exemplars:
+        if exemplar is None:
+            continue
+        trace_hex, value, unix_s = exemplar
+        trace = int(trace_hex, 16)
+        e = dp.exemplars.add()
+        e.trace_id = trace.to_bytes(16, "big")
+        e.span_id = root_span_id(trace >> 64, trace & (2**64 - 1)).to_bytes(8, "big")
+        e.as_double = value
+        e.time_unix_nano = int(unix_s * 1e9)

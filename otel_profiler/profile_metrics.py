@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -30,9 +30,6 @@ from . import metric_points as m
 from .analysis.breakdown import class_times, temporal_breakdown
 from .metric_points import HistogramValue, Point, Spec
 from .spans import batch_steps, run_id_of, trace_id, trace_rank
-
-HistogramListener = Callable[[Spec, dict, np.ndarray, list], None]
-"""Called with (spec, attributes, values in seconds, [(index, trace_id_hex)]) for each histogram update."""
 
 _DROP_KEYS = ("cupti_dropped_records", "lost_records", "skipped_events")
 
@@ -56,7 +53,6 @@ class ProfileMetrics:
         self.run_id = run_id
         self.default_run_id = default_run_id
         self.cpu_seconds = 0.0
-        self.listeners: list[HistogramListener] = []
         self._lock = threading.Lock()
         self._values: dict[tuple, Point] = {}
 
@@ -82,14 +78,8 @@ class ProfileMetrics:
         for i, c in enumerate(np.bincount(slots, minlength=len(h.counts)).tolist()):
             h.counts[i] += c
         h.total += float(seconds.sum())
-        ex = list(exemplars)
-        for i, trace_hex, ts in ex:
+        for i, trace_hex, ts in exemplars:
             h.exemplars[int(slots[i])] = (trace_hex, float(seconds[i]), ts)
-        for listener in self.listeners:
-            try:
-                listener(spec, attrs, seconds, [(i, t) for i, t, _ in ex])
-            except Exception:
-                pass
 
     def add_dropped(self, reason: str, count: float) -> None:
         if count:

@@ -222,9 +222,13 @@ class Session:
             if self._window is not None:  # the step in progress, if any, is the window's last
                 self._close_window(self._step + (self._step_start is not None))
             self._unhook()
+            if self._metrics_due and not self._metrics_made:  # a run shorter than one poll
+                self._start_metrics()
             self.flush()
             markers.active = False
             if self._exporter is not None:
+                if self.metrics is not None:
+                    self.metrics.export_now()  # the last OTLP metrics, after the last batch
                 self._exporter.close(timeout_s=5.0)
             if self.settings["OTEL_PROFILER_SUMMARY_AT_EXIT"] and self.writer.parts:
                 write_summary(self.folder)
@@ -307,12 +311,13 @@ class Session:
             warn(f"metrics are off ({type(exc).__name__}: {exc})")
 
     def _watch_exporter(self) -> None:
-        """Expose the span exporter's drop counters as metrics, once both exist."""
+        """Connect metrics and the exporter once both exist: its drop counters become metrics and
+        OTLP metrics go out through it."""
         with self._watch_lock:
             if self.metrics is None or self._exporter is None or self._exporter_watched:
                 return
             self._exporter_watched = True
-        self.metrics.watch(self._exporter.counters)
+        self.metrics.attach_exporter(self._exporter)
 
     def _unhook(self) -> None:
         """Give back the optimizer hook, the trigger socket and the signal handlers. Never raises."""

@@ -1,5 +1,6 @@
-"""A real OTLP traces receiver for tests: gRPC and HTTP servers on the official opentelemetry-proto
-service definitions, collecting every ``ExportTraceServiceRequest`` they accept.
+"""A real OTLP receiver for tests: gRPC and HTTP servers on the official opentelemetry-proto
+service definitions, collecting every ``ExportTraceServiceRequest`` and ``ExportMetricsServiceRequest``
+they accept.
 
 ``required_headers`` makes them refuse requests without those headers (UNAUTHENTICATED / 401);
 ``delay_s`` makes every export slow.
@@ -14,6 +15,11 @@ from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -26,6 +32,7 @@ class Collected:
 
     def __init__(self) -> None:
         self.requests: list[ExportTraceServiceRequest] = []
+        self.metric_requests: list[ExportMetricsServiceRequest] = []
         self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
 
@@ -33,6 +40,21 @@ class Collected:
         with self._lock:
             self.requests.append(request)
             self.headers.append(headers)
+
+    def add_metrics(self, request: ExportMetricsServiceRequest) -> None:
+        with self._lock:
+            self.metric_requests.append(request)
+
+    def metrics(self) -> dict[str, list]:
+        """Metric name -> every received ``Metric`` message of that name, in arrival order."""
+        out: dict[str, list] = {}
+        with self._lock:
+            for req in self.metric_requests:
+                for rm in req.resource_metrics:
+                    for sm in rm.scope_metrics:
+                        for metric in sm.metrics:
+                            out.setdefault(metric.name, []).append(metric)
+        return out
 
     def spans(self) -> list[tuple[dict, object]]:
         """``(resource attributes as dict, Span)`` for every received span."""
@@ -59,6 +81,17 @@ class _Servicer(trace_service_pb2_grpc.TraceServiceServicer):
         return ExportTraceServiceResponse()
 
 
+class _MetricsServicer(metrics_service_pb2_grpc.MetricsServiceServicer):
+    def __init__(self, receiver: "OtlpReceiver") -> None:
+        self.r = receiver
+
+    def Export(self, request, context):  # noqa: N802 (the proto's name)
+        if not self.r.authorized({k: v for k, v in context.invocation_metadata()}):
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong credentials")
+        self.r.collected.add_metrics(request)
+        return ExportMetricsServiceResponse()
+
+
 class OtlpReceiver:
     """``start()`` opens a gRPC server and an HTTP server on free localhost ports."""
 
@@ -79,6 +112,7 @@ class OtlpReceiver:
         self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=4),
                                  options=[("grpc.max_receive_message_length", 64 << 20)])
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_Servicer(self), self._grpc)
+        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(_MetricsServicer(self), self._grpc)
         self.grpc_port = self._grpc.add_insecure_port(f"127.0.0.1:{self.grpc_port}")
         self._grpc.start()
         receiver = self
@@ -89,10 +123,13 @@ class OtlpReceiver:
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                if self.path != "/v1/traces":
+                if self.path not in ("/v1/traces", "/v1/metrics"):
                     return self._reply(404, b"not found")
                 if not receiver.authorized(headers):
                     return self._reply(401, b"unauthorized")
+                if self.path == "/v1/metrics":
+                    receiver.collected.add_metrics(ExportMetricsServiceRequest.FromString(body))
+                    return self._reply(200, ExportMetricsServiceResponse().SerializeToString())
                 time.sleep(receiver.delay_s)
                 receiver.collected.add(ExportTraceServiceRequest.FromString(body), headers)
                 self._reply(200, ExportTraceServiceResponse().SerializeToString())

@@ -10,7 +10,6 @@ import threading
 import urllib.error
 import urllib.request
 import warnings
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -252,57 +251,74 @@ def test_nothing_runs_without_an_output() -> None:
 
 
 # ------------------------------------------------------------------------------ OTLP metrics
-class _MetricsReceiver:
-    """A real OTLP/HTTP metrics endpoint collecting ExportMetricsServiceRequest messages."""
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_otlp_metrics_go_through_the_exporter_process(protocol: str) -> None:
+    from otel_profiler.exporter import exporter_from_env
+    from otel_profiler.profile_metrics import step_trace_hex
+    from otel_profiler.spans import root_span_id, run_id_of
+    from otlp_receiver import OtlpReceiver
 
-    def __init__(self) -> None:
-        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
-
-        self.requests: list = []
-        received = self.requests
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                if self.path == "/v1/metrics":
-                    received.append(ExportMetricsServiceRequest.FromString(body))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-
-def test_otlp_metrics_reach_a_receiver_with_step_exemplars() -> None:
-    receiver = _MetricsReceiver()
-    try:
-        settings = config.load({"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
-                                "OTEL_METRIC_EXPORT_INTERVAL": "100000"})
+    with OtlpReceiver() as receiver:
+        endpoint = receiver.grpc_endpoint if protocol == "grpc" else receiver.http_endpoint + "/v1/metrics"
+        settings = config.load({  # metrics only: their own endpoint, no general one
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": protocol,
+            "OTEL_METRIC_EXPORT_INTERVAL": "100000"})
         service = MetricsService().start(settings, {"service.name": "trainer", "ml.local_rank": 0}, run_id="run-o")
-        assert service.otlp is not None and service.endpoint is None
+        exporter = exporter_from_env(settings, default_service="trainer")
+        assert exporter is not None and not exporter.config.has_span_sink
+        service.attach_exporter(exporter)
         rank = load_profile([str(trace(NCCL))]).ranks[0]
         service.observe_batch(rank.batch, rank.meta)
-        service.close()  # shutdown exports once
-        metrics = {mt.name: mt for rq in receiver.requests for rm in rq.resource_metrics
-                   for sm in rm.scope_metrics for mt in sm.metrics}
-        assert {"process.cpu.utilization", "system.cpu.utilization", "otel_profiler.gpu.busy",
-                "otel_profiler.gpu.kernel.time", "otel_profiler.step.duration"} <= set(metrics)
-        assert metrics["otel_profiler.step.duration"].unit == "s"
-        (point,) = metrics["otel_profiler.step.duration"].histogram.data_points
-        assert point.count == 3
-        from otel_profiler.profile_metrics import step_trace_hex
+        assert exporter.submit(rank.meta, rank.batch)  # spans are off: accepted, nothing queued
+        sent = service.points()
+        assert service.export_now()
+        counters = exporter.close(timeout_s=10)
+        service.close()
+    assert (counters["metric_requests_sent"], counters["batches_received"]) == (1, 0)
+    assert not receiver.collected.requests  # no traces endpoint: no spans
+    (request,) = receiver.collected.metric_requests
+    resource = {a.key: a.value.string_value for a in request.resource_metrics[0].resource.attributes}
+    assert resource["service.name"] == "trainer"
+    metrics = {name: ms[-1] for name, ms in receiver.collected.metrics().items()}
+    assert {"process.cpu.utilization", "system.cpu.utilization", "otel_profiler.gpu.busy",
+            "otel_profiler.gpu.kernel.time", "otel_profiler.step.duration"} <= set(metrics)
+    # Every point arrives with its value: gauges as gauges, counters as cumulative monotonic sums.
+    expected = {(p.spec.name, tuple(sorted(p.attributes.items()))): p.value for p in sent
+                if p.spec.source == "profile" and p.spec.kind != m.HISTOGRAM}
+    received = {}
+    for metric in metrics.values():
+        which = metric.WhichOneof("data")
+        if which in ("gauge", "sum"):
+            for dp in getattr(metric, which).data_points:
+                attrs = tuple(sorted((a.key, getattr(a.value, a.value.WhichOneof("value"))) for a in dp.attributes))
+                received[(metric.name, attrs)] = dp.as_double
+    assert expected and all(received[k] == pytest.approx(v) for k, v in expected.items())
+    kernel_time = metrics["otel_profiler.gpu.kernel.time"].sum
+    assert kernel_time.is_monotonic and kernel_time.aggregation_temporality == 2  # CUMULATIVE
+    (point,) = metrics["otel_profiler.step.duration"].histogram.data_points
+    (step_point,) = [p for p in sent if p.spec is m.STEP_DURATION]
+    assert list(point.bucket_counts) == step_point.value.counts and point.count == 3
+    assert point.sum == pytest.approx(step_point.value.total) and metrics["otel_profiler.step.duration"].unit == "s"
+    steps = [int(v) for v in rank.batch.extra("step").values()]
+    step_traces = {step_trace_hex(run_id_of(rank.meta), 0, n) for n in steps}
+    assert point.exemplars and {e.trace_id.hex() for e in point.exemplars} <= step_traces
+    for e in point.exemplars:  # the exemplar points at the exported train.step (root) span
+        trace_id = int(e.trace_id.hex(), 16)
+        assert int(e.span_id.hex(), 16) == root_span_id(trace_id >> 64, trace_id & (2**64 - 1))
 
-        from otel_profiler.spans import run_id_of
 
-        ids = {e.trace_id.hex() for e in point.exemplars}
-        steps = [int(v) for v in rank.batch.extra("step").values()]
-        assert ids and ids <= {step_trace_hex(run_id_of(rank.meta), 0, n) for n in steps}
-        resource = {a.key: a.value.string_value for a in receiver.requests[0].resource_metrics[0].resource.attributes}
-        assert resource["service.name"] == "trainer"
-    finally:
-        receiver.server.shutdown()
+def test_a_metrics_endpoint_that_is_down_costs_one_warning(capfd) -> None:
+    from otel_profiler.exporter import exporter_from_env
+
+    settings = config.load({"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": f"http://127.0.0.1:{free_port()}/v1/metrics",
+                            "OTEL_METRIC_EXPORT_INTERVAL": "100000"})
+    service = MetricsService().start(settings, {"service.name": "trainer"}, run_id="run-d")
+    exporter = exporter_from_env(settings, default_service="trainer")
+    assert exporter is not None and exporter.config.target is None  # metrics only
+    service.attach_exporter(exporter)
+    assert service.export_now() and service.export_now()
+    counters = exporter.close(timeout_s=10)
+    service.close()
+    assert counters["metric_requests_failed"] == 2 and counters["metric_requests_sent"] == 0
+    err = capfd.readouterr().err
+    assert err.count("metrics not delivered") == 1 and "Traceback" not in err

@@ -179,7 +179,7 @@ def test_exporter_from_env_none_without_sink_and_json_file_sink(tmp_path, rank):
 
 
 def test_training_side_imports_no_protobuf_or_grpc():
-    code = ("import sys, otel_profiler.exporter, otel_profiler.spans, otel_profiler.config;"
+    code = ("import sys, otel_profiler.exporter, otel_profiler.spans, otel_profiler.config, otel_profiler.metrics;"
             "bad = [m for m in sys.modules if m.startswith(('grpc', 'google.protobuf', 'opentelemetry'))];"
             "print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
@@ -271,12 +271,14 @@ def test_tls_errors_warn_and_never_hang(tmp_path, receiver, rank, capfd):
     assert not receiver.collected.requests
 
 
-def test_live_cpu_torch_run_delivers_steps_and_annotations(tmp_path, receiver, monkeypatch):
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_live_cpu_torch_run_delivers_steps_annotations_and_metrics(tmp_path, receiver, monkeypatch, protocol):
     torch = pytest.importorskip("torch")
     from otel_profiler import api
 
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.grpc_endpoint)
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT",
+                       receiver.grpc_endpoint if protocol == "grpc" else receiver.http_endpoint)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
     monkeypatch.setenv("OTEL_PROFILER_SPOOL_DIR", str(tmp_path / "spool"))
     model = torch.nn.Linear(16, 4)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -297,6 +299,12 @@ def test_live_cpu_torch_run_delivers_steps_and_annotations(tmp_path, receiver, m
         children = [s for s in spans if s["name"] == name]
         assert len(children) == 4
         assert all(roots[s["parent"]]["trace"] == s["trace"] for s in children)
+    # Metrics went through the same exporter process; each step's exemplar names its step span.
+    (step_metric,) = receiver.collected.metrics()["otel_profiler.step.duration"]
+    (point,) = step_metric.histogram.data_points
+    assert point.count == 4 and point.exemplars
+    exported_roots = {(s["trace"], s["span"]) for s in roots.values()}
+    assert {(e.trace_id.hex(), e.span_id.hex()) for e in point.exemplars} <= exported_roots
 
 
 def test_spool_drains_by_itself_when_the_endpoint_comes_back(tmp_path, rank):

@@ -7,9 +7,10 @@ only by :func:`open_sink`, i.e. in the exporter process or the CLI.
 
 Rules (OTLP exporter specification):
 
-- A ``TRACES_`` variable wins over the general one.
-- HTTP: ``OTEL_EXPORTER_OTLP_ENDPOINT`` gets ``/v1/traces`` appended; the traces endpoint is used
-  as is. gRPC: ``http://`` means plaintext, ``https://`` TLS; without a scheme TLS unless
+- One target per signal (traces, metrics). A signal's own variable (``TRACES_``, ``METRICS_``) wins
+  over the general one; ``OTEL_METRICS_EXPORTER=none`` turns metrics off.
+- HTTP: ``OTEL_EXPORTER_OTLP_ENDPOINT`` gets ``/v1/traces`` or ``/v1/metrics`` appended; a signal's
+  own endpoint is used as is. gRPC: ``http://`` means plaintext, ``https://`` TLS; without a scheme TLS unless
   ``OTEL_EXPORTER_OTLP_INSECURE`` is true.
 - Retryable: gRPC UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED, CANCELLED,
   OUT_OF_RANGE, DATA_LOSS; HTTP 429, 502, 503, 504 and connection failures. Everything else is
@@ -32,7 +33,7 @@ PROTOCOLS = ("grpc", "http/protobuf")
 
 @dataclass
 class OtlpTarget:
-    """A resolved OTLP traces destination. ``describe()`` is safe to log (no header values)."""
+    """A resolved OTLP destination of one signal. ``describe()`` is safe to log (no header values)."""
 
     endpoint: str
     protocol: str = "http/protobuf"
@@ -43,6 +44,7 @@ class OtlpTarget:
     client_key: str = ""
     client_certificate: str = ""
     insecure: bool = False
+    signal: str = "traces"  # or "metrics"
 
     def describe(self) -> str:
         keys = f", headers: {', '.join(sorted(self.headers))}" if self.headers else ""
@@ -57,7 +59,7 @@ class Result:
     retryable: bool = False
     message: str = ""
     retry_after_s: float | None = None
-    rejected_spans: int = 0
+    rejected: int = 0  # spans or data points the receiver refused (partial success)
 
 
 OK = Result(True)
@@ -71,47 +73,51 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
 
-def _pick(values: dict[str, Any], name: str) -> Any:
-    specific = values.get(f"OTEL_EXPORTER_OTLP_TRACES_{name}")
+def _pick(values: dict[str, Any], signal: str, name: str) -> Any:
+    specific = values.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_{name}")
     return specific if specific is not None else values.get(f"OTEL_EXPORTER_OTLP_{name}")
 
 
-def http_traces_url(base: str) -> str:
-    """``base`` + ``/v1/traces`` (the OTLP/HTTP rule for the general endpoint)."""
-    return base.rstrip("/") + "/v1/traces"
+def http_signal_url(base: str, signal: str = "traces") -> str:
+    """``base`` + ``/v1/traces`` or ``/v1/metrics`` (the OTLP/HTTP rule for the general endpoint)."""
+    return base.rstrip("/") + f"/v1/{signal}"
 
 
 def resolve_target(values: dict[str, Any], endpoint: str | None = None, protocol: str | None = None,
-                   warn: Callable[[str], None] | None = None) -> OtlpTarget | None:
-    """The traces target from settings values (``config.load().values``); ``endpoint``/``protocol``
-    (command-line flags) override them. None when no endpoint is configured."""
-    proto = protocol or _pick(values, "PROTOCOL") or "http/protobuf"
+                   warn: Callable[[str], None] | None = None,
+                   signal: str = "traces") -> OtlpTarget | None:
+    """The target of ``signal`` ("traces" or "metrics") from settings values
+    (``config.load().values``); ``endpoint``/``protocol`` (command-line flags) override them. None
+    when no endpoint is configured, or for metrics when ``OTEL_METRICS_EXPORTER`` is ``none``."""
+    if signal == "metrics" and values.get("OTEL_METRICS_EXPORTER") == "none" and not endpoint:
+        return None
+    proto = protocol or _pick(values, signal, "PROTOCOL") or "http/protobuf"
     if proto == "http/json":
         if warn:
-            warn("OTLP protocol http/json is not supported for spans; using http/protobuf")
+            warn(f"OTLP protocol http/json is not supported for {signal}; using http/protobuf")
         proto = "http/protobuf"
-    specific = values.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    specific = values.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT")
     if endpoint:
         url = endpoint
         if proto != "grpc" and urlsplit(url).path in ("", "/"):
-            url = http_traces_url(url)
+            url = http_signal_url(url, signal)
     elif specific:
         url = specific
     elif values.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         base = values["OTEL_EXPORTER_OTLP_ENDPOINT"]
-        url = base if proto == "grpc" else http_traces_url(base)
+        url = base if proto == "grpc" else http_signal_url(base, signal)
     else:
         return None
-    timeout_ms = _pick(values, "TIMEOUT")
-    insecure = _pick(values, "INSECURE")
+    timeout_ms = _pick(values, signal, "TIMEOUT")
+    insecure = _pick(values, signal, "INSECURE")
     return OtlpTarget(
-        endpoint=url, protocol=proto, headers=dict(_pick(values, "HEADERS") or {}),
+        endpoint=url, protocol=proto, headers=dict(_pick(values, signal, "HEADERS") or {}),
         timeout_s=(timeout_ms if timeout_ms is not None else 10000) / 1000.0,
-        compression=_pick(values, "COMPRESSION") or "none",
-        certificate=_pick(values, "CERTIFICATE") or "",
-        client_key=_pick(values, "CLIENT_KEY") or "",
-        client_certificate=_pick(values, "CLIENT_CERTIFICATE") or "",
-        insecure=bool(insecure))
+        compression=_pick(values, signal, "COMPRESSION") or "none",
+        certificate=_pick(values, signal, "CERTIFICATE") or "",
+        client_key=_pick(values, signal, "CLIENT_KEY") or "",
+        client_certificate=_pick(values, signal, "CLIENT_CERTIFICATE") or "",
+        insecure=bool(insecure), signal=signal)
 
 
 def open_sink(target: OtlpTarget) -> Sink:

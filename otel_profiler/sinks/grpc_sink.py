@@ -1,17 +1,26 @@
-"""OTLP/gRPC sink: sends pre-encoded ``ExportTraceServiceRequest`` bytes on the official service path.
+"""OTLP/gRPC sink: sends pre-encoded ``ExportTraceServiceRequest`` or ``ExportMetricsServiceRequest``
+bytes on the official service path of the target's signal.
 
-The request is already serialized (``otel_profiler.otlp``), so the call passes bytes straight
-through (no request serializer) and parses only the small response for ``partial_success``.
+The request is already serialized (``otel_profiler.otlp``, ``otel_profiler.metrics_otlp``), so the
+call passes bytes straight through (no request serializer) and parses only the small response for
+``partial_success``.
 """
 
 from __future__ import annotations
 
 import grpc
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from . import OK, OtlpTarget, Result
 
-EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+# Per signal: the service method, its response message and the response's "rejected" count field.
+EXPORT = {
+    "traces": ("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+               ExportTraceServiceResponse, "rejected_spans"),
+    "metrics": ("/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
+                ExportMetricsServiceResponse, "rejected_data_points"),
+}
 _RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
               grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.ABORTED, grpc.StatusCode.CANCELLED,
               grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.DATA_LOSS}
@@ -47,7 +56,8 @@ class GrpcSink:
     def __init__(self, target: OtlpTarget) -> None:
         self.target = target
         self._channel = channel_for(target)
-        self._export = self._channel.unary_unary(EXPORT_METHOD)
+        method, self._response, self._rejected_field = EXPORT[target.signal]
+        self._export = self._channel.unary_unary(method)
         self._metadata = tuple((k.lower(), v) for k, v in target.headers.items())
 
     def send(self, request: bytes, timeout_s: float | None = None) -> Result:
@@ -64,12 +74,12 @@ class GrpcSink:
             return Result(False, False, "invalid OTLP header (value hidden)")
         rejected = 0
         try:
-            resp = ExportTraceServiceResponse.FromString(raw)
-            rejected = resp.partial_success.rejected_spans
+            resp = self._response.FromString(raw)
+            rejected = getattr(resp.partial_success, self._rejected_field)
         except Exception:
             pass
-        return OK if not rejected else Result(True, rejected_spans=rejected,
-                                              message=f"receiver rejected {rejected} spans")
+        return OK if not rejected else Result(True, rejected=rejected,
+                                              message=f"receiver rejected {rejected} {self.target.signal} items")
 
     def close(self) -> None:
         self._channel.close()

@@ -1,4 +1,5 @@
-"""OTLP/HTTP (protobuf) sink on the standard library's ``http.client``: POST to ``/v1/traces``.
+"""OTLP/HTTP (protobuf) sink on the standard library's ``http.client``: POST to ``/v1/traces`` or
+``/v1/metrics``.
 
 TLS uses ``OTEL_EXPORTER_OTLP_CERTIFICATE`` (trusted CAs) and the client key/certificate pair for
 mutual TLS; gzip when compression is ``gzip``. 429/502/503/504 and connection failures are
@@ -23,7 +24,7 @@ class HttpSink:
         url = urlsplit(target.endpoint if "://" in target.endpoint else "http://" + target.endpoint)
         self._https = url.scheme == "https"
         self._host, self._port = url.hostname or "localhost", url.port
-        self._path = (url.path or "/v1/traces") + (f"?{url.query}" if url.query else "")
+        self._path = (url.path or f"/v1/{target.signal}") + (f"?{url.query}" if url.query else "")
         self._context = None
         if self._https:
             ctx = ssl.create_default_context(cafile=target.certificate or None)
