@@ -29,18 +29,7 @@ from typing import Any, Callable
 
 from . import metric_points as m
 from .metric_points import MetricsSnapshot, Point
-
-
-def warn(message: str) -> None:
-    """The profiler's warning channel (``ProfilerWarning``), stderr if that is unavailable."""
-    try:
-        from .session import warn as session_warn
-
-        session_warn(message)
-    except Exception:
-        from .system_metrics import note
-
-        note(message)
+from .profiler_warnings import warn
 
 
 class MetricsService:

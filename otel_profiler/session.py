@@ -28,7 +28,6 @@ import socket
 import sys
 import threading
 import time
-import warnings
 from time import perf_counter_ns
 from typing import Any, Iterator, Mapping
 
@@ -38,6 +37,7 @@ from cuda_tracer.events import EventBatch, Kind
 
 from . import __version__, config, markers
 from .output import RankWriter, write_summary
+from .profiler_warnings import ProfilerWarning, warn  # noqa: F401 (ProfilerWarning: part of this module's API)
 from .resource import attributes, distributed_position, run_id
 from .windows import WindowPolicy
 
@@ -49,18 +49,6 @@ MAX_WINDOWS_IN_META = 1000
 FLUSH_POLL_S = 0.2
 EXPORTER_CHILD_ENV = "_OTEL_PROFILER_EXPORTER_CHILD"
 """Set (internally) in the environment our exporter process is spawned with: no session starts there."""
-
-
-class ProfilerWarning(RuntimeWarning):
-    """Everything the profiler has to tell the user (bad settings, backing off, a failure)."""
-
-
-def warn(message: str) -> None:
-    """Tell the user once, never raising (stderr may be unusable, e.g. inside a signal handler)."""
-    try:
-        warnings.warn(f"otel-profiler: {message}", ProfilerWarning, stacklevel=3)
-    except Exception:
-        pass
 
 
 def current() -> "Session | None":
