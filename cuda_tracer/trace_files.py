@@ -21,11 +21,12 @@ import gc
 import gzip
 import os
 import re
+import threading
 import zlib
 from contextlib import contextmanager
 from itertools import compress, repeat
 from operator import attrgetter, is_not
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any, Iterator, Union
 
 import msgspec
@@ -210,21 +211,31 @@ def read_bytes(path: str) -> bytes:
 def read_trace(path: str) -> RankProfile:
     """Read one Kineto/Chrome trace file into a ``RankProfile``. Raises ``TraceError``."""
     with _collector_paused():
-        return _read(path, read_bytes(path))  # _read owns the text and frees it once decoded
+        return _read(path, read_bytes(path))  # _read owns the text (kept alive by the raw args)
+
+
+_pause_lock = threading.Lock()
+_pauses = [0, False]  # readers inside, whether the collector was on when the first came in
 
 
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     """Pause Python's cycle collector while a file is converted: reading allocates a few hundred
     thousand containers and frees none of them, so every collection it would trigger (several full
-    ones on a large trace, each walking everything alive) is wasted time."""
-    enabled = gc.isenabled()
-    gc.disable()
+    ones on a large trace, each walking everything alive) is wasted time. Readers in several threads
+    share one pause; the last one out restores the collector as the first one found it."""
+    with _pause_lock:
+        if _pauses[0] == 0:
+            _pauses[1] = gc.isenabled()
+            gc.disable()
+        _pauses[0] += 1
     try:
         yield
     finally:
-        if enabled:
-            gc.enable()
+        with _pause_lock:
+            _pauses[0] -= 1
+            if _pauses[0] == 0 and _pauses[1]:
+                gc.enable()
 
 
 def _read(path: str, data: bytes) -> RankProfile:
@@ -273,10 +284,11 @@ def _int(value: Any, default: int = MISSING) -> int:
     if value is None or isinstance(value, bool):
         return default
     try:
-        if type(value) is not int:
-            value = (int(value, 0) if value[:2].lower() == "0x" else int(float(value))
-                     if isinstance(value, str) else int(value))
-    except (ValueError, OverflowError, TypeError):
+        if isinstance(value, str):
+            value = int(value, 0) if value[:2].lower() == "0x" else int(float(value))
+        elif type(value) is not int:
+            value = int(value)  # a float or Decimal is truncated; a list or object is junk
+    except (ArithmeticError, ValueError, TypeError):
         return default
     return value if -2**63 <= value < 2**63 else default
 
@@ -298,7 +310,9 @@ def _ints(values: list[Any]) -> np.ndarray:
     conversion; anything else (null, hex or label strings, huge numbers) takes the careful path.
     """
     try:
-        return np.array(values, dtype=np.int64)
+        column = np.array(values, dtype=np.int64)
+        if column.ndim == 1:  # lists of equal length would make a 2-D array
+            return column
     except (TypeError, ValueError, OverflowError):
         pass
     fixed = list(values)
@@ -322,7 +336,7 @@ def _to_ns(values: list[Any], ns_per_unit: int) -> np.ndarray:
         if len(counts) and np.abs(counts).max() >= _TIME_LIMIT_NS // ns_per_unit:
             raise OverflowError("timestamp out of range")
         return counts * ns_per_unit
-    ns = [int(v * ns_per_unit) for v in values]
+    ns = [_scaled(v, ns_per_unit) for v in values]
     if ns and max(map(abs, ns)) >= _TIME_LIMIT_NS:
         raise OverflowError("timestamp out of range")
     return np.array(ns, dtype=np.int64)
@@ -354,7 +368,7 @@ def _convert(path: str, doc: _TraceFile, ns_per_unit: int = 1000) -> RankProfile
     # Times: exact decimal µs -> integer ns. Rows with unusable times are dropped (and counted).
     try:
         start, dur = _times(fields[2], fields[3], phases, base_ns, ns_per_unit)
-    except (InvalidOperation, OverflowError, ValueError, TypeError):
+    except (ArithmeticError, ValueError, TypeError):  # decimal errors are ArithmeticErrors
         good = np.fromiter(map(_usable_time, fields[2], fields[3], repeat(ns_per_unit)), bool,
                            len(phases))
         skipped += int((~good).sum())
@@ -474,18 +488,23 @@ _ENCODER = msgspec.json.Encoder()
 def _decode_args(raw_args: tuple, rows: np.ndarray, decoder: msgspec.json.Decoder) -> list:
     """The args of ``rows`` decoded in one call. An args that is not a JSON object (null, a string,
     a list) reads as an empty one: the event is kept, only its args are lost."""
-    text = _ENCODER.encode(list(map(raw_args.__getitem__, rows.tolist())))  # "[raw,raw,...]"
     try:
-        return decoder.decode(text)
-    except msgspec.MsgspecError:
-        return [_decode_one(raw_args[i], decoder) for i in rows.tolist()]
+        args = decoder.decode(_ENCODER.encode(list(map(raw_args.__getitem__, rows.tolist()))))
+        if len(args) == len(rows):  # a Raw holding other than one value would shift the rest
+            return args
+    except (msgspec.MsgspecError, TypeError, ValueError):
+        pass
+    return [_decode_one(raw_args[i], decoder) for i in rows.tolist()]
 
 
 def _decode_one(raw: msgspec.Raw, decoder: msgspec.json.Decoder) -> Any:
     try:
-        return decoder.decode(b"[" + bytes(raw) + b"]")[0]
-    except msgspec.MsgspecError:
-        return decoder.decode(b"[{}]")[0]
+        decoded = decoder.decode(b"[" + bytes(raw) + b"]")
+        if len(decoded) == 1:
+            return decoded[0]
+    except (msgspec.MsgspecError, TypeError, ValueError):
+        pass
+    return decoder.decode(b"[{}]")[0]
 
 
 def _process_and_thread_names(metadata: list[_Event]) -> tuple[dict[str, str], dict[str, str]]:
@@ -495,7 +514,7 @@ def _process_and_thread_names(metadata: list[_Event]) -> tuple[dict[str, str], d
     for e in metadata:
         try:
             name = _METADATA_ARGS.decode(e.args).name
-        except msgspec.MsgspecError:
+        except (msgspec.MsgspecError, TypeError):
             continue
         if isinstance(name, str):
             if e.name == "process_name":
@@ -651,10 +670,18 @@ def _typed(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def _usable_time(ts: Any, dur: Any, ns_per_unit: int) -> bool:
     try:
-        return (abs(int(ts * ns_per_unit)) < _TIME_LIMIT_NS and
-                (dur is None or abs(int(dur * ns_per_unit)) < _TIME_LIMIT_NS))
-    except (InvalidOperation, OverflowError, ValueError, TypeError):
+        return (abs(_scaled(ts, ns_per_unit)) < _TIME_LIMIT_NS and
+                (dur is None or abs(_scaled(dur, ns_per_unit)) < _TIME_LIMIT_NS))
+    except (ArithmeticError, ValueError, TypeError):
         return False
+
+
+def _scaled(value: Any, ns_per_unit: int) -> int:
+    """``value`` in ns, exactly; a decimal exponent far past any clock is refused before ``int()``
+    would build a number of a million digits."""
+    if type(value) is Decimal and value.is_finite() and value.adjusted() > 20:
+        raise OverflowError("timestamp out of range")
+    return int(value * ns_per_unit)
 
 
 class _Extras:

@@ -52,7 +52,8 @@ COUNTERS = (
     "spans_built", "spans_exported", "spans_rejected", "spans_spooled", "spans_dropped",
     "requests_sent", "requests_failed_attempts", "requests_spooled", "requests_dropped",
     "spool_requests_delivered", "file_bytes_written",
-    "metric_requests_sent", "metric_requests_failed", "metric_points_exported",
+    "metric_snapshots_received", "metric_requests_sent", "metric_requests_failed",
+    "metric_points_exported", "metric_points_rejected",
 )
 METRICS_RETRY_S = 2.0
 PROBE_S = 5.0
@@ -105,7 +106,8 @@ def config_from_settings(settings: Any, default_service: str | None = None) -> E
         values.get("OTEL_PROFILER_OUTPUT_DIR") or "./otel-profile", "otlp-spool")
     return ExportConfig(
         target=resolve_target(values, warn=warn),
-        metrics_target=resolve_target(values, warn=warn, signal="metrics"),
+        metrics_target=resolve_target(values, warn=warn, signal="metrics")
+        if values.get("OTEL_PROFILER_METRICS", True) else None,
         json_file=values.get("OTEL_PROFILER_OTLP_FILE") or "",
         spool_dir=spool,
         spool_max_bytes=int(values.get("OTEL_PROFILER_SPOOL_MAX_MB", 1024)) << 20,
@@ -125,6 +127,9 @@ class Counters:
     def add(self, name: str, n: int = 1) -> None:
         self._s[self._index[name]] += n
 
+    def get(self, name: str) -> int:
+        return int(self._s[self._index[name]])
+
     def snapshot(self) -> dict[str, int]:
         return {name: int(self._s[i]) for i, name in enumerate(COUNTERS)}
 
@@ -140,7 +145,8 @@ class Pipeline:
         self.config, self.counters, self._warn = config, counters, warn
         self._warned: set[str] = set()
         self.sink = open_sink(config.target) if config.target else None
-        self.metrics_sink = open_sink(config.metrics_target) if config.metrics_target else None
+        self.metrics_sink = self._open_metrics_sink()
+        self._metrics_down_until = 0.0
         self.json = JsonLinesFile(config.json_file) if config.json_file else None
         self.pb = DelimitedFile(config.pb_file) if config.pb_file else None
         self.spool = Spool(config.spool_dir, config.spool_max_bytes, warn) \
@@ -186,21 +192,48 @@ class Pipeline:
                 n += self._export(state.meta, held, list(state.steps.values()), deadline)
         return n
 
+    def _open_metrics_sink(self) -> Any:
+        """The metrics sink, or None (a metrics-only problem, such as a missing certificate file,
+        costs one warning and the metrics, never the spans)."""
+        from .sinks import open_sink
+
+        target = self.config.metrics_target
+        if target is None:
+            return None
+        try:
+            return open_sink(target)
+        except Exception as exc:
+            self.warn_once("metrics-sink", f"OTLP metrics are off: {target.describe()} cannot be "
+                                           f"used ({exc.__class__.__name__}: {exc})")
+            return None
+
     def handle_metrics(self, snapshot: MetricsSnapshot, deadline: float | None = None) -> None:
-        """Send one metrics snapshot (a failure is counted and warned once: the next snapshot is
-        cumulative, so nothing is spooled)."""
+        """Send one metrics snapshot within ``METRICS_RETRY_S`` (so a silent endpoint never holds
+        up spans); after a failure, snapshots are skipped for ``probe_s``. Failures are counted
+        and warned once: the next snapshot is cumulative, so nothing is spooled."""
         from . import __version__
         from .metrics_otlp import encode_metrics
         from .sinks import deliver
 
         if self.metrics_sink is None:
             return
+        now = time.monotonic()
+        if now < self._metrics_down_until:
+            self.counters.add("metric_requests_failed")
+            return
+        budget = now + METRICS_RETRY_S
         request = encode_metrics(snapshot, __version__)
-        result, _ = deliver(self.metrics_sink, request, METRICS_RETRY_S, deadline)
+        result, _ = deliver(self.metrics_sink, request, METRICS_RETRY_S,
+                            budget if deadline is None else min(deadline, budget))
         if result.ok:
+            self._metrics_down_until = 0.0
             self.counters.add("metric_requests_sent")
-            self.counters.add("metric_points_exported", len(snapshot.points))
+            self.counters.add("metric_points_exported", max(0, len(snapshot.points) - result.rejected))
+            if result.rejected:
+                self.counters.add("metric_points_rejected", result.rejected)
+                self.warn_once("metrics-rejected", f"{self.config.metrics_target.describe()}: {result.message}")
         else:
+            self._metrics_down_until = time.monotonic() + self.config.probe_s
             self.counters.add("metric_requests_failed")
             self.warn_once("metrics:" + result.message[:40],
                            f"{self.config.metrics_target.describe()}: metrics not delivered "
@@ -325,8 +358,7 @@ def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any) -> None
         if item is None:
             break
         is_metrics = isinstance(item, MetricsSnapshot)
-        if not is_metrics:
-            counters.add("batches_received")
+        counters.add("metric_snapshots_received" if is_metrics else "batches_received")
         deadline = None
         if wall_deadline:
             if time.time() >= give_up:
@@ -381,6 +413,8 @@ class Exporter:
                                  args=(self._queue, config, self._shared, self._closing))
         _start_hiding_main(self._proc)
         self.submitted = 0
+        self.metrics_submitted = 0
+        self._gone_warned = False
         self.dropped = 0  # queue full
         self.dropped_gone = 0  # the exporter process had died (killed, out of memory)
         self.dropped_closed = 0  # submitted after close()
@@ -394,37 +428,45 @@ class Exporter:
         queueing anything when only metrics are exported."""
         if not self.config.has_span_sink:
             return True
-        return self._put((meta, batch))
-
-    def submit_metrics(self, snapshot: MetricsSnapshot) -> bool:
-        """Queue a metrics snapshot for the metrics endpoint; False when it cannot be queued (the
-        next snapshot carries the same totals, so nothing is counted as dropped)."""
-        if self.config.metrics_target is None or self._closed or not self._proc.is_alive():
-            return False
-        try:
-            self._queue.put_nowait(snapshot)
-        except Exception:
-            return False
-        return True
-
-    def _put(self, item: Any) -> bool:
         if self._closed:
             self.dropped_closed += 1
             return False
-        if not self._proc.is_alive():
-            if not self.dropped_gone:
-                warn(f"span exporter process ended unexpectedly (exit code {self._proc.exitcode}); "
-                     "later spans are not exported (counted as dropped; they stay in the profile "
-                     "folder, `otel-profiler export FOLDER` sends them)")
+        if not self._alive():
             self.dropped_gone += 1
             return False
         try:
-            self._queue.put_nowait(item)
+            self._queue.put_nowait((meta, batch))
         except Exception:  # queue.Full, or a closed queue
             self.dropped += 1
             return False
         self.submitted += 1
         return True
+
+    def submit_metrics(self, snapshot: MetricsSnapshot) -> bool:
+        """Queue a metrics snapshot for the metrics endpoint. False, and nothing queued, while the
+        previous snapshot is still waiting (one at a time, so metrics never crowd out batches; the
+        next snapshot carries the same totals), after ``close`` or when the process has died."""
+        if self.config.metrics_target is None or self._closed or not self._alive():
+            return False
+        if self.metrics_submitted > Counters(self._shared).get("metric_snapshots_received"):
+            return False
+        try:
+            self._queue.put_nowait(snapshot)
+        except Exception:
+            return False
+        self.metrics_submitted += 1
+        return True
+
+    def _alive(self) -> bool:
+        """Whether the exporter process runs; the first time it does not, one warning."""
+        if self._proc.is_alive():
+            return True
+        if not self._gone_warned:
+            self._gone_warned = True
+            warn(f"exporter process ended unexpectedly (exit code {self._proc.exitcode}); later "
+                 "spans and metrics are not exported (spans counted as dropped; they stay in the "
+                 "profile folder, `otel-profiler export FOLDER` sends them)")
+        return False
 
     def counters(self) -> dict[str, int]:
         out = dict(self._final) if self._final is not None else Counters(self._shared).snapshot()

@@ -178,6 +178,64 @@ def test_exporter_from_env_none_without_sink_and_json_file_sink(tmp_path, rank):
     assert n == counters["spans_built"] > 0
 
 
+def test_a_silent_metrics_endpoint_never_holds_up_spans(tmp_path, receiver, rank):
+    import socket
+
+    from otel_profiler.metrics import MetricsService
+
+    silent = socket.socket()  # accepts connections, never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    try:
+        settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint,
+                             OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=f"http://127.0.0.1:{silent.getsockname()[1]}/v1/metrics",
+                             OTEL_METRIC_EXPORT_INTERVAL="100000")
+        exporter = exporter_from_env(settings)
+        service = MetricsService().start(settings, {"service.name": "trainer"}, run_id="run-1")
+        service.attach_exporter(exporter)
+        service.observe_batch(rank.batch, rank.meta)
+        sent = [service.export_now()]
+        assert exporter.submit(rank.meta, rank.batch)
+        deadline = time.monotonic() + 20
+        while exporter.counters()["metric_snapshots_received"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        sent += [service.export_now() for _ in range(3)]  # one in flight at a time: some refused
+        assert exporter.submit(rank.meta, rank.batch)
+        counters = exporter.close(20)
+        service.close()
+    finally:
+        silent.close()
+    assert sent[0] and counters["metric_requests_sent"] == 0
+    assert counters["metric_snapshots_received"] == sum(sent) == counters["metric_requests_failed"]
+    assert counters["spans_exported"] == counters["spans_built"] > 0  # both batches, all spans
+    assert counters["batches_received"] == 2
+
+
+def test_a_broken_metrics_setting_costs_the_metrics_not_the_spans(tmp_path):
+    from otel_profiler.exporter import Counters, Pipeline, config_from_settings
+
+    settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318",
+                         OTEL_EXPORTER_OTLP_METRICS_ENDPOINT="https://127.0.0.1:4318/v1/metrics",
+                         OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE=str(tmp_path / "missing.pem"))
+    warnings = []
+    pipeline = Pipeline(config_from_settings(settings), Counters(), warn=warnings.append)
+    assert pipeline.sink is not None and pipeline.metrics_sink is None
+    assert len(warnings) == 1 and "OTLP metrics are off" in warnings[0]
+    pipeline.close()
+    off = config_from_settings(_settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318",
+                                         OTEL_PROFILER_METRICS="false"))
+    assert off.metrics_target is None and off.target is not None
+
+
+def test_endpoint_descriptions_hide_credentials_in_the_url():
+    from otel_profiler.sinks import OtlpTarget
+
+    text = OtlpTarget("https://user:s3cret@collector:4318/v1/traces?token=t0ken",
+                      headers={"authorization": "Bearer abc"}).describe()
+    assert "collector:4318/v1/traces" in text and "authorization" in text
+    assert not any(secret in text for secret in ("s3cret", "user", "t0ken", "Bearer", "abc"))
+
+
 def test_training_side_imports_no_protobuf_or_grpc():
     code = ("import sys, otel_profiler.exporter, otel_profiler.spans, otel_profiler.config, otel_profiler.metrics;"
             "bad = [m for m in sys.modules if m.startswith(('grpc', 'google.protobuf', 'opentelemetry'))];"

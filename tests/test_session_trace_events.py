@@ -73,3 +73,16 @@ def test_live_args_keep_ids_when_kineto_metadata_is_not_json():
     for junk in ('"stream": ', "{", '"a": 1}, {"b": 2', ""):
         assert msgspec.json.decode(_args(Event(junk), "kernel")) == {"correlation": 41, "External id": 40}
     assert msgspec.json.decode(_args(Event(""), "cpu_op")) == {"External id": 41}
+
+
+def test_events_to_profile_survives_args_no_file_could_hold():
+    """A live source's mistakes (None, empty text, two objects in one Raw) cost that event's args only."""
+    def kernel(ts, args):
+        return TraceEvent(cat="kernel", name="k", pid=0, tid=7, ts=ts, dur=1, args=args)
+
+    events = [kernel(1, msgspec.Raw(b'{"correlation": 1}')), kernel(2, None), kernel(3, msgspec.Raw(b"")),
+              kernel(4, msgspec.Raw(b'{"correlation": 9}, {"correlation": 8}')),
+              kernel(5, msgspec.Raw(b'{"correlation": 5}'))]
+    batch = events_to_profile(events, unit="ns").batch
+    assert batch.start_ns.tolist() == [1, 2, 3, 4, 5]
+    assert batch.correlation.tolist() == [1, -1, -1, -1, 5]

@@ -47,8 +47,21 @@ class OtlpTarget:
     signal: str = "traces"  # or "metrics"
 
     def describe(self) -> str:
+        """Protocol, endpoint and header names; credentials in the URL (user info, query) hidden."""
         keys = f", headers: {', '.join(sorted(self.headers))}" if self.headers else ""
-        return f"OTLP {self.protocol} {self.endpoint}{keys}"
+        return f"OTLP {self.protocol} {redact_url(self.endpoint)}{keys}"
+
+
+def redact_url(url: str) -> str:
+    """``url`` without what may be a secret: ``user:password@`` and the query become ``***``."""
+    try:
+        parts = urlsplit(url if "://" in url else "//" + url)
+    except ValueError:
+        return "(unparsable endpoint)"
+    host = parts.netloc.rpartition("@")[2]
+    netloc = f"***@{host}" if "@" in parts.netloc else host
+    text = (f"{parts.scheme}://" if parts.scheme else "") + netloc + parts.path
+    return text + ("?***" if parts.query else "")
 
 
 @dataclass
