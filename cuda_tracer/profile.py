@@ -26,6 +26,9 @@ class TraceError(ValueError):
         self.path = path
         self.problem = problem
 
+    def __reduce__(self) -> tuple:  # pickles (a reader process hands it back) with both parts
+        return (TraceError, (self.path, self.problem))
+
 
 @dataclass
 class RankProfile:

@@ -118,3 +118,39 @@ def test_a_folder_of_per_rank_traces_becomes_one_profile(shared_traces):
     batch = profile.batch()
     assert sorted(set(batch.rank.tolist())) == [0, 1]
     assert len(batch) == sum(len(r.batch) for r in profile.ranks)
+
+
+READ_IN_PARALLEL = """
+import json, shutil, sys
+from cuda_tracer import loading
+folder, bad = sys.argv[1], sys.argv[2]
+tasks = [("trace", f) for f in sorted(__import__("glob").glob(folder + "/*"))]
+assert loading._worker_count(tasks, 2) == 2  # this run really takes the process pool
+one, two = loading.load_profile([folder], workers=1), loading.load_profile([folder], workers=2)
+same = [r1.meta == r2.meta and all((r1.batch.columns[c] == r2.batch.columns[c]).all()
+                                   for c in r1.batch.columns) and r1.batch.strings == r2.batch.strings
+        for r1, r2 in zip(one.ranks, two.ranks)]
+try:
+    loading.load_profile([folder, bad], workers=2)
+    error = None
+except loading.TraceError as exc:
+    error = [exc.path, exc.problem]
+print(json.dumps({"ranks": [r.rank for r in two.ranks], "sources": two.sources == one.sources,
+                  "same": same, "error": error}))
+"""
+
+
+def test_per_rank_files_read_in_parallel_give_the_same_profile(shared_traces, tmp_path):
+    """Read by a pool of forked processes (a fresh single-threaded interpreter, as the CLI is):
+    equal to reading them one by one, in input order, and a bad file still names itself."""
+    import subprocess
+    import sys
+
+    bad = tmp_path / "broken.json.gz"
+    bad.write_bytes(gzip.compress(b'{"traceEvents": [')[:-6])
+    out = subprocess.run([sys.executable, "-c", READ_IN_PARALLEL, str(shared_traces / "hta" / "trace_filter"),
+                          str(bad)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["ranks"] == [0, 1] and result["sources"] and result["same"] == [True, True]
+    assert result["error"][0] == str(bad) and "gzip" in result["error"][1]

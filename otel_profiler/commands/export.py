@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         print("otel-profiler: error: give --endpoint or --output (or set OTEL_EXPORTER_OTLP_ENDPOINT)",
               file=sys.stderr)
         return 2
-    profile = load_profile(args.inputs)
+    profile = load_profile(args.inputs, workers=None)  # trace files read in parallel
     options = options_from_settings(settings, "otel-profiler-export")
     options.service_name = args.service_name or options.service_name
     options.run_id = options.run_id or _run_id(profile.sources)

@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         thresholds = Thresholds.parse(args.threshold)
     except ValueError as exc:
         raise TraceError("--threshold", str(exc)) from None
-    profile = load_profile(args.inputs)
+    profile = load_profile(args.inputs, workers=None)  # trace files read in parallel
     try:
         if args.format == "perfetto":
             from ..report.perfetto import write_chrome_trace

@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    profile = load_profile(args.inputs)
+    profile = load_profile(args.inputs, workers=None)  # trace files read in parallel
     summary = summarize(profile)
     summary["insights"] = insights(profile, summary)
     if args.format == "json":
