@@ -54,6 +54,7 @@ COUNTERS = (
     "spool_requests_delivered", "file_bytes_written",
     "metric_snapshots_received", "metric_requests_sent", "metric_requests_failed",
     "metric_points_exported", "metric_points_rejected",
+    "spool_bytes",  # a level, not a count: what the spool holds now
 )
 METRICS_RETRY_S = 2.0
 PROBE_S = 5.0
@@ -126,6 +127,9 @@ class Counters:
 
     def add(self, name: str, n: int = 1) -> None:
         self._s[self._index[name]] += n
+
+    def set(self, name: str, value: int) -> None:
+        self._s[self._index[name]] = value
 
     def get(self, name: str) -> int:
         return int(self._s[self._index[name]])
@@ -291,6 +295,7 @@ class Pipeline:
         if self.spool is not None and self.spool.put(request):
             self.counters.add("requests_spooled")
             self.counters.add("spans_spooled", n)
+            self.counters.set("spool_bytes", self.spool.size)
         else:
             self.counters.add("requests_dropped")
             self.counters.add("spans_dropped", n)
@@ -312,6 +317,7 @@ class Pipeline:
             return ok
 
         self.spool.drain(send)
+        self.counters.set("spool_bytes", self.spool.size)
 
     def close(self, deadline: float | None = None) -> None:
         """Flush held-back events, then close sinks and files."""

@@ -57,7 +57,7 @@ class Spec:
     kind: str
     labels: tuple[str, ...]
     doc: str
-    source: str  # nvml | psutil | profile
+    source: str  # nvml | psutil | profile | exporter
     buckets: tuple[float, ...] = ()  # histograms: upper bounds (the +Inf bucket is implied)
 
     @property
@@ -216,6 +216,12 @@ DROPPED = metric("otel_profiler.events.dropped", "{event}", COUNTER, ("otel_prof
 OVERHEAD = metric("otel_profiler.overhead.time", "s", COUNTER, ("otel_profiler.component",),
                   "CPU time the profiler's metrics spent: sampler (ticks), profile (batch "
                   "aggregation), scrape (Prometheus exposition).", "profile")
+EXPORTER_QUEUE = metric("otel_profiler.exporter.queue.size", "{batch}", UPDOWN, (),
+                        "Batches handed to the exporter process and not yet taken by it (a full "
+                        "queue drops batches: OTEL_PROFILER_EXPORT_QUEUE).", "exporter")
+SPOOL_SIZE = metric("otel_profiler.exporter.spool.size", "By", UPDOWN, (),
+                    "OTLP requests waiting in the spool for the endpoint to come back "
+                    "(OTEL_PROFILER_SPOOL_MAX_MB bounds it).", "exporter")
 
 
 def markdown_table() -> str:

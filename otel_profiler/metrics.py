@@ -147,8 +147,10 @@ class MetricsService:
             warn(f"profile-derived metrics skipped a batch ({type(exc).__name__}: {exc})")
 
     def watch(self, counters: Callable[[], dict]) -> None:
-        """Expose the ``*dropped*`` entries of a counters function (e.g. ``Exporter.counters``) as
-        ``otel_profiler.events.dropped{otel_profiler.reason="export_<name>"}``."""
+        """Expose a counters function (``Exporter.counters``): its ``*dropped*`` entries as
+        ``otel_profiler.events.dropped{otel_profiler.reason="export_<name>"}``, the batches it has
+        not taken yet as ``otel_profiler.exporter.queue.size`` and its spool as
+        ``otel_profiler.exporter.spool.size``."""
         self._watched.append(counters)
 
     def points(self) -> list[Point]:
@@ -161,9 +163,7 @@ class MetricsService:
             out += self.profile.points()
         for counters in self._watched:
             try:
-                for key, value in counters().items():
-                    if "dropped" in key:
-                        out.append(Point(m.DROPPED, {"otel_profiler.reason": f"export_{key}"}, float(value)))
+                out += exporter_points(counters())
             except Exception:
                 pass
         return out
@@ -183,6 +183,18 @@ class MetricsService:
                     obj.close()
                 except Exception:
                     pass
+
+
+def exporter_points(counters: dict[str, int]) -> list[Point]:
+    """The exporter's health as points: drops by reason, queued batches, spooled bytes."""
+    out = [Point(m.DROPPED, {"otel_profiler.reason": f"export_{key}"}, float(value))
+           for key, value in counters.items() if "dropped" in key]
+    if "batches_submitted" in counters:
+        waiting = counters["batches_submitted"] - counters.get("batches_received", 0)
+        out.append(Point(m.EXPORTER_QUEUE, {}, float(max(0, waiting))))
+    if "spool_bytes" in counters:
+        out.append(Point(m.SPOOL_SIZE, {}, float(counters["spool_bytes"])))
+    return out
 
 
 def _local_rank(resource: dict[str, Any]) -> int:

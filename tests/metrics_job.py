@@ -3,7 +3,8 @@
 ``python tests/metrics_job.py OUT_DIR SECONDS``: trains a tiny MLP with torch on CPU for about
 SECONDS, records each step as the session does (``markers``), and every 0.3 s drains the steps
 into an EventBatch that goes to ``MetricsService.observe_batch`` (the session's flush path) and is
-saved under OUT_DIR (so the test can build the spans of the very same batches). Metrics settings
+saved under OUT_DIR (so the test can build the spans of the very same batches) and handed to an
+exporter process writing OUT_DIR/spans.jsonl (so the exporter's health series exist). Metrics settings
 come from the environment (``OTEL_PROFILER_PROMETHEUS_PORT``, ``OTEL_PROFILER_RUN_ID``, ...). It
 writes OUT_DIR/ready (the endpoint URL) once serving and OUT_DIR/done after training, then keeps
 serving until OUT_DIR/stop appears.
@@ -23,6 +24,7 @@ from time import perf_counter_ns
 from typing import Iterator
 
 from otel_profiler import config, markers
+from otel_profiler.exporter import exporter_from_env
 from otel_profiler.metrics import MetricsService
 from otel_profiler.resource import attributes
 
@@ -35,7 +37,8 @@ def running(out: Path, port: int, seconds: float, run_id: str) -> Iterator[subpr
     for ``seconds``; on exit it is told to stop (OUT/stop) and waited for."""
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}",
            "OTEL_PROFILER_PROMETHEUS_PORT": str(port), "OTEL_PROFILER_RUN_ID": run_id,
-           "OTEL_PROFILER_METRICS_INTERVAL_S": "0.5", "LOCAL_RANK": "0"}
+           "OTEL_PROFILER_METRICS_INTERVAL_S": "0.5", "LOCAL_RANK": "0",
+           "OTEL_PROFILER_OTLP_FILE": str(Path(out) / "spans.jsonl")}
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
     proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), str(out), str(seconds)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -65,6 +68,9 @@ def main(out: str, seconds: float) -> None:
     settings = config.load()
     run_id = settings["OTEL_PROFILER_RUN_ID"]
     service = MetricsService().start(settings, attributes(settings.values), run_id=run_id)
+    exporter = exporter_from_env(settings, default_service="metrics_job")
+    if exporter is not None:
+        service.attach_exporter(exporter)
     with open(os.path.join(out, "ready"), "w") as f:
         f.write(service.url or "")
     torch.manual_seed(0)
@@ -83,20 +89,24 @@ def main(out: str, seconds: float) -> None:
         markers.local.events.append((markers.STEP, f"ProfilerStep#{step}", start, perf_counter_ns(), step))
         step += 1
         if time.monotonic() - last_flush > 0.3:
-            flush(service, meta, out, part)
+            flush(service, exporter, meta, out, part)
             part, last_flush = part + 1, time.monotonic()
-    flush(service, meta, out, part)
+    flush(service, exporter, meta, out, part)
     open(os.path.join(out, "done"), "w").close()
     while not os.path.exists(os.path.join(out, "stop")):
         time.sleep(0.05)
+    if exporter is not None:
+        exporter.close(10)
     service.close()
 
 
-def flush(service: MetricsService, meta: dict, out: str, part: int) -> None:
+def flush(service: MetricsService, exporter, meta: dict, out: str, part: int) -> None:
     batch = markers.drain(meta["rank"])
     if len(batch):
         service.observe_batch(batch, meta)
         batch.save(os.path.join(out, f"part-{part:04d}.batch.zip"))
+        if exporter is not None:
+            exporter.submit(meta, batch)
 
 
 if __name__ == "__main__":

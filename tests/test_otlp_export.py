@@ -125,6 +125,12 @@ def test_receiver_down_spool_then_replay_loses_nothing(tmp_path, rank):
     assert counters["spans_spooled"] == counters["spans_built"] > 0
     spool = tmp_path / "spool"
     assert list(spool.glob("*.pb"))
+    # The health metrics say so: the spool holds those requests, no batch waits in the queue.
+    from otel_profiler import metric_points as m
+    from otel_profiler.metrics import exporter_points
+
+    health = {p.spec: p.value for p in exporter_points(counters) if p.spec in (m.SPOOL_SIZE, m.EXPORTER_QUEUE)}
+    assert health == {m.SPOOL_SIZE: sum(p.stat().st_size for p in spool.glob("*.pb")), m.EXPORTER_QUEUE: 0}
     # Later, the receiver is up on that port: replay sends everything and empties the spool.
     with OtlpReceiver() as receiver:
         code = main(["replay", str(spool), "--endpoint", receiver.grpc_endpoint, "--protocol", "grpc"])
