@@ -6,10 +6,8 @@ Covers every generation of the PyTorch profiler's output: the 2021 categories (`
 timestamps and ns-resolution decimal timestamps relative to ``baseTimeNanoseconds``, ROCm ``hip*``
 launches and CPU-only traces.
 
-The file is decoded against a typed schema of only the fields we use (msgspec), so unknown fields are
-skipped while parsing instead of becoming Python objects: one struct type per phase, so flow events
-decode to empty objects, and ``args`` kept as raw text until the event's kind is known, then decoded
-per kind in one call into the few fields that kind needs. Conversion to columns is then a few
+The file is decoded against the typed schema of ``trace_schema`` (only the fields we use, one struct
+per phase, ``args`` decoded per kind once the kinds are known). Conversion to columns is then a few
 C-level passes per field (no Python loop per event), with the cycle collector paused. Timestamps are
 decoded as ``Decimal`` so that ``"1712195495519695.8"`` µs becomes exactly ``1712195495519695800`` ns
 (a float would be 50 ns off).
@@ -27,7 +25,7 @@ from contextlib import contextmanager
 from itertools import compress, repeat
 from operator import attrgetter, is_not
 from decimal import Decimal
-from typing import Any, Iterator, Union
+from typing import Any, Iterator
 
 import msgspec
 
@@ -36,124 +34,8 @@ import numpy as np
 from .events import (COLUMNS, MISSING, EventBatch, Kind, memcpy_kind_from_name,
                      sync_kind_from_name)
 from .profile import RankProfile, TraceError
-
-
-class _HostArgs(msgspec.Struct, gc=False):
-    """The ``args`` fields read from CPU-side events: the ids that link them to GPU work, and the
-    parameters of a collective (``record_param_comms``)."""
-
-    external_id: Any = msgspec.field(default=MISSING, name="External id")
-    external_id_legacy: Any = msgspec.field(default=MISSING, name="external id")
-    correlation: Any = MISSING
-    collective: Any = msgspec.field(default=None, name="Collective name")
-    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
-    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
-    group_size: Any = msgspec.field(default=None, name="Group size")
-    dtype: Any = None
-
-
-class _GpuArgs(_HostArgs, gc=False):
-    """The ``args`` fields read from GPU ops (kernels, copies, sets, syncs, GPU annotations)."""
-
-    device: Any = MISSING
-    stream: Any = MISSING
-    bytes: Any = None
-    grid: Any = None
-    block: Any = None
-    registers: Any = msgspec.field(default=MISSING, name="registers per thread")
-    shared_memory: Any = msgspec.field(default=MISSING, name="shared memory")
-    graph_id: Any = msgspec.field(default=MISSING, name="graph id")
-    sync_kind: Any = msgspec.field(default=None, name="cuda_sync_kind")
-    wait_on_stream: Any = None
-    wait_on_event_record: Any = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
-    wait_on_event_id: Any = msgspec.field(default=None, name="wait_on_cuda_event_id")
-
-
-class _MemoryArgs(_HostArgs, gc=False):
-    """The ``args`` fields read from ``[memory]`` instant events (allocator activity)."""
-
-    mem_bytes: Any = msgspec.field(default=MISSING, name="Bytes")
-    mem_device_id: Any = msgspec.field(default=MISSING, name="Device Id")
-    mem_device_type: Any = msgspec.field(default=None, name="Device Type")
-    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
-    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
-
-
-class _MetadataArgs(msgspec.Struct, gc=False):
-    """The ``args`` of ``"M"`` metadata events (``process_name``, ``thread_name``)."""
-
-    name: Any = None
-
-
-_NO_ARGS = msgspec.Raw(b"{}")
-
-
-class _EventFields(msgspec.Struct, gc=False):
-    """The fields read from a trace event. ``args`` stays raw JSON text until the event's kind is
-    known: it is then decoded in one batch per kind into the narrow struct that kind needs (most
-    events need two ids, a few need a dozen fields), which keeps the decoded objects small and few."""
-
-    cat: Any = None
-    name: Any = None
-    pid: Any = MISSING
-    tid: Any = MISSING
-    ts: int | Decimal | None = None
-    dur: int | Decimal | None = 0
-    args: msgspec.Raw = _NO_ARGS
-
-
-class _Event(_EventFields, gc=False):
-    """An event of any phase, or none: the schema for files the tagged one below rejects."""
-
-    ph: Any = None
-
-
-# The usual schema: one struct per phase ("ph" is the tag), so that flow events, about a third of a
-# GPU trace, decode to empty objects. A phase outside this list, or an event without one, makes the
-# whole file take the loose ``_Event`` schema instead (one more decode, same result).
-class _Complete(_EventFields, gc=False, tag_field="ph", tag="X"):
-    pass
-
-
-class _Instant(_EventFields, gc=False, tag_field="ph", tag="i"):
-    pass
-
-
-class _GlobalInstant(_EventFields, gc=False, tag_field="ph", tag="I"):
-    pass
-
-
-class _Metadata(_EventFields, gc=False, tag_field="ph", tag="M"):
-    pass
-
-
-def _unread_phase(phase: str) -> type:
-    return msgspec.defstruct(f"_Phase_{phase}", [], gc=False, tag_field="ph", tag=phase)
-
-
-_UNREAD_PHASES = "sftBECbnePNODRc"  # flows, begin/end, counters, async, objects, marks, context
-_TAGGED_EVENT = Union[(_Complete, _Instant, _GlobalInstant, _Metadata,
-                       *map(_unread_phase, _UNREAD_PHASES))]
-
-
-class _TraceFile(msgspec.Struct, gc=False):
-    traceEvents: list[_Event] | None = None
-    schemaVersion: Any = None
-    deviceProperties: Any = None
-    distributedInfo: Any = None
-    baseTimeNanoseconds: Any = None
-    cupti_version: Any = None
-    cuda_runtime_version: Any = None
-    cuda_driver_version: Any = None
-    trace_id: Any = None
-    host_name: Any = None
-    record_shapes: Any = None
-    with_stack: Any = None
-    profile_memory: Any = None
-
-
-class _TaggedTraceFile(_TraceFile, gc=False):
-    traceEvents: list[_TAGGED_EVENT] | None = None
+from .trace_schema import (GPU_ARGS, HOST_ARGS, LOOSE_DECODER, MEMORY_ARGS, METADATA_ARGS, PHASE_CODE,
+                           TAGGED_DECODER, Complete, Event, TraceFile, decode_args, phase_codes)
 
 
 _KIND_BY_CATEGORY = {
@@ -178,8 +60,6 @@ _STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 _RANK_IN_FILENAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _GPU_KIND_CODES = np.array([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.SYNC, Kind.GPU_USER_ANNOTATION],
                            dtype=np.uint8)
-_TAGGED_DECODER = msgspec.json.Decoder(_TaggedTraceFile | list[_TAGGED_EVENT])
-_LOOSE_DECODER = msgspec.json.Decoder(_TraceFile | list[_Event])
 _TRACE_SUFFIXES = (".json", ".json.gz")
 
 
@@ -241,9 +121,9 @@ def _collector_paused() -> Iterator[None]:
 def _read(path: str, data: bytes) -> RankProfile:
     try:
         try:
-            doc = _TAGGED_DECODER.decode(data)
+            doc = TAGGED_DECODER.decode(data)
         except msgspec.ValidationError:  # an unusual phase or event: read it the loose way
-            doc = _LOOSE_DECODER.decode(data)
+            doc = LOOSE_DECODER.decode(data)
     except msgspec.ValidationError as exc:
         raise TraceError(path, f"not a Chrome/Kineto trace ({exc})") from None
     except msgspec.DecodeError as exc:
@@ -252,7 +132,7 @@ def _read(path: str, data: bytes) -> RankProfile:
         raise TraceError(path, "not a Chrome/Kineto trace (JSON nested too deeply)") from None
     del data
     if isinstance(doc, list):
-        doc = _TraceFile(traceEvents=doc)
+        doc = TraceFile(traceEvents=doc)
     if doc.traceEvents is None:
         raise TraceError(path, "not a Chrome/Kineto trace (no 'traceEvents' list)")
     return _convert(path, doc)
@@ -261,7 +141,7 @@ def _read(path: str, data: bytes) -> RankProfile:
 # ---------------------------------------------------------------------------- decoded events
 # Public names for sources that already hold Kineto-shaped events (the live Kineto source): they build
 # ``TraceEvent``s and convert them with ``events_to_profile``, the same conversion a file goes through.
-TraceEvent = _Complete
+TraceEvent = Complete
 """One complete ("X") Chrome/Kineto trace event: ``cat``, ``name``, ``pid``, ``tid``, ``ts``/``dur``
 (µs), ``args`` (a ``msgspec.Raw`` holding the JSON object's text, as in a file)."""
 
@@ -275,7 +155,7 @@ def events_to_profile(events: list[TraceEvent], base_ns: int = 0, source: str = 
     ``source`` names the events in errors and in ``meta["source"]``. Raises ``TraceError`` when
     ``base_ns`` is not a plausible time.
     """
-    return _convert(source, _TraceFile(traceEvents=list(events), baseTimeNanoseconds=base_ns),
+    return _convert(source, TraceFile(traceEvents=list(events), baseTimeNanoseconds=base_ns),
                     ns_per_unit=_NS_PER_UNIT[unit])
 
 
@@ -293,7 +173,7 @@ def _int(value: Any, default: int = MISSING) -> int:
     return value if -2**63 <= value < 2**63 else default
 
 
-def _base_ns(doc: _TraceFile, path: str) -> int:
+def _base_ns(doc: TraceFile, path: str) -> int:
     base = doc.baseTimeNanoseconds
     if base is None:
         return 0
@@ -345,15 +225,15 @@ def _to_ns(values: list[Any], ns_per_unit: int) -> np.ndarray:
 _EVENT_FIELDS = ("cat", "name", "ts", "dur", "pid", "tid", "args")
 
 
-def _convert(path: str, doc: _TraceFile, ns_per_unit: int = 1000) -> RankProfile:
+def _convert(path: str, doc: TraceFile, ns_per_unit: int = 1000) -> RankProfile:
     """Decoded events to columns. Each step is one C-level pass per field over all events; the rare
     malformed event (no name, unusable time) is dropped and counted in ``skipped_events``."""
     base_ns = _base_ns(doc, path)
     all_events = doc.traceEvents
-    ph = _phase_codes(all_events)
-    span = (ph == _PHASE_CODE["X"]) | (ph == _PHASE_CODE["i"]) | (ph == _PHASE_CODE["I"])
-    flows = int(np.isin(ph, [_PHASE_CODE[p] for p in "sft"]).sum())
-    metadata = np.flatnonzero(ph == _PHASE_CODE["M"]).tolist()
+    ph = phase_codes(all_events)
+    span = (ph == PHASE_CODE["X"]) | (ph == PHASE_CODE["i"]) | (ph == PHASE_CODE["I"])
+    flows = int(np.isin(ph, [PHASE_CODE[p] for p in "sft"]).sum())
+    metadata = np.flatnonzero(ph == PHASE_CODE["M"]).tolist()
     processes, threads = _process_and_thread_names([all_events[i] for i in metadata])
     events = list(map(all_events.__getitem__, np.flatnonzero(span).tolist()))
     phases = ph[span]
@@ -398,18 +278,18 @@ def _convert(path: str, doc: _TraceFile, ns_per_unit: int = 1000) -> RankProfile
         extra.add(i, "step", number)
     gpu = np.isin(kinds, _GPU_KIND_CODES)
     memory = kinds == Kind.MEMORY
-    groups = ((np.flatnonzero(gpu), _GPU_ARGS), (np.flatnonzero(memory), _MEMORY_ARGS),
-              (np.flatnonzero(~gpu & ~memory), _HOST_ARGS))
+    groups = ((np.flatnonzero(gpu), GPU_ARGS), (np.flatnonzero(memory), MEMORY_ARGS),
+              (np.flatnonzero(~gpu & ~memory), HOST_ARGS))
     for rows, decoder in groups:
-        args = _decode_args(raw_args, rows, decoder)
+        args = decode_args(raw_args, rows, decoder)
         external, legacy, correlation = (_ints(list(map(attrgetter(field), args))) for field in
                                          ("external_id", "external_id_legacy", "correlation"))
         col["external_id"][rows] = np.where(external != MISSING, external, legacy)
         col["correlation"][rows] = correlation
         _collectives(extra, rows, args)
-        if decoder is _GPU_ARGS:
+        if decoder is GPU_ARGS:
             _gpu_columns(col, extra, rows, args, pids[rows], tids[rows], names)
-        elif decoder is _MEMORY_ARGS:
+        elif decoder is MEMORY_ARGS:
             _memory_columns(col, extra, rows, args)
     col["pid"] = np.where(gpu, MISSING, pids)
     col["tid"] = np.where(gpu, MISSING, tids)
@@ -478,42 +358,13 @@ def _string_index(names: tuple) -> dict[str, int] | None:
     return index
 
 
-# One decoder per group of kinds; each reads only the args fields that group needs.
-_HOST_ARGS = msgspec.json.Decoder(list[_HostArgs])
-_GPU_ARGS = msgspec.json.Decoder(list[_GpuArgs])
-_MEMORY_ARGS = msgspec.json.Decoder(list[_MemoryArgs])
-_ENCODER = msgspec.json.Encoder()
-
-
-def _decode_args(raw_args: tuple, rows: np.ndarray, decoder: msgspec.json.Decoder) -> list:
-    """The args of ``rows`` decoded in one call. An args that is not a JSON object (null, a string,
-    a list) reads as an empty one: the event is kept, only its args are lost."""
-    try:
-        args = decoder.decode(_ENCODER.encode(list(map(raw_args.__getitem__, rows.tolist()))))
-        if len(args) == len(rows):  # a Raw holding other than one value would shift the rest
-            return args
-    except (msgspec.MsgspecError, TypeError, ValueError):
-        pass
-    return [_decode_one(raw_args[i], decoder) for i in rows.tolist()]
-
-
-def _decode_one(raw: msgspec.Raw, decoder: msgspec.json.Decoder) -> Any:
-    try:
-        decoded = decoder.decode(b"[" + bytes(raw) + b"]")
-        if len(decoded) == 1:
-            return decoded[0]
-    except (msgspec.MsgspecError, TypeError, ValueError):
-        pass
-    return decoder.decode(b"[{}]")[0]
-
-
-def _process_and_thread_names(metadata: list[_Event]) -> tuple[dict[str, str], dict[str, str]]:
+def _process_and_thread_names(metadata: list[Event]) -> tuple[dict[str, str], dict[str, str]]:
     """``process_name`` / ``thread_name`` from ``"M"`` events, keyed "pid" and "pid/tid"."""
     processes: dict[str, str] = {}
     threads: dict[str, str] = {}
     for e in metadata:
         try:
-            name = _METADATA_ARGS.decode(e.args).name
+            name = METADATA_ARGS.decode(e.args).name
         except (msgspec.MsgspecError, TypeError):
             continue
         if isinstance(name, str):
@@ -522,9 +373,6 @@ def _process_and_thread_names(metadata: list[_Event]) -> tuple[dict[str, str], d
             elif e.name == "thread_name":
                 threads[f"{e.pid}/{e.tid}"] = name
     return processes, threads
-
-
-_METADATA_ARGS = msgspec.json.Decoder(_MetadataArgs)
 
 
 def _collectives(extra: "_Extras", rows: np.ndarray, args: list) -> None:
@@ -598,26 +446,6 @@ def _triple(value: Any) -> tuple:
     return tuple(value) if isinstance(value, list) and len(value) == 3 else (None, None, None)
 
 
-_PHASE_CODE = {p: i for i, p in enumerate("XiIMsftBEC", start=1)}  # 0: anything else
-
-
-_PHASE_CODE_OF_TYPE = {t: _PHASE_CODE.get(t.__struct_config__.tag, 0) for t in _TAGGED_EVENT.__args__}
-
-
-def _phase_codes(events: list[Any]) -> np.ndarray:
-    try:  # tagged events: the phase is the type
-        return np.fromiter(map(_PHASE_CODE_OF_TYPE.__getitem__, map(type, events)), np.uint8,
-                           len(events))
-    except KeyError:  # loosely decoded events carry it as a field
-        pass
-    try:
-        return np.fromiter(map(_PHASE_CODE.get, map(attrgetter("ph"), events), repeat(0)), np.uint8,
-                           len(events))
-    except TypeError:  # an unhashable phase value
-        return np.array([_PHASE_CODE.get(e.ph, 0) if isinstance(e.ph, str) else 0 for e in events],
-                        np.uint8)
-
-
 def _kinds(cats: tuple, phases: np.ndarray, name_ids: np.ndarray,
            index: dict[str, int]) -> np.ndarray:
     """Kind of each event: from the category for complete ("X") events, else instant or memory."""
@@ -625,7 +453,7 @@ def _kinds(cats: tuple, phases: np.ndarray, name_ids: np.ndarray,
         kinds = np.fromiter(map(_KIND_BY_RAW_CATEGORY.get, cats, repeat(0)), np.uint8, len(cats))
     except TypeError:  # an unhashable category (a list, an object): take the careful path
         kinds = np.zeros(len(cats), np.uint8)
-    complete = phases == _PHASE_CODE["X"]
+    complete = phases == PHASE_CODE["X"]
     for i in np.flatnonzero((kinds == 0) & complete).tolist():
         c = cats[i]
         kinds[i] = _KIND_BY_CATEGORY.get(c.lower(), Kind.OTHER) if isinstance(c, str) else Kind.OTHER
@@ -649,7 +477,7 @@ def _times(ts: tuple, durs: tuple, phases: np.ndarray, base_ns: int,
     start = _to_ns(ts, ns_per_unit) + base_ns
     # durs: absent is 0 by the schema; an explicit null is None
     dur = _to_ns(durs if None not in durs else [0 if d is None else d for d in durs], ns_per_unit)
-    dur[phases != _PHASE_CODE["X"]] = 0
+    dur[phases != PHASE_CODE["X"]] = 0
     return start, dur
 
 
