@@ -23,9 +23,10 @@ Model (one rank's batch at a time; every rule is stated here, next to its code):
   GPU-side sync events by the start time of the call that launched them (CUPTI correlation id), or
   their own start when they have none. Kernels run by a CUDA graph whose correlation is unknown are
   attributed to the latest earlier ``cudaGraphLaunch`` of the rank (``gpu.graph.id`` is kept).
-- **Parents.** User annotations nest by time containment on their thread. A runtime/driver call's
-  parent is the innermost annotation of its thread containing its start, else the trace's root. A GPU
-  op gets the parent of its launch call and a span link to the launch span.
+- **Parents.** User annotations and CPU ops (when captured) nest by time containment on their
+  thread. A runtime/driver call's parent is the innermost of them on its thread containing its
+  start, else the trace's root. A GPU op gets the parent of its launch call and a span link to the
+  launch span.
 - **Span budget** (``OTEL_PROFILER_SPAN_BUDGET``, default 2000 per trace and batch). The root is
   always a span, and so are the longest ``budget // 2`` annotations of the trace (the children of an
   aggregated annotation move up to its nearest kept ancestor). Each GPU op (with its launch call)
@@ -37,6 +38,11 @@ Model (one rank's batch at a time; every rule is stated here, next to its code):
   distinct names alone exceed what the annotations leave. The root span records the budget and the
   outcome (``otel_profiler.span_budget``, ``otel_profiler.spans.individual``,
   ``otel_profiler.spans.aggregated_events``, ``otel_profiler.span_selection``).
+- **CPU ops** are the host-side context of GPU work, not units of their own: the ops enclosing a
+  launch call that is a span become spans too (the whole chain, ``aten::linear`` → ``aten::addmm`` →
+  ``cudaLaunchKernel``), the chains of the costliest GPU work first, at most ``budget // 4`` per
+  trace (reserved up front). Other CPU ops are not exported (the summary and the report count them
+  all); their children move up to the nearest exported scope.
 
 Attribute names: semantic conventions where they exist (``thread.id``, ``service.name``,
 ``host.name``, ``process.pid``), else the project namespaces ``gpu.*`` (GPU facts) and
@@ -178,16 +184,20 @@ def _innermost(starts: np.ndarray, ends: np.ndarray, parent: np.ndarray, t: np.n
 
 
 def _nesting(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Enclosing interval of each interval (sorted by (start, -end)), by a stack walk."""
-    parent = np.full(len(starts), -1, np.int64)
-    stack: list[int] = []
-    for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
-        while stack and ends[stack[-1]] <= s:
-            stack.pop()
-        if stack and e <= ends[stack[-1]]:
-            parent[i] = stack[-1]
-        stack.append(i)
-    return parent
+    """Enclosing interval of each interval (sorted by (start, -end)): the nearest earlier one still
+    open at its start that ends no sooner. Found for all intervals at once by pointer jumping: while
+    a candidate closed before the interval started or ends sooner, the interval takes the
+    candidate's own candidate (everything skipped closed sooner still)."""
+    n = len(starts)
+    candidate = np.arange(-1, n - 1, dtype=np.int64)
+    active = np.arange(n, dtype=np.int64)
+    while len(active):
+        c = candidate[active]
+        c_end = ends[np.maximum(c, 0)]
+        skip = (c >= 0) & ((c_end < ends[active]) | (c_end <= starts[active]))
+        active = active[skip]
+        candidate[active] = candidate[c[skip]]
+    return candidate
 
 
 def _group_first(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -239,12 +249,12 @@ def build_spans(meta: dict[str, Any], batch: EventBatch, options: SpanOptions | 
     a = _anchors(batch)
     corr, annot_rows, gpu_annot_rows, call_rows, dev_rows = a.corr, a.annot_rows, a.gpu_annot_rows, \
         a.call_rows, a.dev_rows
-    launch_of, anchor_t, anchor_tid = a.launch_of, a.time, a.tid
+    launch_of, anchor_t, anchor_tid, op_rows = a.launch_of, a.time, a.tid, a.op_rows
 
     # --- traces: steps (this batch's, then earlier ones), then windows for the rest
     traces, trace_of, member_rows = _assign_traces(batch, opt, run_id, rank, known_steps or [], anchor_t,
                                                    np.concatenate([annot_rows, gpu_annot_rows, call_rows,
-                                                                   dev_rows]))
+                                                                   dev_rows, op_rows]))
     n_traces = len(traces.numbers)
     trace_row = np.full(len(batch), -1, np.int64)
     trace_row[member_rows] = trace_of
@@ -259,17 +269,21 @@ def build_spans(meta: dict[str, Any], batch: EventBatch, options: SpanOptions | 
     ids[ids == 0] = 1
     ids = _dedupe(ids, member_rows)
 
-    # --- parents: innermost annotation of the anchor's thread, within the same trace
+    # --- parents: innermost scope (annotation or CPU op) of the anchor's thread, within the same trace
     parent_row = np.full(len(batch), -1, np.int64)
-    annot_parent = _annotation_parents(batch, annot_rows, trace_row)
-    parent_row[annot_rows] = annot_parent
+    scopes = np.concatenate([annot_rows, op_rows])
+    parent_row[scopes] = _annotation_parents(batch, scopes, trace_row)
     cpu_members = np.concatenate([call_rows, dev_rows])
-    parent_row[cpu_members] = _parents_by_thread(batch, annot_rows, cpu_members, anchor_t, anchor_tid,
+    parent_row[cpu_members] = _parents_by_thread(batch, scopes, cpu_members, anchor_t, anchor_tid,
                                                  trace_row)
 
-    # --- budget: units ranked by duration, costliest kept while the budget lasts
+    # --- budget: units ranked by duration, costliest kept while the budget lasts; then the CPU ops
+    # around the kept launch calls, in the room reserved for them
+    context_room = np.minimum(np.bincount(trace_row[op_rows], minlength=n_traces), opt.budget // 4)
     keep = _select(batch, opt.budget, trace_row, n_traces, annot_rows, gpu_annot_rows, call_rows,
-                   dev_rows, launch_of)
+                   dev_rows, launch_of, context_room)
+    _keep_launch_context(batch, keep, parent_row, trace_row, call_rows, dev_rows, launch_of, context_room)
+    trace_row[op_rows[~keep[op_rows]]] = -1  # not exported, not aggregated
     # A parent annotation that was aggregated hands its children to its own kept ancestor (or root).
     while True:
         lost = np.flatnonzero((parent_row >= 0) & ~keep[np.maximum(parent_row, 0)])
@@ -288,6 +302,7 @@ class _Anchors:
     corr: Any
     annot_rows: np.ndarray
     gpu_annot_rows: np.ndarray
+    op_rows: np.ndarray  # CPU ops: context of launch calls (module docstring)
     call_rows: np.ndarray
     dev_rows: np.ndarray
     launch_of: np.ndarray  # per dev row: launch call row or -1
@@ -302,14 +317,14 @@ def _anchors(batch: EventBatch) -> _Anchors:
     dev_rows = np.flatnonzero(np.isin(kind, np.asarray(GPU_OP_KINDS + (Kind.SYNC,), np.uint8)))
     launch_of = _launches(batch, corr, dev_rows, call_rows)
     anchor_t = start.copy()
-    anchor_tid = np.where(np.isin(kind, np.asarray(LAUNCH_KINDS + (Kind.USER_ANNOTATION,), np.uint8)),
-                          batch.tid, MISSING)
+    anchor_tid = np.where(np.isin(kind, np.asarray(LAUNCH_KINDS + (Kind.USER_ANNOTATION, Kind.CPU_OP),
+                                                   np.uint8)), batch.tid, MISSING)
     linked = launch_of >= 0
     anchor_t[dev_rows[linked]] = start[launch_of[linked]]
     anchor_tid[dev_rows[linked]] = batch.tid[launch_of[linked]]
     return _Anchors(corr, np.flatnonzero(kind == Kind.USER_ANNOTATION),
-                    np.flatnonzero(kind == Kind.GPU_USER_ANNOTATION), call_rows, dev_rows, launch_of,
-                    anchor_t, anchor_tid)
+                    np.flatnonzero(kind == Kind.GPU_USER_ANNOTATION), np.flatnonzero(kind == Kind.CPU_OP),
+                    call_rows, dev_rows, launch_of, anchor_t, anchor_tid)
 
 
 def split_open_tail(batch: EventBatch, closed_until_ns: int, max_hold_ns: int,
@@ -449,8 +464,9 @@ def _parents_by_thread(batch: EventBatch, annot_rows: np.ndarray, rows: np.ndarr
 
 def _select(batch: EventBatch, budget: int, trace_row: np.ndarray, n_traces: int, annot_rows: np.ndarray,
             gpu_annot_rows: np.ndarray, call_rows: np.ndarray, dev_rows: np.ndarray,
-            launch_of: np.ndarray) -> np.ndarray:
-    """Boolean per batch row: exported as an individual span (else aggregated)."""
+            launch_of: np.ndarray, reserved: np.ndarray) -> np.ndarray:
+    """Boolean per batch row: exported as an individual span (else aggregated). ``reserved``: room
+    per trace kept free (for CPU-op context)."""
     keep = np.zeros(len(batch), bool)
     dur = batch.duration_ns
     # Annotations: the longest ``budget // 2`` of a trace are spans, the rest aggregated.
@@ -476,7 +492,7 @@ def _select(batch: EventBatch, budget: int, trace_row: np.ndarray, n_traces: int
     ukey = np.unique(key)
     reserve = np.bincount((ukey >> 40).astype(np.int64), minlength=n_traces)
     fixed = 1 + np.bincount(trace_row[annots[keep[annots]]], minlength=n_traces)
-    avail = np.maximum(budget - fixed - reserve, 0)
+    avail = np.maximum(budget - fixed - reserve - reserved, 0)
 
     order = np.lexsort((-dur[units], u_trace))
     units, unit_launch, u_trace = units[order], unit_launch[order], u_trace[order]
@@ -493,11 +509,45 @@ def _select(batch: EventBatch, budget: int, trace_row: np.ndarray, n_traces: int
     return keep
 
 
+def _keep_launch_context(batch: EventBatch, keep: np.ndarray, parent_row: np.ndarray, trace_row: np.ndarray,
+                         call_rows: np.ndarray, dev_rows: np.ndarray, launch_of: np.ndarray,
+                         room: np.ndarray) -> None:
+    """Keep the CPU ops enclosing kept launch calls: each op weighs as much as the costliest GPU op
+    launched inside it; the heaviest first (ancestors before descendants of equal weight), at most
+    ``room`` per trace."""
+    dur = batch.duration_ns
+    weight = np.zeros(len(batch), np.int64)
+    calls = call_rows[keep[call_rows]]
+    weight[calls] = dur[calls]
+    launched = launch_of >= 0
+    np.maximum.at(weight, launch_of[launched], dur[dev_rows[launched]])
+    ops, weights = [], []
+    cur, w = parent_row[calls], weight[calls]
+    while len(cur):  # one level of nesting per pass (a chain is rarely ten deep)
+        up = cur >= 0
+        cur, w = cur[up], w[up]
+        is_op = batch.kind[cur] == Kind.CPU_OP
+        ops.append(cur[is_op])
+        weights.append(w[is_op])
+        cur = parent_row[cur]
+    if not ops or not sum(map(len, ops)):
+        return
+    ops, weights = np.concatenate(ops), np.concatenate(weights)
+    order = np.lexsort((-weights, ops))  # per op, its heaviest chain first
+    ops, weights = ops[order], weights[order]
+    first = np.r_[True, ops[1:] != ops[:-1]]
+    ops, weights = ops[first], weights[first]
+    t = trace_row[ops]
+    order = np.lexsort((batch.start_ns[ops], -weights, t))
+    ops, t = ops[order], t[order]
+    rank = np.arange(len(ops)) - np.searchsorted(t, t, side="left")
+    keep[ops[rank < room[t]]] = True
+
+
 def _assemble(meta, batch, opt, run_id, rank, traces: _Traces, ids, trace_row, parent_row, keep, launch_of,
               dev_rows, corr) -> SpanTable:
     """Lay out roots, individual spans and aggregates as one SpanTable with its attributes."""
     kind, names_tab = batch.kind, batch.strings
-    n_traces = len(traces.numbers)
     ev = np.flatnonzero(keep & (trace_row >= 0))
     agg_src = np.flatnonzero(~keep & (trace_row >= 0))
     # Aggregates per (trace, kind, name).

@@ -84,8 +84,8 @@ def test_parents_links_and_times(path):
             assert table.parent_id[j] == table.parent_id[i]  # GPU op under its launch's parent
             parent = index[int(table.parent_id[i])]
             prow = row_of_span[parent]
-            if prow >= 0:  # an annotation on the launch thread containing the launch start
-                assert b.kind[prow] == Kind.USER_ANNOTATION and b.tid[prow] == b.tid[launch]
+            if prow >= 0:  # an annotation or CPU op on the launch thread containing the launch start
+                assert b.kind[prow] in (Kind.USER_ANNOTATION, Kind.CPU_OP) and b.tid[prow] == b.tid[launch]
                 assert b.start_ns[prow] <= b.start_ns[launch] < b.end_ns[prow]
     # Linked GPU ops whose launch is a span always carry the link.
     linked_ops = [i for i in range(len(table)) if row_of_span[i] >= 0 and b.kind[row_of_span[i]] == Kind.KERNEL
@@ -275,3 +275,55 @@ def test_annotation_heavy_steps_stay_near_the_budget():
             n += int(count.values[i]) if count.present[i] else 1
     assert n == int((b.kind == Kind.USER_ANNOTATION).sum())
     assert _exported_counts(b, table) == _gpu_counts(b)
+
+
+@pytest.mark.parametrize("path", TRACES[:2] + ["hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"])
+@pytest.mark.parametrize("budget", [2000, 200])
+def test_cpu_ops_are_the_context_of_kept_launches(path, budget):
+    """CPU ops become spans only around launch calls that are spans, at most budget // 4 per trace,
+    never aggregated; a kept launch inside a kept CPU op hangs under the innermost such op."""
+    b = rank_of(path).batch
+    table = build_spans({}, b, SpanOptions(budget=budget))
+    rows = table.source_row
+    span_of_row = {int(r): i for i, r in enumerate(rows.tolist()) if r >= 0}
+    kinds = table.attr("otel_profiler.kind")
+    kind_of_span = [table.values[int(v)] for v in kinds.values]
+    assert "cpu_op" not in {kind_of_span[i] for i in np.flatnonzero(rows < 0)}  # no aggregate
+    op_spans = [i for i in range(len(table)) if rows[i] >= 0 and b.kind[rows[i]] == Kind.CPU_OP]
+    call_rows = [int(r) for r in rows if r >= 0 and b.kind[r] in (Kind.RUNTIME, Kind.DRIVER)]
+    if budget == 2000:
+        assert op_spans and call_rows
+    per_trace = Counter(zip(table.trace_hi[op_spans].tolist(), table.trace_lo[op_spans].tolist()))
+    assert max(per_trace.values(), default=0) <= budget // 4
+    ops = b.kind == Kind.CPU_OP
+    for i in op_spans:  # each exported op encloses a kept launch call on its thread
+        r = rows[i]
+        assert any(b.tid[c] == b.tid[r] and b.start_ns[r] <= b.start_ns[c] < b.end_ns[r] for c in call_rows)
+    inside_kept_op = 0
+    for c in call_rows:  # a launch under an exported op hangs under the innermost exported one
+        enclosing = [int(r) for r in np.flatnonzero(ops & (b.tid == b.tid[c]) & (b.start_ns <= b.start_ns[c])
+                                                    & (b.end_ns > b.start_ns[c])) if int(r) in span_of_row]
+        if enclosing:
+            inside_kept_op += 1
+            innermost = max(enclosing, key=lambda r: (b.start_ns[r], -b.end_ns[r]))
+            prow = rows[list(table.span_id).index(table.parent_id[span_of_row[c]])]
+            # (an op with the very same interval is as innermost; an annotation may sit inside the op)
+            assert b.kind[prow] == Kind.USER_ANNOTATION or \
+                (b.start_ns[prow], b.end_ns[prow]) == (b.start_ns[innermost], b.end_ns[innermost])
+    if budget == 2000:
+        assert inside_kept_op > 0.5 * len(call_rows)
+
+
+def test_nesting_finds_the_innermost_open_container():
+    """``_nesting`` (vectorized) against the definition, on random intervals with ties and zero lengths."""
+    from otel_profiler.spans import _nesting
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n = int(rng.integers(1, 40))
+        starts = rng.integers(0, 50, n)
+        ends = starts + rng.integers(0, 30, n)
+        order = np.lexsort((-ends, starts))
+        s, e = starts[order].astype(np.int64), ends[order].astype(np.int64)
+        expected = [max((j for j in range(i) if e[j] > s[i] and e[j] >= e[i]), default=-1) for i in range(n)]
+        assert _nesting(s, e).tolist() == expected
