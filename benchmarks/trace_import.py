@@ -81,15 +81,19 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         target = _rank_folder(args.trace, args.ranks, folder) if args.ranks else args.trace
-        ours_runs, hta_runs = [], []
+        ours_runs, hta_runs, serial_runs = [], [], []
         for _ in range(args.repeat):
             ours_runs.append(measure(OURS, target))
             hta_runs.append(measure(HTA, target))
+            if args.ranks:  # the same, one file after the other
+                serial_runs.append(measure(OURS.replace("workers=None", "workers=1"), target))
     med = {
         "otel-profiler load+summary": _medians(ours_runs, "seconds"),
         "HTA 0.5.0 TraceAnalysis load": _medians(hta_runs, "seconds"),
         "HTA 0.5.0 load+temporal breakdown": _medians(hta_runs, "with_temporal_seconds"),
     }
+    if serial_runs:
+        med["otel-profiler, one file at a time"] = _medians(serial_runs, "seconds")
     ours, hta = med["otel-profiler load+summary"], med["HTA 0.5.0 TraceAnalysis load"]
     ranks = f", {args.ranks} ranks" if args.ranks else ""
     print(f"trace: {os.path.basename(args.trace)}{ranks}  ({args.repeat} alternating runs, medians)")
