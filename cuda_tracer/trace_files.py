@@ -21,11 +21,10 @@ import os
 import re
 import threading
 import zlib
-from contextlib import contextmanager
 from itertools import compress, repeat
 from operator import attrgetter, is_not
 from decimal import Decimal
-from typing import Any, Iterator
+from typing import Any
 
 import msgspec
 
@@ -90,32 +89,36 @@ def read_bytes(path: str) -> bytes:
 
 def read_trace(path: str) -> RankProfile:
     """Read one Kineto/Chrome trace file into a ``RankProfile``. Raises ``TraceError``."""
-    with _collector_paused():
+    with _COLLECTOR_PAUSED:
         return _read(path, read_bytes(path))  # _read owns the text (kept alive by the raw args)
 
 
-_pause_lock = threading.Lock()
-_pauses = [0, False]  # readers inside, whether the collector was on when the first came in
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cycle collector while a file is converted: reading allocates a few hundred
+class _CollectorPause:
+    """Pauses Python's cycle collector while files are converted: reading allocates a few hundred
     thousand containers and frees none of them, so every collection it would trigger (several full
     ones on a large trace, each walking everything alive) is wasted time. Readers in several threads
     share one pause; the last one out restores the collector as the first one found it."""
-    with _pause_lock:
-        if _pauses[0] == 0:
-            _pauses[1] = gc.isenabled()
-            gc.disable()
-        _pauses[0] += 1
-    try:
-        yield
-    finally:
-        with _pause_lock:
-            _pauses[0] -= 1
-            if _pauses[0] == 0 and _pauses[1]:
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._readers = 0
+        self._was_enabled = False
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._readers == 0:
+                self._was_enabled = gc.isenabled()
+                gc.disable()
+            self._readers += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._readers -= 1
+            if self._readers == 0 and self._was_enabled:
                 gc.enable()
+
+
+_COLLECTOR_PAUSED = _CollectorPause()
 
 
 def _read(path: str, data: bytes) -> RankProfile:
