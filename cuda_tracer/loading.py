@@ -13,6 +13,7 @@ import multiprocessing
 import os
 import threading
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Iterable
 
 from .profile import Profile, RankProfile, TraceError, is_profile_folder, read_profile_folder
@@ -71,7 +72,14 @@ def _read_all(tasks: list[tuple[str, str]], workers: int | None) -> list[list[Ra
     pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"))
     try:
         futures = [pool.submit(_read_one, what, path) for what, path in tasks]
-        return [f.result() for f in futures]  # the first error in input order wins
+        out = []
+        for (_, path), future in zip(tasks, futures):  # the first error in input order wins
+            try:
+                out.append(future.result())
+            except BrokenProcessPool:
+                raise TraceError(path, "not read: a reader process was killed (out of memory?); "
+                                       "read fewer trace files at once") from None
+        return out
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
@@ -81,7 +89,7 @@ def _worker_count(tasks: list[tuple[str, str]], workers: int | None) -> int:
     if len(traces) < 2 or workers == 1 or threading.active_count() > 1 \
             or "fork" not in multiprocessing.get_all_start_methods():
         return 1
-    n = min(len(traces), workers or os.cpu_count() or 1)
+    n = min(len(traces), workers or _cores())
     if workers is None:
         try:
             import psutil
@@ -93,16 +101,26 @@ def _worker_count(tasks: list[tuple[str, str]], workers: int | None) -> int:
     return n
 
 
+def _cores() -> int:
+    """Cores this process may run on (its affinity, as a container or taskset limits it)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _text_size(path: str) -> int:
     """Bytes of JSON text in a trace file: a gzip file's own record of it (its last four bytes, the
-    size modulo 4 GiB), else the file size."""
+    size modulo 4 GiB, so not below 8 bytes per compressed byte for files that large), else the
+    file size."""
     try:
         size = os.path.getsize(path)
         with open(path, "rb") as f:
             if f.read(2) != b"\x1f\x8b" or size < 18:
                 return size
             f.seek(-4, os.SEEK_END)
-            return max(int.from_bytes(f.read(4), "little"), size)
+            recorded = int.from_bytes(f.read(4), "little")
+        return max(recorded, size, 8 * size if size > 2**28 else 0)
     except OSError:
         return 0
 

@@ -424,6 +424,7 @@ class Exporter:
         self.dropped = 0  # queue full
         self.dropped_gone = 0  # the exporter process had died (killed, out of memory)
         self.dropped_closed = 0  # submitted after close()
+        self.dropped_unread = 0  # still queued when the exporter process ended
         self._closed = False
         self._final: dict[str, int] | None = None
         _LIVE.add(self)
@@ -469,10 +470,16 @@ class Exporter:
             return True
         if not self._gone_warned:
             self._gone_warned = True
+            self._count_unread()
             warn(f"exporter process ended unexpectedly (exit code {self._proc.exitcode}); later "
                  "spans and metrics are not exported (spans counted as dropped; they stay in the "
                  "profile folder, `otel-profiler export FOLDER` sends them)")
         return False
+
+    def _count_unread(self) -> None:
+        """Batches left in the queue of a process that is gone: dropped, and no longer waiting."""
+        received = (self._final or Counters(self._shared).snapshot())["batches_received"]
+        self.dropped_unread = max(0, self.submitted - received)
 
     def counters(self) -> dict[str, int]:
         out = dict(self._final) if self._final is not None else Counters(self._shared).snapshot()
@@ -480,6 +487,7 @@ class Exporter:
         out["batches_dropped_queue_full"] = self.dropped
         out["batches_dropped_exporter_gone"] = self.dropped_gone
         out["batches_dropped_after_close"] = self.dropped_closed
+        out["batches_dropped_unread"] = self.dropped_unread
         return out
 
     def close(self, timeout_s: float = 10.0) -> dict[str, int]:
@@ -504,10 +512,12 @@ class Exporter:
             self._proc.terminate()
             self._proc.join(1.0)
         self._final = Counters(self._shared).snapshot()
+        self._count_unread()
         self._queue.cancel_join_thread()
         self._queue.close()
         lost = {"batches (queue full)": self.dropped, "batches (exporter gone)": self.dropped_gone,
                  "batches at close": self._final["batches_dropped_at_close"],
+                 "batches never read": self.dropped_unread,
                  "spans": self._final["spans_dropped"]}
         if any(lost.values()):
             warn("span export dropped " + ", ".join(f"{n} {what}" for what, n in lost.items() if n))

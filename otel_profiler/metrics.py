@@ -190,7 +190,8 @@ def exporter_points(counters: dict[str, int]) -> list[Point]:
     out = [Point(m.DROPPED, {"otel_profiler.reason": f"export_{key}"}, float(value))
            for key, value in counters.items() if "dropped" in key]
     if "batches_submitted" in counters:
-        waiting = counters["batches_submitted"] - counters.get("batches_received", 0)
+        waiting = (counters["batches_submitted"] - counters.get("batches_received", 0)
+                   - counters.get("batches_dropped_unread", 0))
         out.append(Point(m.EXPORTER_QUEUE, {}, float(max(0, waiting))))
     if "spool_bytes" in counters:
         out.append(Point(m.SPOOL_SIZE, {}, float(counters["spool_bytes"])))

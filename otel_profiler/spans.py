@@ -191,13 +191,31 @@ def _nesting(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     n = len(starts)
     candidate = np.arange(-1, n - 1, dtype=np.int64)
     active = np.arange(n, dtype=np.int64)
-    while len(active):
+    for _ in range(_JUMP_ROUNDS):
+        if not len(active):
+            return candidate
         c = candidate[active]
         c_end = ends[np.maximum(c, 0)]
         skip = (c >= 0) & ((c_end < ends[active]) | (c_end <= starts[active]))
         active = active[skip]
         candidate[active] = candidate[c[skip]]
-    return candidate
+    return _nesting_walk(starts, ends)  # very deep nesting: the sequential walk is faster then
+
+
+_JUMP_ROUNDS = 64
+
+
+def _nesting_walk(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """``_nesting`` by a stack walk: one Python step per interval, whatever the depth."""
+    parent = np.full(len(starts), -1, np.int64)
+    stack: list[int] = []
+    for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
+        while stack and (ends[stack[-1]] <= s or ends[stack[-1]] < e):
+            stack.pop()
+        if stack:
+            parent[i] = stack[-1]
+        stack.append(i)
+    return parent
 
 
 def _group_first(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -251,13 +269,17 @@ def build_spans(meta: dict[str, Any], batch: EventBatch, options: SpanOptions | 
         a.call_rows, a.dev_rows
     launch_of, anchor_t, anchor_tid, op_rows = a.launch_of, a.time, a.tid, a.op_rows
 
-    # --- traces: steps (this batch's, then earlier ones), then windows for the rest
+    # --- traces: steps (this batch's, then earlier ones), then windows for the rest. CPU ops join the
+    # trace their start falls in, when there is one; they make none (most of them are not exported).
     traces, trace_of, member_rows = _assign_traces(batch, opt, run_id, rank, known_steps or [], anchor_t,
                                                    np.concatenate([annot_rows, gpu_annot_rows, call_rows,
-                                                                   dev_rows, op_rows]))
+                                                                   dev_rows]))
     n_traces = len(traces.numbers)
     trace_row = np.full(len(batch), -1, np.int64)
     trace_row[member_rows] = trace_of
+    op_rows = op_rows[batch.tid[op_rows] != MISSING]
+    trace_row[op_rows] = _existing_trace(traces, opt, start[op_rows])
+    op_rows = op_rows[trace_row[op_rows] >= 0]
 
     # --- span ids of events (deterministic)
     lane = np.where(batch.tid != MISSING, batch.tid, batch.stream)
@@ -267,7 +289,7 @@ def build_spans(meta: dict[str, Any], batch: EventBatch, options: SpanOptions | 
         ids = mix64(ids ^ (lane.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
                         ^ (kind.astype(np.uint64) << np.uint64(56)) ^ batch.correlation.astype(np.uint64))
     ids[ids == 0] = 1
-    ids = _dedupe(ids, member_rows)
+    ids = _dedupe(ids, np.concatenate([member_rows, op_rows]))
 
     # --- parents: innermost scope (annotation or CPU op) of the anchor's thread, within the same trace
     parent_row = np.full(len(batch), -1, np.int64)
@@ -278,11 +300,17 @@ def build_spans(meta: dict[str, Any], batch: EventBatch, options: SpanOptions | 
                                                  trace_row)
 
     # --- budget: units ranked by duration, costliest kept while the budget lasts; then the CPU ops
-    # around the kept launch calls, in the room reserved for them
-    context_room = np.minimum(np.bincount(trace_row[op_rows], minlength=n_traces), opt.budget // 4)
+    # around the kept launch calls, in the room reserved for them. Room they did not take goes back
+    # to the units (a second selection keeps a superset of the first's launches).
+    room = np.minimum(np.bincount(trace_row[op_rows], minlength=n_traces), opt.budget // 4)
     keep = _select(batch, opt.budget, trace_row, n_traces, annot_rows, gpu_annot_rows, call_rows,
-                   dev_rows, launch_of, context_room)
-    _keep_launch_context(batch, keep, parent_row, trace_row, call_rows, dev_rows, launch_of, context_room)
+                   dev_rows, launch_of, room)
+    used = _keep_launch_context(batch, keep, parent_row, trace_row, call_rows, dev_rows, launch_of, room)
+    if (used < room).any():
+        kept_ops = op_rows[keep[op_rows]]
+        keep = _select(batch, opt.budget, trace_row, n_traces, annot_rows, gpu_annot_rows, call_rows,
+                       dev_rows, launch_of, used)
+        keep[kept_ops] = True
     trace_row[op_rows[~keep[op_rows]]] = -1  # not exported, not aggregated
     # A parent annotation that was aggregated hands its children to its own kept ancestor (or root).
     while True:
@@ -511,10 +539,10 @@ def _select(batch: EventBatch, budget: int, trace_row: np.ndarray, n_traces: int
 
 def _keep_launch_context(batch: EventBatch, keep: np.ndarray, parent_row: np.ndarray, trace_row: np.ndarray,
                          call_rows: np.ndarray, dev_rows: np.ndarray, launch_of: np.ndarray,
-                         room: np.ndarray) -> None:
+                         room: np.ndarray) -> np.ndarray:
     """Keep the CPU ops enclosing kept launch calls: each op weighs as much as the costliest GPU op
     launched inside it; the heaviest first (ancestors before descendants of equal weight), at most
-    ``room`` per trace."""
+    ``room`` per trace. Returns how many were kept per trace."""
     dur = batch.duration_ns
     weight = np.zeros(len(batch), np.int64)
     calls = call_rows[keep[call_rows]]
@@ -531,17 +559,36 @@ def _keep_launch_context(batch: EventBatch, keep: np.ndarray, parent_row: np.nda
         weights.append(w[is_op])
         cur = parent_row[cur]
     if not ops or not sum(map(len, ops)):
-        return
+        return np.zeros(len(room), np.int64)
     ops, weights = np.concatenate(ops), np.concatenate(weights)
     order = np.lexsort((-weights, ops))  # per op, its heaviest chain first
     ops, weights = ops[order], weights[order]
     first = np.r_[True, ops[1:] != ops[:-1]]
     ops, weights = ops[first], weights[first]
     t = trace_row[ops]
-    order = np.lexsort((batch.start_ns[ops], -weights, t))
+    order = np.lexsort((-batch.end_ns[ops], batch.start_ns[ops], -weights, t))
     ops, t = ops[order], t[order]
     rank = np.arange(len(ops)) - np.searchsorted(t, t, side="left")
-    keep[ops[rank < room[t]]] = True
+    chosen = rank < room[t]
+    keep[ops[chosen]] = True
+    return np.bincount(t[chosen], minlength=len(room))
+
+
+def _existing_trace(traces: _Traces, opt: SpanOptions, t: np.ndarray) -> np.ndarray:
+    """The trace each time falls in: the step containing it, else its window if that window has a
+    trace in this batch, else -1."""
+    n_steps = int(traces.is_step.sum())  # step traces come first, by start time
+    s_start, s_end = traces.start[:n_steps], traces.end[:n_steps]
+    i = np.searchsorted(s_start, t, side="right") - 1
+    out = np.where((i >= 0) & (t < s_end[np.maximum(i, 0)]) if n_steps else np.zeros(len(t), bool), i, -1)
+    windows = traces.window_start[n_steps:]  # ascending
+    if len(windows):
+        outside = np.flatnonzero(out < 0)
+        key = t[outside] // opt.window_ns * opt.window_ns
+        j = np.minimum(np.searchsorted(windows, key), len(windows) - 1)
+        hit = windows[j] == key
+        out[outside[hit]] = n_steps + j[hit]
+    return out
 
 
 def _assemble(meta, batch, opt, run_id, rank, traces: _Traces, ids, trace_row, parent_row, keep, launch_of,

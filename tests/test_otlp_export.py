@@ -170,6 +170,23 @@ def test_submit_never_blocks_when_the_queue_is_full(tmp_path, rank):
     assert counters["batches_submitted"] == accepted
 
 
+def test_batches_left_unread_at_close_are_counted_and_wait_no_more(tmp_path, rank, capfd):
+    from otel_profiler import metric_points as m
+    from otel_profiler.metrics import exporter_points
+
+    with OtlpReceiver(delay_s=1.0) as receiver:  # each request takes 1 s: the close comes first
+        exporter = exporter_from_env(_settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint))
+        for _ in range(6):
+            assert exporter.submit(rank.meta, rank.batch)
+        counters = exporter.close(0.3)
+    unread = counters["batches_submitted"] - counters["batches_received"]
+    assert unread > 0 and counters["batches_dropped_unread"] == unread
+    points = {(p.spec, p.attributes.get("otel_profiler.reason")): p.value for p in exporter_points(counters)}
+    assert points[(m.EXPORTER_QUEUE, None)] == 0
+    assert points[(m.DROPPED, "export_batches_dropped_unread")] == unread
+    assert f"{unread} batches never read" in capfd.readouterr().err
+
+
 def test_exporter_from_env_none_without_sink_and_json_file_sink(tmp_path, rank):
     assert exporter_from_env(config.load({})) is None
     assert exporter_from_env(config.load({"OTEL_SDK_DISABLED": "true",

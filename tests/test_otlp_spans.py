@@ -314,10 +314,13 @@ def test_cpu_ops_are_the_context_of_kept_launches(path, budget):
         assert inside_kept_op > 0.5 * len(call_rows)
 
 
-def test_nesting_finds_the_innermost_open_container():
-    """``_nesting`` (vectorized) against the definition, on random intervals with ties and zero lengths."""
-    from otel_profiler.spans import _nesting
+@pytest.mark.parametrize("how", ["_nesting", "_nesting_walk"])
+def test_nesting_finds_the_innermost_open_container(how):
+    """``_nesting`` (vectorized) and its fallback for deep nesting, against the definition, on random
+    intervals with ties and zero lengths."""
+    from otel_profiler import spans
 
+    nesting = getattr(spans, how)
     rng = np.random.default_rng(7)
     for _ in range(300):
         n = int(rng.integers(1, 40))
@@ -326,4 +329,47 @@ def test_nesting_finds_the_innermost_open_container():
         order = np.lexsort((-ends, starts))
         s, e = starts[order].astype(np.int64), ends[order].astype(np.int64)
         expected = [max((j for j in range(i) if e[j] > s[i] and e[j] >= e[i]), default=-1) for i in range(n)]
-        assert _nesting(s, e).tolist() == expected
+        assert nesting(s, e).tolist() == expected
+
+
+@pytest.mark.parametrize("path,budget", [("hta/df_index_resolver/df_index_resolver.json.gz", 200),
+                                         ("hta/negative_queue_length_values_check/rank0.json.gz", 200),
+                                         ("tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz", 60)])
+def test_room_for_cpu_ops_never_costs_gpu_spans_it_does_not_use(path, budget):
+    """With CPU ops in the batch, the GPU ops that are spans lose at most the room the CPU-op spans
+    took: room they could not use (no launch kept, a tight budget) goes back to the GPU work."""
+    b = rank_of(path).batch
+    without_ops = b.take(b.kind != Kind.CPU_OP)
+
+    def kinds(batch):
+        rows = build_spans({}, batch, SpanOptions(budget=budget)).source_row
+        rows = rows[rows >= 0]
+        return Counter(batch.kind[rows].tolist())
+
+    with_ops, plain = kinds(b), kinds(without_ops)
+    gpu = sum(with_ops[k] for k in GPU_OP_KINDS)
+    assert gpu >= sum(plain[k] for k in GPU_OP_KINDS) - with_ops[Kind.CPU_OP] > 0
+
+
+def test_cpu_ops_make_no_trace_of_their_own():
+    """CPU ops join the step or window trace their start falls in; alone, they make no trace, and an
+    unrelated op changes no trace id."""
+    t0 = 1_700_000_000_000_000_000
+    bb = BatchBuilder()
+    bb.add(Kind.CPU_OP, "aten::empty", t0, t0 + 10, pid=1, tid=1, rank=0)
+    bb.add(Kind.CPU_OP, "aten::zeros", t0 + 20, t0 + 30, pid=1, tid=1, rank=0)
+    assert len(build_spans({}, bb.build())) == 0
+
+    def ids(extra_op: bool) -> set:
+        bb = BatchBuilder()
+        if extra_op:
+            bb.add(Kind.CPU_OP, "aten::unrelated", t0 - 5, t0 - 1, pid=1, tid=1, rank=0)
+        bb.add(Kind.CPU_OP, "aten::mm", t0 + 90, t0 + 400, pid=1, tid=1, rank=0)
+        bb.add(Kind.RUNTIME, "cudaLaunchKernel", t0 + 100, t0 + 200, pid=1, tid=1, correlation=5, rank=0)
+        bb.add(Kind.KERNEL, "gemm", t0 + 300, t0 + 900, device=0, stream=7, correlation=5, rank=0)
+        table = build_spans({}, bb.build())
+        names = [table.names[int(n)] for n in table.name]
+        assert "aten::mm" in names and "aten::unrelated" not in names
+        return set(zip(table.trace_hi.tolist(), table.trace_lo.tolist(), table.start_ns.tolist()))
+
+    assert ids(False) == ids(True)

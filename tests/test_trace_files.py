@@ -154,3 +154,29 @@ def test_per_rank_files_read_in_parallel_give_the_same_profile(shared_traces, tm
     result = json.loads(out.stdout)
     assert result["ranks"] == [0, 1] and result["sources"] and result["same"] == [True, True]
     assert result["error"][0] == str(bad) and "gzip" in result["error"][1]
+
+
+READER_KILLED = """
+import os, signal, sys
+from cuda_tracer import loading
+read = loading.read_trace
+def read_or_die(path):  # the second file's reader dies as if the OOM killer took it
+    if path.endswith("rank-1.json.gz"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return read(path)
+loading.read_trace = read_or_die
+try:
+    loading.load_profile([sys.argv[1]], workers=2)
+except loading.TraceError as exc:
+    print(exc)
+"""
+
+
+def test_a_killed_reader_process_is_one_clear_error(shared_traces):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", READER_KILLED, str(shared_traces / "hta" / "trace_filter")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert "trace_filter" in out.stdout and "reader process was killed (out of memory?)" in out.stdout

@@ -19,6 +19,7 @@ from .. import config
 from ..exporter import Counters, ExportConfig, Pipeline, warn
 from ..sinks import PROTOCOLS, resolve_target
 from ..spans import options_from_settings
+from . import add_inputs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Turn Kineto/Chrome traces, folders of per-rank traces or profile folders into "
                     "OpenTelemetry spans (one trace per training step) and send them to an OTLP "
                     "endpoint or write them to a file.")
-    p.add_argument("inputs", nargs="+", metavar="INPUT")
+    add_inputs(p)
     p.add_argument("--endpoint", help="OTLP endpoint URL (default: OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)")
     p.add_argument("--protocol", choices=PROTOCOLS, help="OTLP protocol (default: OTEL_EXPORTER_OTLP_PROTOCOL)")
     p.add_argument("--output", metavar="FILE", help="also write FILE.jsonl (OTLP JSON lines) or FILE.pb")
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         print("otel-profiler: error: give --endpoint or --output (or set OTEL_EXPORTER_OTLP_ENDPOINT)",
               file=sys.stderr)
         return 2
-    profile = load_profile(args.inputs, workers=None)  # trace files read in parallel
+    profile = load_profile(args.inputs, workers=args.jobs)
     options = options_from_settings(settings, "otel-profiler-export")
     options.service_name = args.service_name or options.service_name
     options.run_id = options.run_id or _run_id(profile.sources)

@@ -12,6 +12,7 @@ from cuda_tracer.profile import TraceError
 from cuda_tracer.loading import load_profile
 
 from ..analysis.insights import Thresholds
+from . import add_inputs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "report", help="self-contained HTML report (or a Perfetto trace) of traces or profile folders",
         description="Write an HTML report (dashboard, statistical summary, timeline, insights) that "
                     "opens offline in a browser, or a Chrome trace JSON for Perfetto UI.")
-    p.add_argument("inputs", nargs="+", metavar="INPUT")
+    add_inputs(p)
     p.add_argument("-o", "--output", required=True, help="file to write (report.html, trace.json)")
     p.add_argument("--format", choices=("html", "perfetto"), default="html")
     p.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         thresholds = Thresholds.parse(args.threshold)
     except ValueError as exc:
         raise TraceError("--threshold", str(exc)) from None
-    profile = load_profile(args.inputs, workers=None)  # trace files read in parallel
+    profile = load_profile(args.inputs, workers=args.jobs)
     try:
         if args.format == "perfetto":
             from ..report.perfetto import write_chrome_trace

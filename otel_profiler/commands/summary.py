@@ -10,6 +10,7 @@ from cuda_tracer.loading import load_profile
 from ..analysis.insights import insights
 from ..analysis.summary import summarize
 from ..report.console import render_csv, render_json, render_table
+from . import add_inputs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,7 +18,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "summary", help="statistical summary of trace files or profile folders",
         description="Summarize Kineto/Chrome trace files (.json, .json.gz), folders of per-rank "
                     "traces, or profile folders written by `otel-profiler run`.")
-    p.add_argument("inputs", nargs="+", metavar="INPUT")
+    add_inputs(p)
     p.add_argument("--format", choices=("table", "json", "csv"), default="table")
     p.add_argument("--top", type=int, default=20, help="rows per table (table format)")
     p.add_argument("-o", "--output", help="write to this file instead of standard output")
@@ -25,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    profile = load_profile(args.inputs, workers=None)  # trace files read in parallel
+    profile = load_profile(args.inputs, workers=args.jobs)
     summary = summarize(profile)
     summary["insights"] = insights(profile, summary)
     if args.format == "json":
