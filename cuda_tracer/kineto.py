@@ -172,35 +172,41 @@ def _typed_event(e: Any) -> TraceEvent | None:
 
 def _args(e: Any, category: str) -> msgspec.Raw:
     """The event's ``args`` as the JSON text a trace file would hold: Kineto's metadata plus the
-    correlation fields (metadata's own ``correlation`` wins; the linked CPU op's id is the
-    ``External id``)."""
+    correlation fields (metadata's own ``correlation`` wins unless it is missing or null; the linked
+    CPU op's id is the ``External id``)."""
     correlation = int(e.correlation_id() or MISSING)
     if category in _CPU_CATEGORIES:
         return msgspec.Raw(b'{"External id": %d}' % correlation)
-    fields = ['"correlation": %d' % correlation]
+    fields = []
     metadata = e.metadata_json() if hasattr(e, "metadata_json") else ""
-    if metadata and _is_object_body(metadata):
+    own = _metadata_correlation(metadata) if metadata else _NOT_AN_OBJECT
+    if own is not _NOT_AN_OBJECT:
         fields.append(metadata)
+    if own is None or own is _NOT_AN_OBJECT:  # in JSON the last of two equal keys wins
+        fields.append('"correlation": %d' % correlation)
     linked = e.linked_correlation_id()
     if linked:
         fields.append('"External id": %d' % linked)
     return msgspec.Raw(("{" + ", ".join(fields) + "}").encode())
 
 
-class _AnyObject(msgspec.Struct):
-    """Accepts any JSON object and keeps none of it: checks text without building anything."""
+class _MetadataCorrelation(msgspec.Struct):
+    """The one field of Kineto's metadata read here; everything else is only checked and skipped."""
+
+    correlation: Any = None
 
 
-_OBJECT = msgspec.json.Decoder(_AnyObject)
+_METADATA = msgspec.json.Decoder(_MetadataCorrelation)
+_NOT_AN_OBJECT = object()
 
 
-def _is_object_body(text: str) -> bool:
-    """True when ``{text}`` is a valid JSON object (Kineto's metadata_json() omits the braces)."""
+def _metadata_correlation(text: str) -> Any:
+    """The ``correlation`` of ``{text}`` (Kineto's metadata_json() omits the braces): None when it
+    has none, ``_NOT_AN_OBJECT`` when the text is not a JSON object's inside."""
     try:
-        _OBJECT.decode("{" + text + "}")
-        return True
+        return _METADATA.decode("{" + text + "}").correlation
     except msgspec.MsgspecError:
-        return False
+        return _NOT_AN_OBJECT
 
 
 def keep_activities(batch: EventBatch, activities: frozenset[str]) -> EventBatch:

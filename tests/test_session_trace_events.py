@@ -70,6 +70,8 @@ def test_live_args_keep_ids_when_kineto_metadata_is_not_json():
 
     good = msgspec.json.decode(_args(Event('"stream": 7, "correlation": 42'), "kernel"))
     assert good == {"correlation": 42, "stream": 7, "External id": 40}
+    null = msgspec.json.decode(_args(Event('"correlation": null, "stream": 7'), "kernel"))
+    assert null == {"correlation": 41, "stream": 7, "External id": 40}  # the event's own id fills it
     for junk in ('"stream": ', "{", '"a": 1}, {"b": 2', ""):
         assert msgspec.json.decode(_args(Event(junk), "kernel")) == {"correlation": 41, "External id": 40}
     assert msgspec.json.decode(_args(Event(""), "cpu_op")) == {"External id": 41}
