@@ -279,6 +279,34 @@ def _convert(path: str, doc: TraceFile, ns_per_unit: int = 1000) -> RankProfile:
     extra = _Extras(index, strings)
     for i, number in steps.items():
         extra.add(i, "step", number)
+    gpu = _arg_columns(col, extra, raw_args, pids, tids, names)
+    col["pid"] = np.where(gpu, MISSING, pids)
+    col["tid"] = np.where(gpu, MISSING, tids)
+    memcpy = np.flatnonzero(kinds == Kind.MEMCPY)
+    direction = {n: memcpy_kind_from_name(strings[n]) for n in np.unique(name_ids[memcpy]).tolist()}
+    col["subkind"][memcpy] = [direction[n] for n in name_ids[memcpy].tolist()]
+    for i in np.flatnonzero(kinds == Kind.OTHER).tolist():
+        if isinstance(cats[i], str):
+            extra.add(i, "category", cats[i].lower())
+    window = None
+    for i in np.flatnonzero(kinds == Kind.PROFILER)[:1].tolist():
+        window = [int(start[i]), int(start[i] + dur[i])]
+
+    batch = EventBatch(_typed(col), extra.strings, np.asarray(extra.rows, np.int64),
+                       np.asarray(extra.keys, np.int32), extra.values)
+    meta = _file_meta(path, doc)
+    meta.update(processes=processes, threads=threads, profiler_window_ns=window, flow_events=flows,
+                skipped_events=skipped)
+    if len(batch):
+        batch.columns["rank"][:] = meta["rank"]
+    return RankProfile(meta=meta, batch=batch)
+
+
+def _arg_columns(col: dict[str, np.ndarray], extra: "_Extras", raw_args: tuple, pids: np.ndarray,
+                 tids: np.ndarray, names: tuple) -> np.ndarray:
+    """Every column that comes from ``args``, one batched decode per group of kinds (GPU ops,
+    ``[memory]`` events, the rest). Returns which rows are GPU-side."""
+    kinds = col["kind"]
     gpu = np.isin(kinds, _GPU_KIND_CODES)
     memory = kinds == Kind.MEMORY
     groups = ((np.flatnonzero(gpu), GPU_ARGS), (np.flatnonzero(memory), MEMORY_ARGS),
@@ -294,31 +322,22 @@ def _convert(path: str, doc: TraceFile, ns_per_unit: int = 1000) -> RankProfile:
             _gpu_columns(col, extra, rows, args, pids[rows], tids[rows], names)
         elif decoder is MEMORY_ARGS:
             _memory_columns(col, extra, rows, args)
-    col["pid"] = np.where(gpu, MISSING, pids)
-    col["tid"] = np.where(gpu, MISSING, tids)
-    memcpy = np.flatnonzero(kinds == Kind.MEMCPY)
-    direction = {n: memcpy_kind_from_name(strings[n]) for n in np.unique(name_ids[memcpy]).tolist()}
-    col["subkind"][memcpy] = [direction[n] for n in name_ids[memcpy].tolist()]
-    for i in np.flatnonzero(kinds == Kind.OTHER).tolist():
-        if isinstance(cats[i], str):
-            extra.add(i, "category", cats[i].lower())
-    window = None
-    for i in np.flatnonzero(kinds == Kind.PROFILER)[:1].tolist():
-        window = [int(start[i]), int(start[i] + dur[i])]
+    return gpu
 
-    batch = EventBatch(_typed(col), extra.strings, np.asarray(extra.rows, np.int64),
-                       np.asarray(extra.keys, np.int32), extra.values)
+
+def _file_meta(path: str, doc: TraceFile) -> dict[str, Any]:
+    """The file-level metadata: source, rank and world size (``distributedInfo``, else a
+    ``rank-N`` in the file name), device properties, versions, host."""
     dist = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
     rank = _int(dist.get("rank"), default=MISSING)
     if rank == MISSING:
         m = _RANK_IN_FILENAME.search(os.path.basename(path))
         rank = int(m.group(1)) if m else MISSING
-    world_size = _int(dist.get("world_size"), default=MISSING)
-    meta = {
+    return {
         "source": os.path.basename(path),
         "format": "kineto",
         "rank": rank,
-        "world_size": world_size,
+        "world_size": _int(dist.get("world_size"), default=MISSING),
         "distributed": {k: v for k, v in dist.items() if k != "pg_config"},
         "device_properties": doc.deviceProperties if isinstance(doc.deviceProperties, list) else [],
         "versions": {k: v for k, v in (("cupti", doc.cupti_version),
@@ -326,15 +345,7 @@ def _convert(path: str, doc: TraceFile, ns_per_unit: int = 1000) -> RankProfile:
                                        ("cuda_driver", doc.cuda_driver_version),
                                        ("schema", doc.schemaVersion)) if v is not None},
         "host_name": doc.host_name if isinstance(doc.host_name, str) else None,
-        "processes": processes,
-        "threads": threads,
-        "profiler_window_ns": window,
-        "flow_events": flows,
-        "skipped_events": skipped,
     }
-    if len(batch):
-        batch.columns["rank"][:] = rank
-    return RankProfile(meta=meta, batch=batch)
 
 
 def _columns(items: list[Any], fields: tuple[str, ...]) -> list[tuple]:
