@@ -9,11 +9,8 @@ Several trace files (a folder of per-rank traces) can be read by several process
 from __future__ import annotations
 
 import glob
-import multiprocessing
 import os
 import threading
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from typing import Iterable
 
 from .profile import Profile, RankProfile, TraceError, is_profile_folder, read_profile_folder
@@ -67,6 +64,10 @@ def _read_all(tasks: list[tuple[str, str]], workers: int | None) -> list[list[Ra
     n = _worker_count(tasks, workers)
     if n < 2:
         return [_read_one(what, path) for what, path in tasks]
+    import multiprocessing  # only here: a single file should not pay for their import
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     # fork: workers start in milliseconds with everything imported; only from a single-threaded
     # process (``_worker_count`` checks), where forking is safe.
     pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"))
@@ -86,8 +87,7 @@ def _read_all(tasks: list[tuple[str, str]], workers: int | None) -> list[list[Ra
 
 def _worker_count(tasks: list[tuple[str, str]], workers: int | None) -> int:
     traces = [path for what, path in tasks if what == "trace"]
-    if len(traces) < 2 or workers == 1 or threading.active_count() > 1 \
-            or "fork" not in multiprocessing.get_all_start_methods():
+    if len(traces) < 2 or workers == 1 or threading.active_count() > 1 or not hasattr(os, "fork"):
         return 1
     n = min(len(traces), workers or _cores())
     if workers is None:
