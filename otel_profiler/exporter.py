@@ -449,13 +449,14 @@ class Exporter:
         self.submitted += 1
         return True
 
-    def submit_metrics(self, snapshot: MetricsSnapshot) -> bool:
+    def submit_metrics(self, snapshot: MetricsSnapshot, last: bool = False) -> bool:
         """Queue a metrics snapshot for the metrics endpoint. False, and nothing queued, while the
         previous snapshot is still waiting (one at a time, so metrics never crowd out batches; the
-        next snapshot carries the same totals), after ``close`` or when the process has died."""
+        next snapshot carries the same totals) unless this is the ``last`` one, after ``close`` or
+        when the process has died."""
         if self.config.metrics_target is None or self._closed or not self._alive():
             return False
-        if self.metrics_submitted > Counters(self._shared).get("metric_snapshots_received"):
+        if not last and self.metrics_submitted > Counters(self._shared).get("metric_snapshots_received"):
             return False
         try:
             self._queue.put_nowait(snapshot)

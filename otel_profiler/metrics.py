@@ -18,7 +18,7 @@ Session wiring::
     # in flush(), after self.writer.write(meta, batch):
     self.metrics.observe_batch(batch, meta)
     # in close(): the last OTLP export before the exporter closes, then stop
-    self.metrics.export_now(); exporter.close(); self.metrics.close()
+    self.metrics.export_now(last=True); exporter.close(); self.metrics.close()
 """
 
 from __future__ import annotations
@@ -124,14 +124,15 @@ class MetricsService:
         while not self._stop.wait(self._interval_s):
             self.export_now()
 
-    def export_now(self) -> bool:
-        """Hand every current point to the exporter process (cumulative values since start)."""
+    def export_now(self, last: bool = False) -> bool:
+        """Hand every current point to the exporter process (cumulative values since start);
+        ``last``: the final export before the exporter closes, queued even while one is in flight."""
         exporter = self.exporter
         if exporter is None:
             return False
         try:
             return exporter.submit_metrics(MetricsSnapshot(self._resource, self.points(), self._start_ns,
-                                                           time.time_ns()))
+                                                           time.time_ns()), last=last)
         except Exception as exc:
             warn(f"OTLP metrics skipped an export ({type(exc).__name__}: {exc})")
             return False

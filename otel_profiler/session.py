@@ -216,7 +216,7 @@ class Session:
             markers.active = False
             if self._exporter is not None:
                 if self.metrics is not None:
-                    self.metrics.export_now()  # the last OTLP metrics, after the last batch
+                    self.metrics.export_now(last=True)  # the last OTLP metrics, after the last batch
                 self._exporter.close(timeout_s=5.0)
             if self.settings["OTEL_PROFILER_SUMMARY_AT_EXIT"] and self.writer.parts:
                 write_summary(self.folder)

@@ -224,6 +224,8 @@ def test_a_silent_metrics_endpoint_never_holds_up_spans(tmp_path, receiver, rank
             time.sleep(0.05)
         sent += [service.export_now() for _ in range(3)]  # one in flight at a time: some refused
         assert exporter.submit(rank.meta, rank.batch)
+        sent.append(service.export_now(last=True))  # the last one is queued even so
+        assert sent[-1]
         counters = exporter.close(20)
         service.close()
     finally:
