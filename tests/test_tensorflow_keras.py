@@ -24,7 +24,6 @@ import pytest
 
 from cuda_tracer.events import Kind
 from cuda_tracer.loading import load_profile
-from otel_profiler.bootstrap import SITE_DIR
 from otlp_receiver import OtlpReceiver
 
 REPO = Path(__file__).resolve().parent.parent
