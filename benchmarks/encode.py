@@ -35,7 +35,8 @@ sys.path.insert(0, str(REPO))
 from cuda_tracer.events import MISSING, EventBatch  # noqa: E402
 from cuda_tracer.loading import load_profile  # noqa: E402
 from otel_profiler.otlp import split_requests  # noqa: E402
-from otel_profiler.spans import SpanOptions, SpanTable, build_spans  # noqa: E402
+from otel_profiler.span_options import SpanOptions  # noqa: E402
+from otel_profiler.spans import SpanTable, build_spans  # noqa: E402
 
 LARGEST = REPO.parent / "shared" / "data" / "kineto_traces" / "hta" / "df_index_resolver" / \
     "df_index_resolver.json.gz"

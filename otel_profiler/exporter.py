@@ -45,7 +45,7 @@ from cuda_tracer.events import EventBatch
 
 from .metric_points import MetricsSnapshot
 from .sinks import OtlpTarget, resolve_target
-from .spans import SpanOptions, options_from_settings
+from .span_options import SpanOptions, options_from_settings
 
 COUNTERS = (
     "batches_received", "batches_failed", "batches_dropped_at_close",

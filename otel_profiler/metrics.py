@@ -72,16 +72,13 @@ class MetricsService:
         return self
 
     def _start(self, v: dict[str, Any], resource: dict[str, Any], run_id: str | None) -> None:
-        if not v.get("OTEL_PROFILER_METRICS", True) or v.get("OTEL_SDK_DISABLED"):
+        if not metrics_wanted(v):
             return
+        port = int(v.get("OTEL_PROFILER_PROMETHEUS_PORT") or 0)
+        self.wants_otlp = otlp_wanted(v)
         from .profile_metrics import ProfileMetrics
-        from .sinks import resolve_target
         from .system_metrics import SystemSampler
 
-        port = int(v.get("OTEL_PROFILER_PROMETHEUS_PORT") or 0)
-        self.wants_otlp = resolve_target(v, signal="metrics") is not None
-        if not port and not self.wants_otlp:
-            return
         self._resource = resource
         self._interval_s = float(v.get("OTEL_METRIC_EXPORT_INTERVAL") or 60000) / 1e3
         self.profile = ProfileMetrics(v.get("OTEL_PROFILER_RUN_ID") or None, run_id)
@@ -184,6 +181,19 @@ class MetricsService:
                     obj.close()
                 except Exception:
                     pass
+
+
+def metrics_wanted(values: dict[str, Any]) -> bool:
+    """Whether settings ask for any metrics: a Prometheus port or an OTLP metrics endpoint."""
+    if not values.get("OTEL_PROFILER_METRICS", True) or values.get("OTEL_SDK_DISABLED"):
+        return False
+    return bool(int(values.get("OTEL_PROFILER_PROMETHEUS_PORT") or 0)) or otlp_wanted(values)
+
+
+def otlp_wanted(values: dict[str, Any]) -> bool:
+    from .sinks import resolve_target
+
+    return resolve_target(values, signal="metrics") is not None
 
 
 def exporter_points(counters: dict[str, int]) -> list[Point]:

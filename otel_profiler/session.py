@@ -168,6 +168,10 @@ class Session:
 
         if v["OTEL_PROFILER_SUMMARY_AT_EXIT"]:
             from .analysis import summary  # noqa: F401
+        from .metrics import metrics_wanted
+
+        if metrics_wanted(v):  # they may start at exit, for a run shorter than one flush poll
+            from . import profile_metrics, system_metrics  # noqa: F401
         self._make_exporter = _exporter_factory()
         markers.active = True
         atexit.register(self.close)

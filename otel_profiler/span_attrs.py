@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from cuda_tracer.events import GPU_OP_KINDS, MISSING, Kind, MemcpyKind, SyncKind
 
 from .analysis.breakdown import KERNEL_CLASSES, classify
-
-if TYPE_CHECKING:  # spans imports this module
-    from .spans import SpanOptions
+from .span_options import SpanOptions
 
 ATTRIBUTES = {
     "otel_profiler.kind": "what the span is: step, window, annotation, runtime, driver, kernel, memcpy, "

@@ -52,7 +52,7 @@ Attribute names: semantic conventions where they exist (``thread.id``, ``service
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -62,24 +62,10 @@ from cuda_tracer.events import GPU_OP_KINDS, LAUNCH_KINDS, MISSING, EventBatch, 
 
 from .span_attrs import (KIND_NAMES, AttrColumn, Columns, event_attributes, resource_attributes,
                          root_attributes, version)
+from .span_options import SpanOptions
 
 SPAN_KIND_INTERNAL = 1
-DEFAULT_SPAN_BUDGET = 2000
-DEFAULT_WINDOW_NS = 10_000_000_000
 SCOPE_NAME = "otel_profiler"
-
-@dataclass
-class SpanOptions:
-    """How spans are built. ``run_id`` None: ``meta['run_id']``, else derived from the metadata."""
-
-    budget: int = DEFAULT_SPAN_BUDGET
-    window_ns: int = DEFAULT_WINDOW_NS
-    run_id: str | None = None
-    service_name: str | None = None
-    resource_attributes: dict[str, Any] = field(default_factory=dict)
-    top_kernels: int = 5
-    default_service: str | None = None
-
 
 @dataclass
 class SpanTable:
@@ -673,20 +659,3 @@ def _agg_ids(t_hi, t_lo, a_trace, a_kind, a_name, names_tab) -> np.ndarray:
                       ^ (a_kind.astype(np.uint64) << np.uint64(56)))
     x[x == 0] = 1
     return x
-
-
-def options_from_settings(settings: Any, default_service: str | None = None) -> SpanOptions:
-    """SpanOptions from ``otel_profiler.config.load()`` (budget, window, service, resource attrs).
-
-    The service name is ``OTEL_SERVICE_NAME``, else ``service.name`` of ``OTEL_RESOURCE_ATTRIBUTES``,
-    else ``default_service`` (the training process passes its script name).
-    """
-    values = settings.values if hasattr(settings, "values") else dict(settings)
-    return SpanOptions(
-        budget=int(values.get("OTEL_PROFILER_SPAN_BUDGET", DEFAULT_SPAN_BUDGET)),
-        window_ns=int(float(values.get("OTEL_PROFILER_SPAN_WINDOW_S", DEFAULT_WINDOW_NS / 1e9)) * 1e9),
-        run_id=values.get("OTEL_PROFILER_RUN_ID") or None,
-        service_name=values.get("OTEL_SERVICE_NAME") or None,
-        resource_attributes=dict(values.get("OTEL_RESOURCE_ATTRIBUTES") or {}),
-        default_service=default_service,
-    )

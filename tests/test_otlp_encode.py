@@ -17,7 +17,8 @@ from conftest import trace
 from cuda_tracer.loading import load_profile
 from otel_profiler.otlp import (any_value, encode_json_lines, encode_request, fixed_varints, read_delimited,
                                 split_requests, varint_width, write_delimited)
-from otel_profiler.spans import AttrColumn, SpanOptions, SpanTable, build_spans
+from otel_profiler.span_options import SpanOptions
+from otel_profiler.spans import AttrColumn, SpanTable, build_spans
 from otlp_receiver import proto_span, table_spans
 
 

@@ -17,7 +17,8 @@ from cuda_tracer.loading import load_profile
 from otel_profiler import config
 from otel_profiler.cli import main
 from otel_profiler.exporter import exporter_from_env
-from otel_profiler.spans import build_spans, options_from_settings
+from otel_profiler.span_options import options_from_settings
+from otel_profiler.spans import build_spans
 from otlp_receiver import OtlpReceiver, free_port, proto_span, table_spans
 
 TRACE = "hta/trace_filter/sampled_rank-0.json.gz"

@@ -11,7 +11,8 @@ import pytest
 from conftest import trace
 from cuda_tracer.events import GPU_OP_KINDS, MISSING, BatchBuilder, Kind
 from cuda_tracer.loading import load_profile
-from otel_profiler.spans import SpanOptions, batch_steps, build_spans, trace_id
+from otel_profiler.span_options import SpanOptions
+from otel_profiler.spans import batch_steps, build_spans, trace_id
 
 TRACES = ["hta/negative_queue_length_values_check/rank0.json.gz",  # orphan GPU ops, 5 steps
           "hta/nccl_parser_config/nccl_data.json.gz",  # annotations, gpu annotations

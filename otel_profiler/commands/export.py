@@ -18,7 +18,7 @@ from cuda_tracer.loading import load_profile
 from .. import config
 from ..exporter import Counters, ExportConfig, Pipeline, warn
 from ..sinks import PROTOCOLS, resolve_target
-from ..spans import options_from_settings
+from ..span_options import options_from_settings
 from . import add_inputs
 
 

@@ -1,0 +1,41 @@
+"""How spans are built: the span model's options (``SpanOptions``) and how they come from the
+environment (``options_from_settings``). Shared by the span model (``spans``), its attributes
+(``span_attrs``) and the exporter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_SPAN_BUDGET = 2000
+DEFAULT_WINDOW_NS = 10_000_000_000
+
+
+@dataclass
+class SpanOptions:
+    """How spans are built. ``run_id`` None: ``meta['run_id']``, else derived from the metadata."""
+
+    budget: int = DEFAULT_SPAN_BUDGET
+    window_ns: int = DEFAULT_WINDOW_NS
+    run_id: str | None = None
+    service_name: str | None = None
+    resource_attributes: dict[str, Any] = field(default_factory=dict)
+    top_kernels: int = 5
+    default_service: str | None = None
+
+
+def options_from_settings(settings: Any, default_service: str | None = None) -> SpanOptions:
+    """SpanOptions from ``otel_profiler.config.load()`` (budget, window, service, resource attrs).
+
+    The service name is ``OTEL_SERVICE_NAME``, else ``service.name`` of ``OTEL_RESOURCE_ATTRIBUTES``,
+    else ``default_service`` (the training process passes its script name).
+    """
+    values = settings.values if hasattr(settings, "values") else dict(settings)
+    return SpanOptions(
+        budget=int(values.get("OTEL_PROFILER_SPAN_BUDGET", DEFAULT_SPAN_BUDGET)),
+        window_ns=int(float(values.get("OTEL_PROFILER_SPAN_WINDOW_S", DEFAULT_WINDOW_NS / 1e9)) * 1e9),
+        run_id=values.get("OTEL_PROFILER_RUN_ID") or None,
+        service_name=values.get("OTEL_SERVICE_NAME") or None,
+        resource_attributes=dict(values.get("OTEL_RESOURCE_ATTRIBUTES") or {}),
+        default_service=default_service,
+    )
