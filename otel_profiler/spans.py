@@ -279,11 +279,11 @@ def build_spans(meta: dict[str, Any], batch: EventBatch, options: SpanOptions | 
 
     # --- parents: innermost scope (annotation or CPU op) of the anchor's thread, within the same trace
     parent_row = np.full(len(batch), -1, np.int64)
-    scopes = np.concatenate([annot_rows, op_rows])
-    parent_row[scopes] = _annotation_parents(batch, scopes, trace_row)
+    forests = _thread_forests(batch, np.concatenate([annot_rows, op_rows]))
+    scope_rows, scope_parents = _scope_parents(forests, trace_row)
+    parent_row[scope_rows] = scope_parents
     cpu_members = np.concatenate([call_rows, dev_rows])
-    parent_row[cpu_members] = _parents_by_thread(batch, scopes, cpu_members, anchor_t, anchor_tid,
-                                                 trace_row)
+    parent_row[cpu_members] = _parents_by_thread(forests, cpu_members, anchor_t, anchor_tid, trace_row)
 
     # --- budget: units ranked by duration, costliest kept while the budget lasts; then the CPU ops
     # around the kept launch calls, in the room reserved for them. Room they did not take goes back
@@ -438,39 +438,46 @@ def _dedupe(ids: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return ids
 
 
-def _annotation_parents(batch: EventBatch, annot_rows: np.ndarray, trace_row: np.ndarray) -> np.ndarray:
-    """Enclosing annotation (same thread, same trace) of each annotation, -1: the trace root."""
-    out = np.full(len(annot_rows), -1, np.int64)
-    tids = batch.tid[annot_rows]
+_Forest = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # rows, starts, ends, enclosing
+
+
+def _thread_forests(batch: EventBatch, scopes: np.ndarray) -> dict[int, _Forest]:
+    """Per thread: its scopes sorted by (start, -end), their starts and ends, and each one's
+    enclosing scope (an index into that order, -1: none). Computed once for the scopes' own parents
+    and for the calls' parents."""
+    out = {}
+    tids = batch.tid[scopes]
     for tid in np.unique(tids).tolist():
-        sel = np.flatnonzero(tids == tid)
-        rows = annot_rows[sel]
-        order = np.lexsort((-batch.end_ns[rows], batch.start_ns[rows]))
-        rows_sorted = rows[order]
-        par = _nesting(batch.start_ns[rows_sorted], batch.end_ns[rows_sorted])
-        prow = np.where(par >= 0, rows_sorted[np.maximum(par, 0)], -1)
-        prow[(prow >= 0) & (trace_row[np.maximum(prow, 0)] != trace_row[rows_sorted])] = -1
-        out[sel[order]] = prow
+        rows = scopes[tids == tid]
+        rows = rows[np.lexsort((-batch.end_ns[rows], batch.start_ns[rows]))]
+        starts, ends = batch.start_ns[rows], batch.end_ns[rows]
+        out[tid] = (rows, starts, ends, _nesting(starts, ends))
     return out
 
 
-def _parents_by_thread(batch: EventBatch, annot_rows: np.ndarray, rows: np.ndarray, anchor_t: np.ndarray,
+def _scope_parents(forests: dict[int, _Forest], trace_row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(scope rows, enclosing scope row)``: same thread and same trace, else -1 (the trace root)."""
+    rows_out, parents_out = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for rows, _, _, par in forests.values():
+        prow = np.where(par >= 0, rows[np.maximum(par, 0)], -1)
+        prow[(prow >= 0) & (trace_row[np.maximum(prow, 0)] != trace_row[rows])] = -1
+        rows_out.append(rows)
+        parents_out.append(prow)
+    return np.concatenate(rows_out), np.concatenate(parents_out)
+
+
+def _parents_by_thread(forests: dict[int, _Forest], rows: np.ndarray, anchor_t: np.ndarray,
                        anchor_tid: np.ndarray, trace_row: np.ndarray) -> np.ndarray:
-    """Innermost annotation on the anchor thread containing the anchor time (same trace), else -1."""
+    """Innermost scope on the anchor thread containing the anchor time (same trace), else -1."""
     out = np.full(len(rows), -1, np.int64)
-    if not len(annot_rows) or not len(rows):
-        return out
-    a_tid = batch.tid[annot_rows]
     q_tid = anchor_tid[rows]
-    for tid in np.intersect1d(np.unique(a_tid), np.unique(q_tid)).tolist():
-        if tid == MISSING:
+    for tid in np.unique(q_tid).tolist():
+        if tid == MISSING or tid not in forests:
             continue
-        a = annot_rows[a_tid == tid]
-        a = a[np.lexsort((-batch.end_ns[a], batch.start_ns[a]))]
-        s, e = batch.start_ns[a], batch.end_ns[a]
+        scope_rows, starts, ends, par = forests[tid]
         q = np.flatnonzero(q_tid == tid)
-        j = _innermost(s, e, _nesting(s, e), anchor_t[rows[q]])
-        prow = np.where(j >= 0, a[np.maximum(j, 0)], -1)
+        j = _innermost(starts, ends, par, anchor_t[rows[q]])
+        prow = np.where(j >= 0, scope_rows[np.maximum(j, 0)], -1)
         prow[(prow >= 0) & (trace_row[np.maximum(prow, 0)] != trace_row[rows[q]])] = -1
         out[q] = prow
     return out
