@@ -175,11 +175,13 @@ def test_batches_left_unread_at_close_are_counted_and_wait_no_more(tmp_path, ran
     from otel_profiler import metric_points as m
     from otel_profiler.metrics import exporter_points
 
-    with OtlpReceiver(delay_s=1.0) as receiver:  # each request takes 1 s: the close comes first
+    with OtlpReceiver(delay_s=1.0) as receiver:  # the first request holds the exporter for 1 s
         exporter = exporter_from_env(_settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint))
         for _ in range(6):
             assert exporter.submit(rank.meta, rank.batch)
-        counters = exporter.close(0.3)
+        exporter._proc.kill()  # as the OOM killer would: what is still queued is never read
+        exporter._proc.join(10)
+        counters = exporter.close(1.0)
     unread = counters["batches_submitted"] - counters["batches_received"]
     assert unread > 0 and counters["batches_dropped_unread"] == unread
     points = {(p.spec, p.attributes.get("otel_profiler.reason")): p.value for p in exporter_points(counters)}
