@@ -14,6 +14,7 @@ others are the first things a GPU performance engineer checks. Rules that need d
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable
 
@@ -24,6 +25,7 @@ from cuda_tracer.events import EventBatch, Kind, MemcpyKind
 from cuda_tracer.profile import Profile
 
 from .breakdown import COMMUNICATION, COMPUTE, KERNEL_CLASSES, classify, merged_length
+from .platform import blocking_call
 
 
 @dataclass(frozen=True)
@@ -85,13 +87,15 @@ class Thresholds:
         return cls(**values)
 
 
-BLOCKING_SYNC_API = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
-                     "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
-                     "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize")
 SCALAR_READ_OPS = ("aten::item", "aten::_local_scalar_dense")
 LAUNCH_API = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
               "hipLaunchKernel", "hipExtModuleLaunchKernel", "hipModuleLaunchKernel")
 CUDA_DEVICE_TYPE = 1  # Kineto's [memory] "Device Type": 0 CPU, 1 CUDA
+HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME, Kind.DRIVER,
+              Kind.OTHER)
+"""Host-side kinds: rules find their events by name among all of them, since one trace records as an
+operator what another records as a user annotation or a Python function."""
+_DATALOADER_NEXT = re.compile(r"DataLoader.*__next__|utils/data/dataloader\.py\(\d+\): __next__")
 
 
 class _Context:
@@ -111,9 +115,11 @@ class _Context:
             self._corr = correlate(self.batch)
         return self._corr
 
-    def name_rows(self, names: tuple[str, ...], kinds: tuple[Kind, ...]) -> np.ndarray:
+    def name_rows(self, names, kinds: tuple[Kind, ...] = HOST_KINDS) -> np.ndarray:
+        """Rows of ``kinds`` whose name is in ``names`` (a collection, or a predicate on a name)."""
         b = self.batch
-        ids = [i for i, s in enumerate(b.strings) if s in names]
+        match = names if callable(names) else names.__contains__
+        ids = [i for i, s in enumerate(b.strings) if match(s)]
         return np.flatnonzero(np.isin(b.name, ids) & np.isin(b.kind, np.asarray(kinds, np.uint8)))
 
     def in_steps(self, rows: np.ndarray) -> np.ndarray:
@@ -349,10 +355,13 @@ def batch_size_too_small(ctx: _Context) -> list[dict]:
 
 
 def dataloader(ctx: _Context) -> list[dict]:
-    """Time in DataLoader ``__next__`` CPU ops ≥ ``dataloader_pct`` % of step (or profile) time."""
+    """Time in DataLoader ``__next__`` ≥ ``dataloader_pct`` % of step (or profile) time.
+
+    The calls are found by name whatever their kind: ``enumerate(DataLoader)#...__next__`` as an
+    operator or a user annotation, or the Python function ``torch/utils/data/dataloader.py(N):
+    __next__``; their union is the loading time."""
     b = ctx.batch
-    ids = [i for i, s in enumerate(b.strings) if "DataLoader" in s and "__next__" in s]
-    rows = np.flatnonzero(np.isin(b.name, ids) & (b.kind == Kind.CPU_OP))
+    rows = ctx.name_rows(lambda s: bool(_DATALOADER_NEXT.search(s)))
     if not len(rows):
         return []
     loading = merged_length(b.start_ns[rows], b.end_ns[rows])
@@ -363,7 +372,7 @@ def dataloader(ctx: _Context) -> list[dict]:
     single = any("SingleProcess" in b.strings[i] for i in set(b.name[rows].tolist()))
     return [_insight(
         "dataloader", "high", "profile", "Training waits for the data loader",
-        f"{len(rows)} DataLoader __next__ calls took {loading / 1e6:,.1f} ms, {pct:.1f}% of "
+        f"{int(np.bincount(b.kind[rows]).max())} DataLoader __next__ calls took {loading / 1e6:,.1f} ms, {pct:.1f}% of "
         f"{'step' if ctx.step_time_ns() else 'profiled'} time (threshold {ctx.th.dataloader_pct:g}%)"
         + ("; the loader runs in the training process (num_workers=0)." if single else "."),
         "Set DataLoader(num_workers=N, pin_memory=True, prefetch_factor=2+, persistent_workers=True) "
@@ -374,7 +383,7 @@ def dataloader(ctx: _Context) -> list[dict]:
 def launch_bound(ctx: _Context) -> list[dict]:
     """Mostly short kernels, GPU underused, and a launch call costing as much as a kernel runs."""
     b, th, out = ctx.batch, ctx.th, []
-    launches = ctx.name_rows(LAUNCH_API, (Kind.RUNTIME, Kind.DRIVER))
+    launches = ctx.name_rows(LAUNCH_API)
     multi = "ranks" in ctx.summary
     kernels = np.flatnonzero(b.kind == Kind.KERNEL)
     for key, d in ctx.summary["devices"].items():
@@ -406,13 +415,14 @@ def launch_bound(ctx: _Context) -> list[dict]:
 
 
 def sync_in_step(ctx: _Context) -> list[dict]:
-    """Blocking syncs (cuda*Synchronize, .item()) and device-to-host copies inside steps."""
+    """Blocking syncs (cuda*Synchronize, .item()), blocking copies (cudaMemcpy, hipMemcpyWithStream)
+    and device-to-host copies inside steps."""
     b = ctx.batch
     step_ns = ctx.step_time_ns()
     if not step_ns:
         return []
-    syncs = ctx.in_steps(ctx.name_rows(BLOCKING_SYNC_API, (Kind.RUNTIME, Kind.DRIVER)))
-    items = ctx.in_steps(ctx.name_rows(SCALAR_READ_OPS, (Kind.CPU_OP,)))
+    syncs = ctx.in_steps(ctx.name_rows(lambda s: blocking_call(s) is not None))
+    items = ctx.in_steps(ctx.name_rows(SCALAR_READ_OPS))
     dtoh = np.flatnonzero((b.kind == Kind.MEMCPY) & (b.subkind == MemcpyKind.DtoH))
     dtoh_launches = ctx.corr.launch_of_gpu[np.isin(ctx.corr.gpu_rows, dtoh)]
     dtoh_in = ctx.in_steps(dtoh_launches[dtoh_launches >= 0])
@@ -426,7 +436,7 @@ def sync_in_step(ctx: _Context) -> list[dict]:
     steps = len(ctx.step_rows)
     return [_insight(
         "sync_in_step", "medium", "profile", "Host-device synchronization inside steps",
-        f"{len(syncs)} blocking sync calls in {steps} steps ("
+        f"{len(syncs)} blocking sync or copy calls in {steps} steps ("
         + ", ".join(f"{n} ×{c}" for n, c in sorted(counts.items(), key=lambda kv: -kv[1]))
         + f") held the CPU {blocked / 1e6:,.2f} ms, {pct:.1f}% of step time (threshold "
         f"{ctx.th.sync_in_step_pct:g}%); {len(items)} .item() reads and {len(dtoh_in)} device-to-host "

@@ -57,3 +57,24 @@ def group_durations(group_ids: np.ndarray, durations_ns: np.ndarray) -> list[tup
             "med_us": float(meds[i]), "min_us": float(mins[i]), "max_us": float(maxs[i]),
             "std_us": float(np.sqrt(max(var[i], 0.0)))}))
     return out
+
+
+def launch_geometry(group_ids: np.ndarray, geometry: np.ndarray) -> dict[int, tuple[list, list, int]]:
+    """Per group id: the most frequent launch geometry as ([grid x, y, z], [block x, y, z]) and how
+    many distinct geometries the group launched with. ``geometry`` is (n, 6): grid x/y/z, block
+    x/y/z; rows without a recorded geometry (all -1) are left out."""
+    known = (geometry >= 0).any(axis=1)
+    if not known.any():
+        return {}
+    keys = np.column_stack([group_ids[known].astype(np.int64), geometry[known].astype(np.int64)])
+    uniq, counts = np.unique(keys, axis=0, return_counts=True)
+    out: dict[int, tuple[list, list, int]] = {}
+    order = np.lexsort((-counts, uniq[:, 0]))  # per group, the most frequent first
+    for i in order.tolist():
+        gid = int(uniq[i, 0])
+        if gid in out:
+            grid, block, n = out[gid]
+            out[gid] = (grid, block, n + 1)
+        else:
+            out[gid] = (uniq[i, 1:4].tolist(), uniq[i, 4:7].tolist(), 1)
+    return out

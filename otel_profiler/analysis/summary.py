@@ -2,18 +2,22 @@
 
 Shape (all times in µs, every section present even when empty)::
 
-    {"schema": "otel-profiler.summary/1", "sources": [...], "events": {kind: count},
+    {"schema": "otel-profiler.summary/1", "sources": [...], "platform": "cuda"|"rocm"|"unknown",
+     "ranks_meta": [{rank, source, file?, world_size, host_name, devices, ...}],
+     "events": {kind: count},
      "devices": {id: {span_us, busy_us, idle_us, idle_pct, compute_us, compute_pct,
                       non_compute_us, non_compute_pct, ops}},
      "kernels": {count, total_us, by_class: {compute, communication, memory},
-                 by_name: [{name, class, instances, total_us, avg_us, med_us, min_us, max_us,
-                            std_us, time_pct}]},
+                 by_name: [{name, raw_name, short_name, class, instances, total_us, avg_us,
+                            med_us, min_us, max_us, std_us, time_pct,
+                            grid: [x, y, z], block: [x, y, z], launch_configs}]},
      "memcpy": {HtoD|DtoH|DtoD|PtoP|HtoH|unknown: {count, bytes, total_us, avg_us, ...,
                                                  throughput_gbps}},
      "memset": {count, bytes, total_us, ...},
      "runtime_api": [{name, calls, total_us, avg_us, med_us, min_us, max_us, std_us, time_pct}],
      "sync": {count, total_us, by_kind: {stream|event|context|stream_wait_event|unknown: {...}},
-              api: [{name, calls, total_us}]},
+              api: [{name, calls, total_us, ..., blocking: "sync"|"copy"|null}],
+              host_blocked_us},
      "launch": {matched_gpu_ops, orphan_gpu_ops, delay_us: {p50,p90,p99,max,mean,count},
                 latency_us: {...}, by_api: {name: count}},
      "streams": [{rank, device, stream, ops, span_us, host_wait_us, kernel_wait_us, other_us,
@@ -24,6 +28,15 @@ Shape (all times in µs, every section present even when empty)::
     }
 
 Device keys are the device index for a single-rank profile and ``"<rank>:<device>"`` otherwise.
+
+Names: ``name`` is what a person reads (C++ symbols demangled, see ``otel_profiler.names``);
+``raw_name`` is the name as the trace recorded it (mangled where it was), ``short_name`` its short
+form (template arguments folded). ``grid``/``block`` are a kernel's most frequent launch geometry
+(``null`` when the trace has none) and ``launch_configs`` how many distinct ones it launched with.
+``sync.api`` lists the calls that make the host wait: explicit synchronization (``blocking:
+"sync"``), blocking copies such as ``cudaMemcpy`` or ``hipMemcpyWithStream`` (``"copy"``) and
+stream waits (``null``: the host does not wait); ``host_blocked_us`` sums the host-blocking ones.
+``platform`` names the GPU API of the trace (``runtime_api`` lists ``cuda*`` or ``hip*`` calls).
 """
 
 from __future__ import annotations
@@ -36,13 +49,12 @@ from cuda_tracer.correlate import correlate, queue_depths
 from cuda_tracer.events import EventBatch, Kind, MemcpyKind, SyncKind
 from cuda_tracer.profile import Profile
 
+from ..names import demangle, short_names
 from .breakdown import class_times, classify, idle_breakdown, temporal_breakdown, KERNEL_CLASSES
-from .stats import describe_us, group_durations, percentiles_us
+from .platform import SYNC_API, blocking_call, platform_of
+from .stats import describe_us, group_durations, launch_geometry, percentiles_us
 
 SCHEMA = "otel-profiler.summary/1"
-SYNC_API = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
-            "cudaStreamWaitEvent", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
-            "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize")
 
 
 def summarize(profile: Profile) -> dict[str, Any]:
@@ -50,6 +62,7 @@ def summarize(profile: Profile) -> dict[str, Any]:
     multi = len({r.rank for r in profile.ranks}) > 1
     out = summarize_batch(profile.batch(), multi_rank=multi)
     out = {"schema": SCHEMA, "sources": list(profile.sources),
+           "platform": platform_of(profile.batch(), (r.meta for r in profile.ranks)),
            "ranks_meta": [_rank_meta(r.meta) for r in profile.ranks], **out}
     out["notes"] = _notes(out)
     if multi:
@@ -70,7 +83,8 @@ def _notes(summary: dict) -> list[str]:
 
 
 def _rank_meta(meta: dict) -> dict:
-    keep = ("source", "rank", "world_size", "host_name", "versions", "format", "skipped_events")
+    keep = ("source", "file", "source_file", "rank", "world_size", "host_name", "versions", "format",
+            "skipped_events")
     out = {k: meta[k] for k in keep if k in meta}
     out["devices"] = [d.get("name") for d in meta.get("device_properties", []) if isinstance(d, dict)]
     return out
@@ -94,12 +108,20 @@ def summarize_batch(batch: EventBatch, multi_rank: bool = False) -> dict[str, An
     kernel_total = float(durations[kernel_rows].sum()) / 1e3
     classes = classify(batch, kernel_rows)
     class_of_name = dict(zip(batch.name[kernel_rows].tolist(), classes.tolist()))
+    geometry = launch_geometry(batch.name[kernel_rows], np.column_stack(
+        [batch.columns[c][kernel_rows] for c in ("grid_x", "grid_y", "grid_z",
+                                                   "block_x", "block_y", "block_z")]))
     by_name = []
     for name_id, s in group_durations(batch.name[kernel_rows], durations[kernel_rows]):
-        by_name.append({"name": batch.strings[name_id],
+        raw = batch.strings[name_id]
+        grid, block, configs = geometry.get(name_id, (None, None, 0))
+        by_name.append({"name": demangle(raw), "raw_name": raw,
                         "class": KERNEL_CLASSES[class_of_name[name_id]],
                         "instances": s.pop("count"), **s,
-                        "time_pct": 100.0 * s["total_us"] / kernel_total if kernel_total else 0.0})
+                        "time_pct": 100.0 * s["total_us"] / kernel_total if kernel_total else 0.0,
+                        "grid": grid, "block": block, "launch_configs": configs})
+    for row, short in zip(by_name, short_names([r["raw_name"] for r in by_name])):
+        row["short_name"] = short
     gpu_rows = corr.gpu_rows
     out["kernels"] = {"count": len(kernel_rows), "total_us": kernel_total,
                       "by_class": class_times(batch, gpu_rows), "by_name": by_name}
@@ -126,8 +148,10 @@ def summarize_batch(batch: EventBatch, multi_rank: bool = False) -> dict[str, An
         rows = sync_rows[batch.subkind[sync_rows] == sk]
         if len(rows):
             by_kind[sk.name.lower()] = describe_us(durations[rows])
-    out["sync"] = {**describe_us(durations[sync_rows]), "by_kind": by_kind,
-                   "api": [r for r in out["runtime_api"] if r["name"] in SYNC_API]}
+    api = [dict(r, blocking=blocking_call(r["name"])) for r in out["runtime_api"]
+           if r["name"] in SYNC_API or blocking_call(r["name"])]
+    out["sync"] = {**describe_us(durations[sync_rows]), "by_kind": by_kind, "api": api,
+                   "host_blocked_us": sum(r["total_us"] for r in api if r["blocking"])}
 
     matched = corr.matched
     launch_names = batch.name[corr.launch_of_gpu[matched]]

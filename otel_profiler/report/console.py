@@ -1,13 +1,29 @@
-"""Renders a summary (see ``analysis.summary``) as plain-text tables or CSV, with nsys-style columns."""
+"""Renders a summary (see ``analysis.summary``) as plain-text tables or CSV, with nsys-style columns.
+
+The text form shows the sections the profile has and folds the ones it lacks into one line
+(``not in this profile: ...``); kernel names appear in their short form (template arguments folded;
+``--format json``/``csv`` carry the full and the raw names); insights are wrapped to the terminal
+width, never cut.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
-from typing import Any, Iterable, Sequence
+import shutil
+import textwrap
+from typing import Any, Iterable, NamedTuple, Sequence
 
-Table = tuple[str, Sequence[str], list[Sequence[Any]]]
+from ..analysis.platform import PLATFORM_WORDS
+
+
+class Table(NamedTuple):
+    title: str
+    header: Sequence[str]
+    rows: list[Sequence[Any]]
+    lacks: str = ""  # what the "not in this profile" line says when the table is empty
+
 
 _STATS = ("Total (us)", "Avg (us)", "Med (us)", "Min (us)", "Max (us)", "StdDev (us)")
 
@@ -16,64 +32,90 @@ def _stat_cells(s: dict) -> list[float]:
     return [s["total_us"], s["avg_us"], s["med_us"], s["min_us"], s["max_us"], s["std_us"]]
 
 
-def tables(summary: dict, top: int = 20) -> list[Table]:
-    """The summary's sections as (title, header, rows) tables, in reading order."""
+def _dims(v: Any) -> str:
+    return "x".join(str(d) for d in v) if isinstance(v, list) else "-"
+
+
+def _rank_file(meta: dict) -> str:
+    return str(meta.get("file") or meta.get("source_file") or meta.get("source") or "")
+
+
+def tables(summary: dict, top: int = 20, full_names: bool = True) -> list[Table]:
+    """The summary's sections as tables, in reading order (every section, empty or not)."""
+    words = PLATFORM_WORDS.get(summary.get("platform", "unknown"), PLATFORM_WORDS["unknown"])
     out: list[Table] = []
-    out.append(("GPU temporal breakdown (per device)",
-                ("Device", "Span (us)", "Busy (us)", "Idle %", "Compute %", "Non-compute %", "Ops"),
-                [(d, v["span_us"], v["busy_us"], v["idle_pct"], v["compute_pct"],
-                  v["non_compute_pct"], v["ops"]) for d, v in summary["devices"].items()]))
+    metas = summary.get("ranks_meta") or []
+    if "ranks" in summary or any(m.get("file") or m.get("source_file") for m in metas):
+        out.append(Table(f"Ranks ({len(metas)})", ("Rank", "World size", "Host", "Devices", "File"),
+                         [(m.get("rank", -1), m.get("world_size", -1), m.get("host_name") or "-",
+                           ", ".join(str(d) for d in m.get("devices") or []) or "-", _rank_file(m))
+                          for m in metas], "rank metadata"))
+    out.append(Table("GPU temporal breakdown (per device)",
+                     ("Device", "Span (us)", "Busy (us)", "Idle %", "Compute %", "Non-compute %", "Ops"),
+                     [(d, v["span_us"], v["busy_us"], v["idle_pct"], v["compute_pct"],
+                       v["non_compute_pct"], v["ops"]) for d, v in summary["devices"].items()],
+                     "GPU activity"))
     k = summary["kernels"]
-    out.append((f"GPU kernels by name ({min(top, len(k['by_name']))} of {len(k['by_name'])} names; {k['count']} launches)",
-                ("Time %", *_STATS[:1], "Instances", *_STATS[1:], "Class", "Name"),
-                [(r["time_pct"], r["total_us"], r["instances"], *_stat_cells(r)[1:], r["class"],
-                  r["name"]) for r in k["by_name"][:top]]))
-    out.append(("GPU time by kernel class (us, summed)",
-                ("Compute", "Communication", "Memory"),
-                [tuple(k["by_class"].get(c, 0.0) for c in ("compute", "communication", "memory"))]))
-    out.append(("Memory copies and sets",
-                ("Operation", "Count", "Bytes", "Throughput (GB/s)", *_STATS),
-                [(name, v["count"], v["bytes"], v["throughput_gbps"], *_stat_cells(v))
-                 for name, v in [*summary["memcpy"].items(), ("Memset", summary["memset"])]
-                 if v["count"]]))
-    out.append((f"CUDA API calls (top {top})",
-                ("Time %", "Total (us)", "Num Calls", *_STATS[1:], "Name"),
-                [(r["time_pct"], r["total_us"], r["calls"], *_stat_cells(r)[1:], r["name"])
-                 for r in summary["runtime_api"][:top]]))
+    out.append(Table(
+        f"GPU kernels by name ({min(top, len(k['by_name']))} of {len(k['by_name'])} names; "
+        f"{k['count']} launches)",
+        ("Time %", *_STATS[:1], "Instances", *_STATS[1:], "Grid", "Block", "Class", "Name"),
+        [(r["time_pct"], r["total_us"], r["instances"], *_stat_cells(r)[1:], _dims(r.get("grid")),
+          _dims(r.get("block")) + (f" (+{r['launch_configs'] - 1})" if r.get("launch_configs", 0) > 1 else ""),
+          r["class"], r["name"] if full_names else r.get("short_name", r["name"]))
+         for r in k["by_name"][:top]], "kernels"))
+    by_class = tuple(k["by_class"].get(c, 0.0) for c in ("compute", "communication", "memory"))
+    out.append(Table("GPU time by kernel class (us, summed)", ("Compute", "Communication", "Memory"),
+                     [by_class] if any(by_class) else [], "kernel classes"))
+    out.append(Table("Memory copies and sets",
+                     ("Operation", "Count", "Bytes", "Throughput (GB/s)", *_STATS),
+                     [(name, v["count"], v["bytes"], v["throughput_gbps"], *_stat_cells(v))
+                      for name, v in [*summary["memcpy"].items(), ("Memset", summary["memset"])]
+                      if v["count"]], "memory copies or sets"))
+    out.append(Table(f"{words['api']} calls (top {top})",
+                     ("Time %", "Total (us)", "Num Calls", *_STATS[1:], "Name"),
+                     [(r["time_pct"], r["total_us"], r["calls"], *_stat_cells(r)[1:], r["name"])
+                      for r in summary["runtime_api"][:top]], f"{words['api']} calls"))
     sync = summary["sync"]
-    out.append(("Synchronization",
-                ("Kind", "Count", *_STATS),
-                [(kind, v["count"], *_stat_cells(v)) for kind, v in sync["by_kind"].items()] +
-                [(f"API {r['name']}", r["calls"], *_stat_cells(r)) for r in sync["api"]]))
+    out.append(Table("Synchronization (GPU sync events; host calls that wait: syncs and blocking copies)",
+                     ("Kind", "Count", *_STATS),
+                     [(kind, v["count"], *_stat_cells(v)) for kind, v in sync["by_kind"].items()] +
+                     [(f"{_api_label(r)} {r['name']}", r["calls"], *_stat_cells(r)) for r in sync["api"]],
+                     "synchronization"))
     launch = summary["launch"]
-    out.append((f"Launch delay and latency ({launch['matched_gpu_ops']} linked GPU ops, "
-                f"{launch['orphan_gpu_ops']} without a launch call in the trace)",
-                ("Metric", "p50 (us)", "p90 (us)", "p99 (us)", "Max (us)", "Mean (us)"),
-                [(label, v["p50"], v["p90"], v["p99"], v["max"], v["mean"])
-                 for label, v in (("launch delay (HTA)", launch["delay_us"]),
-                                  ("launch latency (NVIDIA)", launch["latency_us"]))]))
-    out.append(("Stream idle breakdown",
-                ("Device", "Stream", "Ops", "Host wait (us)", "Kernel wait (us)", "Other (us)",
-                 "Max queue"),
-                [((f"{s['rank']}:{s['device']}" if "ranks" in summary else s["device"]),
-                  s["stream"], s["ops"], s["host_wait_us"], s["kernel_wait_us"], s["other_us"],
-                  s["max_queue_depth"]) for s in summary["streams"]]))
+    out.append(Table(f"Launch delay and latency ({launch['matched_gpu_ops']} linked GPU ops, "
+                     f"{launch['orphan_gpu_ops']} without a launch call in the trace)",
+                     ("Metric", "p50 (us)", "p90 (us)", "p99 (us)", "Max (us)", "Mean (us)"),
+                     [(label, v["p50"], v["p90"], v["p99"], v["max"], v["mean"])
+                      for label, v in (("launch delay (HTA)", launch["delay_us"]),
+                                       ("launch latency (Nsight)", launch["latency_us"]))]
+                     if launch["matched_gpu_ops"] else [], "launch calls linked to GPU ops"))
+    out.append(Table("Stream idle breakdown",
+                     ("Device", "Stream", "Ops", "Host wait (us)", "Kernel wait (us)", "Other (us)",
+                      "Max queue"),
+                     [((f"{s['rank']}:{s['device']}" if "ranks" in summary else s["device"]),
+                       s["stream"], s["ops"], s["host_wait_us"], s["kernel_wait_us"], s["other_us"],
+                       s["max_queue_depth"]) for s in summary["streams"]], "GPU streams"))
     for title, key in (("User annotations", "annotations"), ("GPU user annotations", "gpu_annotations")):
-        out.append((f"{title} (top {top})",
-                    ("Instances", *_STATS, "Name"),
-                    [(r["instances"], *_stat_cells(r), r["name"]) for r in summary[key][:top]]))
+        out.append(Table(f"{title} (top {top})", ("Instances", *_STATS, "Name"),
+                         [(r["instances"], *_stat_cells(r), r["name"]) for r in summary[key][:top]],
+                         title[0].lower() + title[1:] if title.startswith("U") else title))
     steps = summary["steps"]
     d = steps["duration_us"]
-    out.append((f"Steps ({steps['count']})",
-                ("Count", "p50 (us)", "p90 (us)", "p99 (us)", "Max (us)", "Mean (us)"),
-                [(steps["count"], d["p50"], d["p90"], d["p99"], d["max"], d["mean"])]
-                if steps["count"] else []))
+    out.append(Table(f"Steps ({steps['count']})",
+                     ("Count", "p50 (us)", "p90 (us)", "p99 (us)", "Max (us)", "Mean (us)"),
+                     [(steps["count"], d["p50"], d["p90"], d["p99"], d["max"], d["mean"])]
+                     if steps["count"] else [], "step markers (ProfilerStep#N)"))
     if "insights" in summary:
-        out.append((f"Insights ({len(summary['insights'])})",
-                    ("Severity", "Scope", "Rule", "Evidence", "Recommendation"),
-                    [(i["severity"], i["scope"], i["rule"], i["evidence"], i["recommendation"])
-                     for i in summary["insights"]]))
+        out.append(Table(f"Insights ({len(summary['insights'])})",
+                         ("Severity", "Scope", "Rule", "Evidence", "Recommendation"),
+                         [(i["severity"], i["scope"], i["rule"], i["evidence"], i["recommendation"])
+                          for i in summary["insights"]], "insights (no rule fired)"))
     return out
+
+
+def _api_label(row: dict) -> str:
+    return {"sync": "sync call", "copy": "blocking copy"}.get(row.get("blocking"), "stream wait")
 
 
 def _fmt(value: Any) -> str:
@@ -84,32 +126,61 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def render_table(summary: dict, top: int = 20, name_width: int = 70) -> str:
+def render_table(summary: dict, top: int = 20, name_width: int = 90, width: int | None = None) -> str:
+    """The text form. ``name_width``: longest cell before it is cut with ``…`` (0: never cut);
+    ``width``: the width insights wrap to (default: the terminal's)."""
+    width = width or max(60, shutil.get_terminal_size((100, 24)).columns)
     lines: list[str] = []
     if summary.get("notes"):
         lines.extend(f"note: {n}" for n in summary["notes"])
         lines.append("")
-    for title, header, rows in tables(summary, top):
-        lines.append(f"== {title}")
-        if not rows:
-            lines.append("   (none)")
-            lines.append("")
+    lacks = []
+    no_gpu = not summary["devices"]
+    for table in tables(summary, top, full_names=False):
+        if not table.rows:
+            if not (no_gpu and (table.lacks in _GPU_SECTIONS or table.lacks.endswith("API calls"))):
+                lacks.append(table.lacks)
             continue
-        cells = [[_fmt(c) for c in row] for row in rows]
+        if table.title.startswith("Insights"):
+            lines.extend(_insight_lines(summary["insights"], table.title, width))
+            continue
+        lines.extend(_table_lines(table, name_width))
+    if lacks:
+        lines.extend(textwrap.wrap("not in this profile: " + ", ".join(lacks) + ".", width,
+                                   subsequent_indent="  ", break_on_hyphens=False))
+    return "\n".join(lines).rstrip("\n")
+
+
+_GPU_SECTIONS = {"kernels", "kernel classes", "memory copies or sets", "synchronization",
+                 "launch calls linked to GPU ops", "GPU streams", "GPU user annotations"}
+
+
+def _table_lines(table: Table, name_width: int) -> list[str]:
+    cells = [[_fmt(c) for c in row] for row in table.rows]
+    if name_width:
         cells = [[c if len(c) <= name_width else c[:name_width - 1] + "…" for c in row] for row in cells]
-        widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(header)]
-        last = len(header) - 1
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(table.header)]
+    last = len(table.header) - 1
 
-        def line(row: Iterable[str]) -> str:
-            parts = [c.ljust(widths[i]) if i == last or not _numeric(c) else c.rjust(widths[i])
-                     for i, c in enumerate(row)]
-            return "  ".join(parts).rstrip()
+    def line(row: Iterable[str]) -> str:
+        parts = [c.ljust(widths[i]) if i == last or not _numeric(c) else c.rjust(widths[i])
+                 for i, c in enumerate(row)]
+        return "  ".join(parts).rstrip()
 
-        lines.append(line(header))
-        lines.append("  ".join("-" * w for w in widths))
-        lines.extend(line(r) for r in cells)
+    return [f"== {table.title}", line(table.header), "  ".join("-" * w for w in widths),
+            *(line(r) for r in cells), ""]
+
+
+def _insight_lines(insights: list[dict], title: str, width: int) -> list[str]:
+    lines = [f"== {title}"]
+    for i in insights:
+        lines.append(f"[{i['severity']}] {i['title']} ({i['rule']}, {i['scope']})")
+        lines.extend(textwrap.wrap(i["evidence"], width, initial_indent="    ",
+                                   subsequent_indent="    ", break_on_hyphens=False))
+        lines.extend(textwrap.wrap(i["recommendation"], width, initial_indent="    fix: ",
+                                   subsequent_indent="         ", break_on_hyphens=False))
         lines.append("")
-    return "\n".join(lines)
+    return lines
 
 
 def _numeric(cell: str) -> bool:
@@ -117,13 +188,13 @@ def _numeric(cell: str) -> bool:
 
 
 def render_csv(summary: dict) -> str:
-    """Every table, each preceded by a ``# title`` line and separated by a blank line."""
+    """Every table, each preceded by a ``# title`` line and separated by a blank line; full names."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    for title, header, rows in tables(summary, top=10**9):
-        buf.write(f"# {title}\n")
-        writer.writerow(header)
-        writer.writerows(rows)
+    for table in tables(summary, top=10**9):
+        buf.write(f"# {table.title}\n")
+        writer.writerow(table.header)
+        writer.writerows(table.rows)
         buf.write("\n")
     return buf.getvalue()
 

@@ -1,0 +1,181 @@
+"""Names a person can read: demangled C++ symbols and a short form of long templated names.
+
+- ``demangle(name)``: an Itanium-mangled symbol (``_Z...``, as ROCm, Composable Kernel, CUTLASS or
+  compiled kernels are recorded) as C++ reads it, through the ``cpp-demangle`` package (Python
+  bindings to the Rust ``cpp_demangle`` crate; it reads names that libstdc++'s ``__cxa_demangle``
+  rejects, e.g. CUTLASS convolution kernels). Anything else, or a name it cannot read, comes back
+  unchanged. Without the package every name comes back unchanged.
+- ``short_name(name)``: for a C++ symbol (mangled, or with ``void`` or templates and namespaces),
+  the demangled name without return type and parameter list, namespaces
+  dropped, template arguments nested deeper than ``depth`` folded to ``<…>``, and cut with ``…``
+  past ``limit`` characters. The full name stays one hover or click away wherever a short form is
+  shown.
+- ``short_names(names)``: short forms of several names, folding less where two would read the same.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Iterable
+
+try:
+    from cpp_demangle import demangle as _cpp_demangle
+except ImportError:  # names stay as recorded
+    _cpp_demangle = None
+
+FOLD = "…"
+
+
+@lru_cache(maxsize=65536)
+def demangle(name: str) -> str:
+    """``name`` demangled when it is an Itanium-mangled symbol, else ``name`` itself."""
+    if _cpp_demangle is None or not name.startswith(("_Z", "__Z")):
+        return name
+    try:
+        out = _cpp_demangle(name[1:] if name.startswith("__Z") else name)
+    except Exception:  # not a well-formed symbol (a CPU op that merely starts with _Z)
+        return name
+    return out if isinstance(out, str) and out else name
+
+
+def demangled(names: Iterable[str]) -> list[str]:
+    return [demangle(n) for n in names]
+
+
+_OPEN, _CLOSE = "<([", ">)]"
+
+
+def _split_top(text: str) -> tuple[str, str] | None:
+    """``text`` as (head, trailing parameter list) when it ends with a balanced ``(...)``."""
+    if not text.endswith(")"):
+        return None
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        c = text[i]
+        if c in _CLOSE:
+            depth += 1
+        elif c in _OPEN:
+            depth -= 1
+            if depth == 0:
+                return (text[:i], text[i:]) if c == "(" else None
+    return None
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for c in text:
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+            if depth < 0:
+                return False
+    return depth == 0
+
+
+def _drop_return_type(text: str) -> str:
+    """``void ns::f<...>`` -> ``ns::f<...>``: drop what precedes the last top-level space."""
+    depth, cut = 0, -1
+    for i, c in enumerate(text):
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+        elif c == " " and depth == 0:
+            cut = i
+    return text[cut + 1:] if cut >= 0 else text
+
+
+_QUALIFIER = re.compile(r"(?<![\w>)}])[A-Za-z_]\w*::|\(anonymous namespace\)::")
+
+
+def _unqualify(text: str) -> str:
+    """Drop namespace/class qualifiers (``at::native::f`` -> ``f``) at every nesting level; those
+    after a template or a lambda (``f<int>::g``, ``{lambda()#1}::operator()``) stay."""
+    previous = None
+    while previous != text:
+        previous, text = text, _QUALIFIER.sub("", text)
+    return text
+
+
+_CALL_OPERATOR = re.compile(r"::operator\(\)\(\)(?: const)?")
+
+
+def _fold_parameters(text: str) -> str:
+    """Parameter lists inside the name (``silu_kernel(TensorIteratorBase&)::{lambda()#1}``) become
+    ``(…)``; a lambda's own parameters stay (they tell lambdas apart)."""
+    out: list[str] = []
+    stack: list[tuple[int, bool]] = []  # (position in out, folded)
+    for c in text:
+        if c == "(":
+            before = "".join(out[-6:])
+            fold = bool(out) and (out[-1].isalnum() or out[-1] in "_>") and not before.endswith("lambda")
+            stack.append((len(out), fold))
+            out.append(c)
+        elif c == ")" and stack:
+            pos, fold = stack.pop()
+            if fold and len(out) > pos + 1:
+                del out[pos + 1:]
+                out.append(FOLD)
+            out.append(c)
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def _fold(text: str, depth: int) -> str:
+    """Template arguments nested deeper than ``depth`` become ``…``."""
+    out, level = [], 0
+    for c in text:
+        if c == "<":
+            level += 1
+            if level == depth + 1:
+                out.append("<" + FOLD)
+            if level > depth:
+                continue
+        elif c == ">":
+            level -= 1
+            if level == depth:
+                out.append(">")
+            if level >= depth:
+                continue
+        if level <= depth:
+            out.append(c)
+    return "".join(out)
+
+
+@lru_cache(maxsize=65536)
+def short_name(name: str, depth: int = 1, limit: int = 90) -> str:
+    """A readable short form of a (demangled) name; see the module docstring. ``depth=None``-like
+    large values keep every template argument."""
+    text = demangle(name)
+    if text == name and not (name.startswith("void ") or ("<" in name and "::" in name)):
+        return text if len(text) <= limit else text[:limit - 1] + FOLD  # not a C++ symbol
+    if not _balanced(text):  # operator<, lambdas with odd text: only cut
+        return text if len(text) <= limit else text[:limit - 1] + FOLD
+    split = _split_top(text)
+    if split is not None and split[0] and not split[0].endswith(("operator", "}")):
+        text = split[0]
+    text = _drop_return_type(_CALL_OPERATOR.sub("", text))
+    text = _unqualify(text)
+    text = _fold_parameters(text)
+    text = _fold(text, depth)
+    text = text.replace(" >", ">")
+    return text if len(text) <= limit else text[:limit - 1] + FOLD
+
+
+def short_names(names: list[str], limit: int = 90) -> list[str]:
+    """Short forms of ``names``; names whose short forms collide get more template depth, then the
+    full demangled name, so distinct names read distinctly where the text allows."""
+    out = [short_name(n, 1, limit) for n in names]
+    for depth in (2, 3, 8):
+        seen: dict[str, int] = {}
+        for s in out:
+            seen[s] = seen.get(s, 0) + 1
+        clash = [i for i, s in enumerate(out) if seen[s] > 1 and demangle(names[i]) != s]
+        if not clash:
+            break
+        for i in clash:
+            out[i] = short_name(names[i], depth, limit)
+    return out
