@@ -17,14 +17,32 @@ from .commands import COMMANDS
 EXIT_BAD_INPUT = 2
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and epilogs as written; every option's default appended to its help, unless the
+    help already says it or there is none to say (no value, a switch that is off)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if "default" in text or default in (None, False, [], argparse.SUPPRESS) or \
+                action.nargs in (argparse.REMAINDER, "+", "*"):
+            return text
+        return f"{text} (default: {default})" if text else f"(default: {default})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="otel-profiler",
-        description="GPU-kernel-level profiling of training jobs, exported through OpenTelemetry.")
-    parser.add_argument("--version", action="version", version=f"otel-profiler {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+        prog="otel-profiler", formatter_class=HelpFormatter,
+        description="GPU-kernel-level profiling of training jobs, exported through OpenTelemetry.",
+        epilog="Run `otel-profiler COMMAND --help` for a command's arguments.")
+    parser.add_argument("--version", action="version", version=f"otel-profiler {__version__}",
+                        help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands",
+                                help="what to do (one of the commands below)")
     for name in COMMANDS:
         importlib.import_module(f"{__package__}.commands.{name}").register(sub)
+    for command in sub.choices.values():
+        command.formatter_class = HelpFormatter
     return parser
 
 

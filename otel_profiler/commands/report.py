@@ -12,7 +12,7 @@ from cuda_tracer.profile import TraceError
 from cuda_tracer.loading import load_profile
 
 from ..analysis.insights import Thresholds
-from . import add_inputs
+from . import add_inputs, add_thresholds
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,9 +22,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "opens offline in a browser, or a Chrome trace JSON for Perfetto UI.")
     add_inputs(p)
     p.add_argument("-o", "--output", required=True, help="file to write (report.html, trace.json)")
-    p.add_argument("--format", choices=("html", "perfetto"), default="html")
-    p.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
-                   help="override an insight threshold, e.g. gpu_util_low_pct=60 (repeatable)")
+    p.add_argument("--format", choices=("html", "perfetto"), default="html",
+                   help="html: the report; perfetto: a Chrome trace JSON for Perfetto UI or "
+                        "chrome://tracing")
+    add_thresholds(p)
     p.set_defaults(func=run)
 
 

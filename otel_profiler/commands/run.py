@@ -28,15 +28,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "run", help="profile a command (python train.py, torchrun ...) with no code change",
         description="Run COMMAND with profiling on in every Python process it starts, then "
                     "summarize. Put `--` before COMMAND.")
-    p.add_argument("--output-dir", help="profile folder (default: ./otel-profile/<run id>/)")
-    p.add_argument("--steps", help="detailed capture for steps START:STOP (default 1:11; off)")
-    p.add_argument("--every", type=int, metavar="N", help="also capture a window every N steps")
-    p.add_argument("--duration", type=float, metavar="S", help="also capture the first S seconds")
-    p.add_argument("--cpu-ops", action="store_true", help="also record PyTorch CPU operators")
+    p.add_argument("--output-dir", metavar="DIR",
+                   help="profile folder (default: $OTEL_PROFILER_OUTPUT_DIR/<run id>/, else "
+                        "./otel-profile/<run id>/)")
+    p.add_argument("--steps", metavar="START:STOP",
+                   help="detailed capture for steps START to STOP-1, or 'off' (default: "
+                        "OTEL_PROFILER_STEPS, else 1:11)")
+    p.add_argument("--every", type=int, metavar="N",
+                   help="also capture a window every N steps (default: OTEL_PROFILER_EVERY_STEPS, "
+                        "else 0: off)")
+    p.add_argument("--duration", type=float, metavar="S",
+                   help="also capture the first S seconds (default: OTEL_PROFILER_DURATION_S, "
+                        "else 0: off)")
+    p.add_argument("--cpu-ops", action="store_true",
+                   help="also record PyTorch CPU operators (default: off)")
     p.add_argument("--trigger-port", type=int, metavar="PORT",
-                   help="UDP port on 127.0.0.1 (+ local rank) that opens a window on demand")
+                   help="UDP port on 127.0.0.1 (+ local rank) that opens a window on demand, see "
+                        "`otel-profiler trigger` (default: OTEL_PROFILER_TRIGGER_PORT, else 0: off)")
     p.add_argument("--top", type=int, default=20, help="rows per table in the printed summary")
-    p.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND",
+                   help="the command to profile, after `--`, e.g. -- python train.py --epochs 1, "
+                        "or -- torchrun --nproc-per-node 8 train.py")
     p.set_defaults(func=run)
 
 

@@ -7,10 +7,12 @@ import sys
 
 from cuda_tracer.loading import load_profile
 
-from ..analysis.insights import insights
+from cuda_tracer.profile import TraceError
+
+from ..analysis.insights import Thresholds, insights
 from ..analysis.summary import summarize
 from ..report.console import render_csv, render_json, render_table
-from . import add_inputs
+from . import add_inputs, add_thresholds
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,22 +21,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Summarize Kineto/Chrome trace files (.json, .json.gz), folders of per-rank "
                     "traces, or profile folders written by `otel-profiler run`.")
     add_inputs(p)
-    p.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    p.add_argument("--format", choices=("table", "json", "csv"), default="table",
+                   help="table: text for a person (sections the profile lacks folded into one "
+                        "line, short kernel names); json: every figure (the documented summary "
+                        "schema); csv: every table, full names")
     p.add_argument("--top", type=int, default=20, help="rows per table (table format)")
-    p.add_argument("-o", "--output", help="write to this file instead of standard output")
+    p.add_argument("--name-width", type=int, default=90, metavar="N",
+                   help="longest name or cell before it is cut with … (table format; 0: never cut)")
+    p.add_argument("-o", "--output", help="write to this file instead of standard output "
+                                          "(default: standard output)")
+    add_thresholds(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        thresholds = Thresholds.parse(args.threshold)
+    except ValueError as exc:
+        raise TraceError("--threshold", str(exc)) from None
     profile = load_profile(args.inputs, workers=args.jobs)
     summary = summarize(profile)
-    summary["insights"] = insights(profile, summary)
+    summary["insights"] = insights(profile, summary, thresholds)
     if args.format == "json":
         text = render_json(summary)
     elif args.format == "csv":
         text = render_csv(summary)
     else:
-        text = render_table(summary, top=args.top)
+        text = render_table(summary, top=args.top, name_width=max(args.name_width, 0))
     if args.output:
         with open(args.output, "w") as f:
             f.write(text + "\n")
