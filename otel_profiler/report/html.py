@@ -23,6 +23,7 @@ from cuda_tracer.profile import Profile
 from ..analysis.activity import annotation_durations, cpu_active, precision_times, utilization_over_time
 from ..analysis.insights import Thresholds, insights, thresholds_doc
 from ..analysis.summary import summarize
+from ..names import demangle, short_names
 from .tracks import assign_tracks
 
 
@@ -31,18 +32,26 @@ def _b64(array: np.ndarray) -> str:
 
 
 def timeline_data(profile: Profile) -> dict[str, Any]:
-    """The timeline as columns: per event track, start (ns from ``t0_ns``), duration, name, kind."""
+    """The timeline as columns: per event track, start (ns from ``t0_ns``), duration, name, kind.
+
+    Names: ``strings`` as a person reads them (demangled), ``short`` their short forms (drawn on the
+    events), ``raw`` the recorded name where it differs (else null)."""
     t = assign_tracks(profile)
     b, rows = t.batch, t.rows
     t0 = int(b.start_ns[rows].min()) if len(rows) else 0
     dur = b.end_ns[rows] - b.start_ns[rows]
     wide = len(dur) and int(dur.max()) >= 2**32
     name_ids, name_index = np.unique(b.name[rows], return_inverse=True)
+    raw = [b.strings[i] for i in name_ids.tolist()]
+    readable = [demangle(n) for n in raw]
     return {
         "t0_ns": t0, "count": int(len(rows)),
-        "strings": [b.strings[i] for i in name_ids.tolist()],
+        "strings": readable,
+        "short": short_names(raw),
+        "raw": [r if r != n else None for r, n in zip(raw, readable)],
         "kinds": {int(k): k.name.lower() for k in Kind},
-        "tracks": [{"group": tr.group, "label": tr.label, "kind": tr.kind} for tr in t.tracks],
+        "tracks": [{"group": tr.group, "label": tr.label, "kind": tr.kind, "collapsed": tr.collapsed}
+                   for tr in t.tracks],
         "dur_type": "f64" if wide else "u32",
         "columns": {
             "track": _b64(t.track.astype("<u4")),

@@ -1,6 +1,7 @@
 """Writes a profile as Chrome trace JSON (the Trace Event Format) that Perfetto UI and
 chrome://tracing open: one process per rank and host side / GPU, one thread per track, complete
-("X") events in µs, and flow arrows ("s"/"f") from each launch call to its GPU op.
+("X") events in µs, and flow arrows ("s"/"f") from each launch call to its GPU op. Processes are
+ordered GPU first; names are demangled, with the recorded (mangled) name in ``args.raw_name``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import msgspec
 from cuda_tracer.events import Kind
 from cuda_tracer.profile import Profile
 
+from ..names import demangle
 from .tracks import assign_tracks
 
 _CATEGORY = {k: k.name.lower() for k in Kind}
@@ -41,7 +43,9 @@ def chrome_trace(profile: Profile) -> dict[str, Any]:
     t0 = int(b.start_ns[rows].min()) if len(rows) else 0
     start = ((b.start_ns[rows] - t0) / 1e3).tolist()
     dur = ((b.end_ns[rows] - b.start_ns[rows]) / 1e3).tolist()
-    names = b.names(rows)
+    raw_names = b.names(rows)
+    readable = {n: demangle(n) for n in set(raw_names)}
+    names = [readable[n] for n in raw_names]
     kinds = b.kind[rows].tolist()
     tracks = t.track.tolist()
     corr_ids = b.correlation[rows].tolist()
@@ -52,6 +56,8 @@ def chrome_trace(profile: Profile) -> dict[str, Any]:
               "pid": track_pid[tr], "tid": tr + 1}
         if corr_ids[i] >= 0:
             ev["args"] = {"correlation": corr_ids[i]}
+        if names[i] != raw_names[i]:
+            ev.setdefault("args", {})["raw_name"] = raw_names[i]
         events.append(ev)
     for n, (s, d) in enumerate(zip(t.flow_src.tolist(), t.flow_dst.tolist())):
         events.append({"ph": "s", "id": n, "name": "launch", "cat": "launch", "ts": start[s],

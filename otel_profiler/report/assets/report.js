@@ -4,6 +4,7 @@
 
 const DATA = JSON.parse(document.getElementById("report-data").textContent);
 const S = DATA.summary;
+const API_WORD = {cuda: "CUDA API", rocm: "HIP API"}[S.platform] || "GPU API";
 
 // ------------------------------------------------------------------ helpers
 function el(tag, attrs, ...children) {
@@ -52,7 +53,11 @@ function b64(str, Type) {
   return new Type(bytes.buffer);
 }
 
-// Horizontal bars: items [{label, value, path}], value formatted with fmt.
+// A kernel's full name, with the recorded (mangled) one when it differs: what a hover shows.
+function fullName(r) { return r.raw_name && r.raw_name !== r.name ? `${r.name}\n\nrecorded as: ${r.raw_name}` : r.name; }
+function dims(v) { return Array.isArray(v) ? v.join("×") : "–"; }
+
+// Horizontal bars: items [{label, title?, value, path}], value formatted with fmt.
 function bars(items, fmt, title) {
   const max = Math.max(1e-12, ...items.map(i => i.value));
   const box = el("div", {"class": "bars"});
@@ -60,7 +65,7 @@ function bars(items, fmt, title) {
   for (const it of items) {
     const fill = el("div", {"class": "fill"}); fill.style.width = (100 * it.value / max) + "%";
     if (it.color) fill.style.background = it.color;
-    box.append(el("div", {"class": "row"}, el("span", {"class": "name", title: it.label, text: it.label}),
+    box.append(el("div", {"class": "row"}, el("span", {"class": "name", title: it.title || it.label, text: it.label}),
       el("div", {"class": "track"}, fill), it.path ? metric(it.path, it.value, fmt) : el("span", {"class": "val", text: fmt(it.value)})));
   }
   if (!items.length) box.append(el("div", {"class": "note", text: "(none in this profile)"}));
@@ -163,8 +168,9 @@ function buildDashboard() {
     const n = Math.max(1, parseInt(k.value, 10) || 10), rows = S.kernels.by_name;
     const t = rows.slice().sort((a, b) => b.total_us - a.total_us).slice(0, n);
     const c = rows.slice().sort((a, b) => b.instances - a.instances).slice(0, n);
-    byTime.replaceChildren(el("h2", {text: "by total time"}), bars(t.map(r => ({label: r.name, value: r.total_us, path: "kernels.by_name.total_us"})), fmtUs, "top-time"));
-    byCount.replaceChildren(el("h2", {text: "by launch count"}), bars(c.map(r => ({label: r.name, value: r.instances, path: "kernels.by_name.instances"})), fmtNum, "top-count"));
+    const item = (r, value, path) => ({label: r.short_name || r.name, title: fullName(r), value, path});
+    byTime.replaceChildren(el("h2", {text: "by total time"}), bars(t.map(r => item(r, r.total_us, "kernels.by_name.total_us")), fmtUs, "top-time"));
+    byCount.replaceChildren(el("h2", {text: "by launch count"}), bars(c.map(r => item(r, r.instances, "kernels.by_name.instances")), fmtNum, "top-count"));
   };
   k.addEventListener("input", drawTop);
   top.append(el("label", {text: "k = "}, k), byTime, byCount);
@@ -174,12 +180,15 @@ function buildDashboard() {
   // Step-time histogram.
   const steps = card("Step time distribution");
   const sd = S.steps.items.map(s => s.duration_us);
-  steps.append(el("div", {"class": "kpis"},
+  if (!S.steps.count) steps.append(el("div", {"class": "note missing", id: "no-steps", text:
+    "No step markers in this profile: the trace has no ProfilerStep#N events (torch.profiler writes one per prof.step() call; " +
+    "otel-profiler's own capture marks the steps it sees), so step times, step outliers and straggler ranks cannot be computed."}));
+  else steps.append(el("div", {"class": "kpis"},
     el("div", {"class": "kpi"}, el("div", {"class": "l", text: "steps"}), el("div", {"class": "v"}, metric("steps.count", S.steps.count))),
     el("div", {"class": "kpi"}, el("div", {"class": "l", text: "p50"}), el("div", {"class": "v"}, metric("steps.duration_us.p50", S.steps.duration_us.p50, fmtUs))),
     el("div", {"class": "kpi"}, el("div", {"class": "l", text: "mean"}), el("div", {"class": "v"}, metric("steps.duration_us.mean", S.steps.duration_us.mean, fmtUs))),
     el("div", {"class": "kpi"}, el("div", {"class": "l", text: "max"}), el("div", {"class": "v"}, metric("steps.duration_us.max", S.steps.duration_us.max, fmtUs)))),
-    sd.length ? histogram(sd, Math.min(20, Math.max(5, sd.length)), "step duration") : el("div", {"class": "note", text: "No step annotations (ProfilerStep#N) in this profile."}));
+    histogram(sd, Math.min(20, Math.max(5, sd.length)), "step duration"));
   grid.append(steps);
 
   // GPU time by activity.
@@ -187,7 +196,8 @@ function buildDashboard() {
   grid.append(card("GPU time by activity (summed)", bars([
     {label: "kernels", value: S.kernels.total_us, path: "kernels.total_us", color: PALETTE[0]},
     {label: "memcpy + memset", value: memcpyTotal + S.memset.total_us, path: "memcpy+memset.total_us", color: PALETTE[1]},
-    {label: "synchronization", value: S.sync.total_us, path: "sync.total_us", color: PALETTE[3]},
+    {label: "synchronization (GPU sync events)", value: S.sync.total_us, path: "sync.total_us", color: PALETTE[3]},
+    {label: "host blocked in syncs and blocking copies", value: S.sync.host_blocked_us || 0, path: "sync.host_blocked_us", color: PALETTE[6]},
   ], fmtUs, "activity"), bars(Object.entries(S.kernels.by_class).map(([c, v]) => ({label: "kernel class: " + c, value: v, path: "kernels.by_class." + c})), fmtUs, "class")));
 
   // Kernel precision.
@@ -227,7 +237,8 @@ function buildDashboard() {
 const STAT_COLS = [["total_us", "Total (µs)"], ["avg_us", "Avg (µs)"], ["med_us", "Med (µs)"], ["min_us", "Min (µs)"], ["max_us", "Max (µs)"], ["std_us", "StdDev (µs)"]];
 
 function sortableTable(id, title, columns, rows) {
-  // columns: [key, label, isName?]; rows: array of objects.
+  // columns: [key, label, opts?]; rows: array of objects. opts.display(row): the text shown (a short
+  // form); opts.title(row): the full text, shown on hover, and in place of the short one on click.
   const wrap = el("div", {"class": "card stat-card", id});
   const filter = el("input", {type: "search", placeholder: "filter…"});
   const count = el("span", {"class": "note"});
@@ -243,8 +254,16 @@ function sortableTable(id, title, columns, rows) {
       return (typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y))) * dir;
     });
     count.textContent = `${view.length} of ${rows.length} rows` + (view.length > LIMIT ? ` (first ${LIMIT} shown)` : "");
-    tbody.replaceChildren(...view.slice(0, LIMIT).map(r => el("tr", {}, ...columns.map(([k]) => {
+    tbody.replaceChildren(...view.slice(0, LIMIT).map(r => el("tr", {}, ...columns.map(([k, , opts]) => {
       const v = r[k];
+      if (opts && opts.display) {
+        const short = opts.display(r), full = opts.title ? opts.title(r) : String(v);
+        const td = el("td", {"class": "name" + (short !== full ? " folded" : ""), "data-value": String(v), title: full, text: short});
+        if (short !== full) td.addEventListener("click", () => {
+          const open = td.classList.toggle("unfolded"); td.textContent = open ? full : short;
+        });
+        return td;
+      }
       return el("td", {"class": typeof v === "number" ? "num" : "name", "data-value": String(v), text: typeof v === "number" ? fmtNum(v) : String(v)});
     }))));
   };
@@ -268,20 +287,29 @@ function sortableTable(id, title, columns, rows) {
 function buildStatistics() {
   const root = document.getElementById("statistics");
   const multi = "ranks" in S;
+  const metas = S.ranks_meta || [];
+  if (multi || metas.some(m => m.file || m.source_file))
+    root.append(sortableTable("stat-ranks", `Ranks (${metas.length})`,
+      [["rank", "Rank"], ["world_size", "World size"], ["host", "Host"], ["devices", "Devices"], ["file", "File"]],
+      metas.map(m => ({rank: m.rank, world_size: m.world_size, host: m.host_name || "–", devices: (m.devices || []).join(", ") || "–",
+                       file: m.file || m.source_file || m.source || ""}))));
   root.append(sortableTable("stat-devices", "GPU temporal breakdown (per device)",
     [["device", "Device"], ["span_us", "Span (µs)"], ["busy_us", "Busy (µs)"], ["idle_pct", "Idle %"], ["compute_pct", "Compute %"], ["non_compute_pct", "Non-compute %"], ["ops", "Ops"]],
     Object.entries(S.devices).map(([device, d]) => Object.assign({device}, d))));
-  root.append(sortableTable("stat-kernels", `GPU kernels by name (${S.kernels.by_name.length} names, ${S.kernels.count} launches)`,
-    [["time_pct", "Time %"], ["total_us", "Total (µs)"], ["instances", "Instances"], ...STAT_COLS.slice(1), ["class", "Class"], ["name", "Name"]], S.kernels.by_name));
+  root.append(sortableTable("stat-kernels", `GPU kernels by name (${S.kernels.by_name.length} names, ${S.kernels.count} launches; click a name for its full form)`,
+    [["time_pct", "Time %"], ["total_us", "Total (µs)"], ["instances", "Instances"], ...STAT_COLS.slice(1),
+     ["grid", "Grid", {display: r => dims(r.grid)}],
+     ["block", "Block", {display: r => dims(r.block) + (r.launch_configs > 1 ? ` (+${r.launch_configs - 1})` : "")}],
+     ["class", "Class"], ["name", "Name", {display: r => r.short_name || r.name, title: fullName}]], S.kernels.by_name));
   root.append(sortableTable("stat-memory", "Memory copies and sets",
     [["op", "Operation"], ["count", "Count"], ["bytes", "Bytes"], ["throughput_gbps", "Throughput (GB/s)"], ...STAT_COLS],
     [...Object.entries(S.memcpy), ["Memset", S.memset]].filter(([, v]) => v.count).map(([op, v]) => Object.assign({op}, v))));
-  root.append(sortableTable("stat-api", "CUDA API calls",
+  root.append(sortableTable("stat-api", API_WORD + " calls",
     [["time_pct", "Time %"], ["total_us", "Total (µs)"], ["calls", "Num Calls"], ...STAT_COLS.slice(1), ["name", "Name"]], S.runtime_api));
   root.append(sortableTable("stat-sync", "Synchronization",
     [["kind", "Kind"], ["count", "Count"], ...STAT_COLS],
     [...Object.entries(S.sync.by_kind).map(([kind, v]) => Object.assign({kind}, v)),
-     ...S.sync.api.map(r => Object.assign({kind: "API " + r.name, count: r.calls}, r))]));
+     ...S.sync.api.map(r => Object.assign({}, r, {kind: ({sync: "sync call ", copy: "blocking copy "}[r.blocking] || "stream wait ") + r.name, count: r.calls}))]));
   root.append(sortableTable("stat-launch", `Launch delay and latency (${S.launch.matched_gpu_ops} linked GPU ops, ${S.launch.orphan_gpu_ops} without a launch call)`,
     [["metric", "Metric"], ["p50", "p50 (µs)"], ["p90", "p90 (µs)"], ["p99", "p99 (µs)"], ["max", "Max (µs)"], ["mean", "Mean (µs)"]],
     [Object.assign({metric: "launch delay (HTA)"}, S.launch.delay_us), Object.assign({metric: "launch latency (NVIDIA)"}, S.launch.latency_us)]));
@@ -321,7 +349,7 @@ const Timeline = (() => {
   const dur = T.dur_type === "f64" ? b64(T.columns.dur, Float64Array) : b64(T.columns.dur, Uint32Array);
   const name = b64(T.columns.name, Uint32Array), kind = b64(T.columns.kind, Uint8Array);
   const flowSrc = b64(T.columns.flow_src, Uint32Array), flowDst = b64(T.columns.flow_dst, Uint32Array);
-  const ROW = 16, HEAD = 18, GROUP = 20, AXIS = 22, LABEL_W = 220;
+  const ROW = 16, HEAD = 18, GROUP = 20, AXIS = 22, LABEL_W = 250;
 
   // Nesting depth per event (events are sorted by track, start, longest first), then rows per
   // (track, depth): within a row events never overlap, so starts and ends are both sorted.
@@ -341,16 +369,40 @@ const Timeline = (() => {
     const fill = T.tracks.map(() => []);
     for (let i = 0; i < n; i++) { const t = track[i], d = depth[i]; const f = fill[t]; f[d] = (f[d] || 0); rowsOf[t][d][f[d]++] = i; }
   }
-  // Vertical layout: a group heading per rank, a header line per track, one row per depth.
-  const layout = [];  // {track, y, rows}
-  let height = AXIS, lastGroup = null;
+  // Vertical layout: a group heading per rank, a header line per track, one row per shown depth.
+  // A collapsed track shows only its outermost events (CPU threads, deep annotation stacks, until
+  // a click on the track's label opens it): the first screen shows the GPU streams.
+  const collapsed = T.tracks.map((tr, t) => !!tr.collapsed || (tr.kind === "annotations" && rowsOf[t].length > 4));
+  const layout = [];  // per track: {track, y, rows (shown), depth (all)}
   const groupAt = [];
-  T.tracks.forEach((tr, t) => {
-    if (tr.group !== lastGroup) { groupAt.push({y: height, label: tr.group}); height += GROUP; lastGroup = tr.group; }
-    layout.push({track: t, y: height + HEAD, rows: rowsOf[t].length});
-    height += HEAD + Math.max(1, rowsOf[t].length) * ROW + 4;
-  });
-  const totalHeight = height;
+  let totalHeight = 0;
+  function relayout() {
+    let height = AXIS, lastGroup = null;
+    layout.length = 0; groupAt.length = 0;
+    T.tracks.forEach((tr, t) => {
+      if (tr.group !== lastGroup) { groupAt.push({y: height, label: tr.group}); height += GROUP; lastGroup = tr.group; }
+      const all = rowsOf[t].length, rows = collapsed[t] ? Math.min(1, all) : all;
+      layout.push({track: t, y: height + HEAD, rows, depth: all});
+      height += HEAD + Math.max(1, rows) * ROW + 4;
+    });
+    totalHeight = height;
+  }
+  relayout();
+  function toggle(t, open) {
+    collapsed[t] = open === undefined ? !collapsed[t] : !open;
+    relayout(); view.scrollY = Math.min(view.scrollY, Math.max(0, totalHeight - H + ROW)); draw();
+  }
+  function trackAt(y) {  // the track whose header or rows are at canvas y
+    const yy = y + view.scrollY;
+    for (const L of layout) if (yy >= L.y - HEAD && yy < L.y + Math.max(1, L.rows) * ROW + 4) return L.track;
+    return -1;
+  }
+  function fit(c, text, width) {  // text cut with … to fit width pixels
+    if (c.measureText(text).width <= width) return text;
+    let lo = 0, hi = text.length;
+    while (lo < hi) { const m = (lo + hi + 1) >> 1; if (c.measureText(text.slice(0, m) + "…").width <= width) lo = m; else hi = m - 1; }
+    return text.slice(0, lo) + "…";
+  }
   let tEnd = 0;
   for (let i = 0; i < n; i++) tEnd = Math.max(tEnd, start[i] + dur[i]);
   tEnd = Math.max(tEnd, 1);
@@ -373,7 +425,8 @@ const Timeline = (() => {
     return lo;
   }
   function colorOf(i) { return kindColor[T.kinds[kind[i]]] || nameColor[name[i]]; }
-  function yOfEvent(i) { const L = layout[track[i]]; return L.y + depth[i] * ROW - view.scrollY; }
+  // An event inside a collapsed track is drawn at (and its arrows reach) the track's last shown row.
+  function yOfEvent(i) { const L = layout[track[i]]; return L.y + Math.min(depth[i], Math.max(0, L.rows - 1)) * ROW - view.scrollY; }
 
   let drawn = 0;
   function draw() {
@@ -387,7 +440,7 @@ const Timeline = (() => {
       const top = L.y - HEAD - view.scrollY, bottom = L.y + L.rows * ROW - view.scrollY;
       if (bottom < AXIS || top > H) continue;
       const rows = rowsOf[L.track];
-      for (let d = 0; d < rows.length; d++) {
+      for (let d = 0; d < L.rows; d++) {
         const y = L.y + d * ROW - view.scrollY;
         if (y + ROW < AXIS || y > H) continue;
         const row = rows[d];
@@ -409,7 +462,7 @@ const Timeline = (() => {
           c.fillRect(xa, y + 1, w, ROW - 2); drawn++;
           if (w > 30) {
             c.save(); c.beginPath(); c.rect(xa, y, w, ROW); c.clip();
-            c.fillStyle = "#fff"; c.fillText(T.strings[name[i]], xa + 3, y + ROW / 2);
+            c.fillStyle = "#fff"; c.fillText(fit(c, T.short[name[i]], w - 5), xa + 3, y + ROW / 2);
             c.restore();
           }
           k++;
@@ -435,7 +488,10 @@ const Timeline = (() => {
       const y = L.y - HEAD - view.scrollY;
       if (y < AXIS - HEAD || y > H) continue;
       c.fillStyle = "#edf0f5"; c.fillRect(0, y, W, 1);
-      c.fillStyle = "#1d2330"; c.fillText(T.tracks[L.track].label.slice(0, 40), 6, y + HEAD / 2);
+      const more = L.depth > 1 ? (collapsed[L.track] ? "▸ " : "▾ ") : "  ";
+      const hidden = L.depth - L.rows;
+      c.fillStyle = "#1d2330";
+      c.fillText(fit(c, more + T.tracks[L.track].label + (hidden > 0 ? ` (+${hidden} levels)` : ""), LABEL_W - 10), 4, y + HEAD / 2);
     }
     drawAxis(c);
     document.getElementById("tl-range").textContent = `${fmtUs((view.t1 - view.t0) / 1e3)} visible · ${fmtNum(n)} events`;
@@ -471,7 +527,10 @@ const Timeline = (() => {
       const a = lowerFlow(view.t0), b = lowerFlow(view.t1);
       if (b - a <= 1500) {
         c.strokeStyle = "rgba(29,35,48,0.45)"; c.fillStyle = "rgba(29,35,48,0.6)";
-        for (let k = a; k < b; k++) arrow(c, flowSrc[flowOrder[k]], flowDst[flowOrder[k]]);
+        for (let k = a; k < b; k++) {
+          const src = flowSrc[flowOrder[k]];
+          if (depth[src] < layout[track[src]].rows) arrow(c, src, flowDst[flowOrder[k]]);  // not from folded levels
+        }
       }
     }
     if (view.selected >= 0) {
@@ -488,7 +547,7 @@ const Timeline = (() => {
     if (x < LABEL_W || y < AXIS) return -1;
     const yy = y + view.scrollY, t = tOf(x), tol = 3 * (view.t1 - view.t0) / (W - LABEL_W);
     for (const L of layout) {
-      if (yy < L.y || yy >= L.y + L.rows * ROW) continue;
+      if (yy < L.y || yy >= L.y + L.rows * ROW) continue;  // rows of a collapsed track beyond the first are not shown
       const row = rowsOf[L.track][Math.floor((yy - L.y) / ROW)];
       let best = -1, bestDist = Infinity;
       for (let k = Math.max(0, lowerEnd(row, t - tol)); k < row.length && start[row[k]] <= t + tol; k++) {
@@ -507,6 +566,7 @@ const Timeline = (() => {
     const dl = el("dl", {id: "tl-selected", "data-index": String(i)});
     const add = (k, v) => dl.append(el("dt", {text: k}), el("dd", {}, v));
     add("name", T.strings[name[i]]);
+    if (T.raw[name[i]]) add("recorded as", T.raw[name[i]]);
     add("kind", T.kinds[kind[i]]);
     add("track", `${tr.group} / ${tr.label}`);
     add("start", fmtUs(start[i] / 1e3) + " from profile start");
@@ -522,6 +582,7 @@ const Timeline = (() => {
     draw();
   }
   function focus(i) {
+    if (depth[i] >= layout[track[i]].rows) { collapsed[track[i]] = false; relayout(); }
     const span = view.t1 - view.t0, mid = start[i] + dur[i] / 2;
     view.t0 = mid - span / 2; view.t1 = mid + span / 2;
     view.scrollY = Math.max(0, layout[track[i]].y + depth[i] * ROW - H / 2);
@@ -551,6 +612,18 @@ const Timeline = (() => {
     }, {passive: false});
     let drag = null;
     canvas.addEventListener("mousedown", e => { drag = {x: e.clientX, y: e.clientY, moved: false}; canvas.focus(); });
+    canvas.addEventListener("mousemove", e => {  // hover: the full name of a track or an event
+      if (drag && drag.moved) return;
+      let tip = "";
+      if (e.offsetX < LABEL_W && e.offsetY >= AXIS) {
+        const t = trackAt(e.offsetY);
+        if (t >= 0) tip = `${T.tracks[t].group} / ${T.tracks[t].label}` + (layout[t].depth > 1 ? (collapsed[t] ? " (click to show all levels)" : " (click to fold)") : "");
+      } else {
+        const i = hit(e.offsetX, e.offsetY);
+        if (i >= 0) tip = T.strings[name[i]] + (T.raw[name[i]] ? `\nrecorded as: ${T.raw[name[i]]}` : "") + ` · ${fmtUs(dur[i] / 1e3)}`;
+      }
+      if (canvas.title !== tip) canvas.title = tip;
+    });
     window.addEventListener("mousemove", e => {
       if (!drag) return;
       const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
@@ -561,7 +634,10 @@ const Timeline = (() => {
       }
     });
     window.addEventListener("mouseup", e => {
-      if (drag && !drag.moved && e.target === canvas) select(hit(e.offsetX, e.offsetY));
+      if (drag && !drag.moved && e.target === canvas) {
+        if (e.offsetX < LABEL_W && e.offsetY >= AXIS) { const t = trackAt(e.offsetY); if (t >= 0 && layout[t].depth > 1) toggle(t); }
+        else select(hit(e.offsetX, e.offsetY));
+      }
       drag = null;
     });
     canvas.addEventListener("keydown", e => {
@@ -573,6 +649,13 @@ const Timeline = (() => {
     });
     document.getElementById("tl-reset").addEventListener("click", () => { view.t0 = 0; view.t1 = tEnd * 1.01; view.scrollY = 0; draw(); });
     document.getElementById("tl-flows").addEventListener("change", draw);
+    document.getElementById("tl-expand").addEventListener("click", e => {
+      const open = e.target.dataset.open !== "1";
+      T.tracks.forEach((tr, t) => { if (tr.kind === "cpu" || tr.kind === "annotations") collapsed[t] = !open; });
+      e.target.dataset.open = open ? "1" : "0";
+      e.target.textContent = open ? "Fold CPU threads" : "Show all CPU levels";
+      relayout(); view.scrollY = Math.min(view.scrollY, Math.max(0, totalHeight - H + ROW)); draw();
+    });
     window.addEventListener("resize", resize);
     resize();
   }
@@ -580,8 +663,10 @@ const Timeline = (() => {
     return {x: (Math.max(LABEL_W, xOf(start[i])) + Math.min(W, xOf(start[i] + dur[i]))) / 2, y: yOfEvent(i) + ROW / 2};
   }
   function reveal(i) { focus(i); draw(); }
-  const events = {start, dur, track, name, kind, flowSrc, flowDst};
-  return {init, draw, zoom, pan, select, hit, reveal, screenPos, view, events, get drawn() { return drawn; }};
+  const events = {start, dur, track, name, kind, flowSrc, flowDst, depth};
+  function trackTop(t) { return layout[t].y - HEAD - view.scrollY; }  // canvas y of a track's header
+  return {init, draw, zoom, pan, select, hit, reveal, screenPos, toggle, trackTop, collapsed, layout, view, events,
+          get drawn() { return drawn; }, get height() { return totalHeight; }};
 })();
 
 // ------------------------------------------------------------------ page

@@ -1,0 +1,71 @@
+"""Regenerates the report screenshots in docs/ (report-dashboard.png, report-timeline.png,
+report-insights.png) from a trace in the repository, in headless Chromium:
+
+    python tests/report_screenshots.py [TRACE] [--out docs]
+
+TRACE defaults to the ResNet-50 Kineto trace (one GPU, Python-level DataLoader, steps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from conftest import REPO, trace  # noqa: E402
+
+DEFAULT = "kineto_tb_plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+FLAGS = ("--headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run "
+         "--disable-background-networking --disable-component-update --disable-sync "
+         "--hide-scrollbars --window-size=1400,1000").split()
+
+
+def chromium(profile_dir: str):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={profile_dir}")
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    return webdriver.Chrome(options=options,
+                            service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("trace", nargs="?", default=str(trace(DEFAULT)))
+    parser.add_argument("--out", default=str(REPO / "docs"))
+    parser.add_argument("--tabs", default="dashboard,timeline,insights",
+                        help="tabs to capture, comma-separated (also: statistics)")
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="otel-report-shots-")
+    try:
+        html = os.path.join(work, "report.html")
+        name = os.path.basename(args.trace)  # the report names its input as given: no folders
+        shutil.copy(args.trace, os.path.join(work, name))
+        subprocess.run([sys.executable, "-m", "otel_profiler", "report", name, "-o", html],
+                       check=True, cwd=work, env=dict(os.environ, PYTHONPATH=str(REPO)))
+        driver = chromium(os.path.join(work, "chromium"))
+        try:
+            driver.get("file://" + html)
+            for tab in args.tabs.split(","):
+                driver.execute_script("window.otelReport.showTab(arguments[0]); window.scrollTo(0, 0);", tab)
+                time.sleep(1.0)  # let the canvas and the SVG charts lay out
+                driver.save_screenshot(os.path.join(args.out, f"report-{tab}.png"))
+        finally:
+            driver.quit()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"wrote {', '.join(f'report-{t}.png' for t in args.tabs.split(','))} in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
