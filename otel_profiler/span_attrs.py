@@ -18,6 +18,7 @@ import numpy as np
 from cuda_tracer.events import GPU_OP_KINDS, MISSING, Kind, MemcpyKind, SyncKind
 
 from .analysis.breakdown import KERNEL_CLASSES, classify
+from .names import demangle
 from .span_options import SpanOptions
 
 ATTRIBUTES = {
@@ -32,6 +33,8 @@ ATTRIBUTES = {
     "otel_profiler.spans.aggregated_events": "events counted in aggregate spans of this trace (root span)",
     "otel_profiler.span_selection": "how individual spans were chosen (root span)",
     "otel_profiler.top_kernels": "names of the kernels with the most GPU time in the trace (root span)",
+    "otel_profiler.raw_name": "the name as the trace recorded it, where the span name is its demangled "
+                              "form (C++ symbols such as _ZN7ck_tile6kentry...)",
     "otel_profiler.aggregated": "true on aggregate spans",
     "otel_profiler.aggregate.count": "events counted in an aggregate span",
     "otel_profiler.aggregate.duration_ns": "summed duration of those events",
@@ -143,7 +146,7 @@ def root_attributes(cols, batch, opt, run_id, rank, traces, roots, trace_row, ke
         for k in order.tolist():
             t = int(ukey[k] // (len(batch.strings) + 1))
             if len(tops[t]) < opt.top_kernels:
-                tops[t].append(batch.strings[int(ukey[k] % (len(batch.strings) + 1))])
+                tops[t].append(demangle(batch.strings[int(ukey[k] % (len(batch.strings) + 1))]))
     has = [p for p, t in enumerate(roots.tolist()) if tops[t]]
     cols.add_values("otel_profiler.top_kernels", np.asarray(has, np.int64), [tops[roots[p]] for p in has])
 

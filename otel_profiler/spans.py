@@ -60,6 +60,7 @@ import numpy as np
 from cuda_tracer.correlate import correlate
 from cuda_tracer.events import GPU_OP_KINDS, LAUNCH_KINDS, MISSING, EventBatch, Kind
 
+from .names import demangled
 from .span_attrs import (KIND_NAMES, AttrColumn, Columns, event_attributes, resource_attributes,
                          root_attributes, version)
 from .span_options import SpanOptions
@@ -612,7 +613,8 @@ def _assemble(meta, batch, opt, run_id, rank, traces: _Traces, ids, trace_row, p
     roots = np.flatnonzero(traces.emit)
     n_root, n_ev = len(roots), len(ev)
     n = n_root + n_ev + n_agg
-    names = list(names_tab) + ["train.step", "otel_profiler.window"]
+    readable = demangled(names_tab)  # span names as a person reads them; ids hash the raw names
+    names = readable + ["train.step", "otel_profiler.window"]
     root_name = np.where(traces.is_step[roots], len(names_tab), len(names_tab) + 1)
     span_trace = np.concatenate([roots, trace_row[ev], a_trace])
     span_id = np.concatenate([traces.root_ids[roots], ids[ev],
@@ -649,6 +651,10 @@ def _assemble(meta, batch, opt, run_id, rank, traces: _Traces, ids, trace_row, p
     a_bytes = np.bincount(agg_inv, weights=np.maximum(batch.bytes[agg_src], 0), minlength=n_agg).astype(np.int64)
     mem = np.isin(a_kind, [Kind.MEMCPY, Kind.MEMSET])
     cols.add("gpu.memory.bytes", "int", agg_span[mem], a_bytes[mem])
+    # Demangled names keep the name the trace recorded.
+    renamed = np.array([r != t for r, t in zip(readable, names_tab)] + [False, False])
+    raw = np.flatnonzero(renamed[name])
+    cols.add_values("otel_profiler.raw_name", raw, [names_tab[int(name[i])] for i in raw])
 
     source_row = np.concatenate([np.full(n_root, -1), ev, np.full(n_agg, -1)]).astype(np.int64)
     return SpanTable(
