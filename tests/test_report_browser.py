@@ -141,9 +141,11 @@ def test_top_kernels_follow_k(browser, reports):
         assert len(shown) == 3
         want = sorted(rows, key=lambda r: -r[key])[:3]
         got = [(r.find_element(By.CSS_SELECTOR, ".name").get_attribute("textContent"),
+                r.find_element(By.CSS_SELECTOR, ".name").get_attribute("title").split("\n\n")[0],
                 float(r.find_element(By.CSS_SELECTOR, "[data-value]").get_attribute("data-value")))
                for r in shown]
-        assert got == [(r["name"], r[key]) for r in want]
+        # The short form is shown, the full name is the hover text.
+        assert got == [(r["short_name"], r["name"], r[key]) for r in want]
 
 
 def _canvas_ink(browser) -> int:

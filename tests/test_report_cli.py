@@ -61,10 +61,16 @@ def test_timeline_columns_round_trip():
     assert (np.diff(track.astype(np.int64)) >= 0).all()  # sorted by track, then start
     same = np.diff(track.astype(np.int64)) == 0
     assert (np.diff(start)[same] >= 0).all()
-    names = [data["strings"][i] for i in _column(data, "name", "<u4")]
+    name_index = _column(data, "name", "<u4")
+    # The recorded name comes back from "raw" where the shown one is demangled, else from "strings".
+    names = [data["raw"][i] or data["strings"][i] for i in name_index]
     kernel = kinds == Kind.KERNEL
     assert dur[kernel].sum() == (batch.end_ns - batch.start_ns)[batch.kind == Kind.KERNEL].sum()
     assert sorted(n for n, k in zip(names, kernel) if k) == sorted(batch.names(np.flatnonzero(batch.kind == Kind.KERNEL)))
+    shown_names = {data["strings"][i] for i, k in zip(name_index, kernel) if k}
+    assert not any(n.startswith("_Z") for n in shown_names)  # this trace records CUTLASS kernels mangled
+    assert sum(r is not None for r in data["raw"]) >= 2
+    assert len(data["short"]) == len(data["strings"])
     src, dst = _column(data, "flow_src", "<u4"), _column(data, "flow_dst", "<u4")
     assert len(src) == correlate(batch).matched.sum()
     assert np.isin(kinds[src], [Kind.RUNTIME, Kind.DRIVER]).all()
