@@ -36,7 +36,17 @@ def demangle(name: str) -> str:
         out = _cpp_demangle(name[1:] if name.startswith("__Z") else name)
     except Exception:  # not a well-formed symbol (a CPU op that merely starts with _Z)
         return name
-    return out if isinstance(out, str) and out else name
+    if not isinstance(out, str) or not out:
+        return name
+    # The spelling of c++filt and Nsight: 8u rather than (unsigned int)8; no ", >" for empty packs.
+    out = _LITERAL.sub(lambda m: m.group(2) + _SUFFIX[m.group(1)], out)
+    return _EMPTY_PACK.sub(lambda m: "> >" if m.group(1) else ">", out)
+
+
+_SUFFIX = {"int": "", "unsigned int": "u", "long": "l", "unsigned long": "ul", "long long": "ll",
+           "unsigned long long": "ull"}
+_EMPTY_PACK = re.compile(r", >(>?)")
+_LITERAL = re.compile(r"\((int|unsigned int|long|unsigned long|long long|unsigned long long)\)(-?\d+)")
 
 
 def demangled(names: Iterable[str]) -> list[str]:
@@ -166,10 +176,10 @@ def short_name(name: str, depth: int = 1, limit: int = 90) -> str:
 
 
 def short_names(names: list[str], limit: int = 90) -> list[str]:
-    """Short forms of ``names``; names whose short forms collide get more template depth, then the
-    full demangled name, so distinct names read distinctly where the text allows."""
+    """Short forms of ``names``; names whose short forms collide get more template depth, then a cut
+    in the middle instead of the end, so distinct names read distinctly."""
     out = [short_name(n, 1, limit) for n in names]
-    for depth in (2, 3, 8):
+    for depth in (2, 3, 8, None):
         seen: dict[str, int] = {}
         for s in out:
             seen[s] = seen.get(s, 0) + 1
@@ -177,5 +187,10 @@ def short_names(names: list[str], limit: int = 90) -> list[str]:
         if not clash:
             break
         for i in clash:
-            out[i] = short_name(names[i], depth, limit)
+            if depth is None:  # keep both ends: kernels often differ in their last parameters
+                text = short_name(names[i], 8, 10**6)
+                half = (limit - 1) // 2
+                out[i] = text if len(text) <= limit else text[:half] + FOLD + text[-half:]
+            else:
+                out[i] = short_name(names[i], depth, limit)
     return out
