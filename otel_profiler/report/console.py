@@ -174,7 +174,8 @@ def _table_lines(table: Table, name_width: int) -> list[str]:
 def _insight_lines(insights: list[dict], title: str, width: int) -> list[str]:
     lines = [f"== {title}"]
     for i in insights:
-        lines.append(f"[{i['severity']}] {i['title']} ({i['rule']}, {i['scope']})")
+        lines.extend(textwrap.wrap(f"[{i['severity']}] {i['title']} ({i['rule']}, {i['scope']})", width,
+                                   subsequent_indent="  ", break_on_hyphens=False))
         lines.extend(textwrap.wrap(i["evidence"], width, initial_indent="    ",
                                    subsequent_indent="    ", break_on_hyphens=False))
         lines.extend(textwrap.wrap(i["recommendation"], width, initial_indent="    fix: ",
