@@ -276,3 +276,103 @@ def test_no_console_errors(browser, reports):
         for tab in ("dashboard", "statistics", "timeline", "insights"):
             browser.find_element(By.CSS_SELECTOR, f"#tabs button[data-tab={tab}]").click()
     assert _collect_logs(browser) == []
+
+
+# ---------------------------------------------------------------- what a person sees first
+B200 = "tracelens/b200/eager_trace.json.gz"  # 15,230 Python function events, no step markers
+QWEN = "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"  # Python function events
+NCCL = "hta/nccl_parser_config/nccl_data.json.gz"  # mangled CUTLASS kernel names
+
+
+@pytest.fixture(scope="module")
+def readable(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("readable")
+    out = {}
+    for key, rel in (("b200", B200), ("qwen", QWEN), ("nccl", NCCL), ("ranks", RANKS)):
+        html = folder / f"{key}.html"
+        write_report(load_profile([str(trace(rel))]), str(html))
+        out[key] = html.as_uri()
+    return out
+
+
+def _gpu_rows_inked(browser, track: int) -> int:
+    """Painted pixels right of the labels in the first event row of ``track``."""
+    return browser.execute_script("""
+        const T = otelReport.Timeline, c = document.getElementById('tl-canvas'), g = c.getContext('2d');
+        const r = window.devicePixelRatio || 1, y = T.trackTop(arguments[0]) + 18;
+        const d = g.getImageData(Math.round(260 * r), Math.round((y + 2) * r), c.width - Math.round(260 * r),
+                                 Math.round(10 * r)).data;
+        let ink = 0;
+        for (let i = 0; i < d.length; i += 4) if (d[i] < 230 || d[i + 1] < 230 || d[i + 2] < 230) ink++;
+        return ink;""", track)
+
+
+@pytest.mark.parametrize("key", ["b200", "qwen", "ranks"])
+def test_timeline_first_screen_shows_the_gpu_tracks(browser, readable, key):
+    _open(browser, readable[key])
+    browser.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=timeline]").click()
+    tracks = browser.execute_script("return otelReport.data.timeline.tracks")
+    height = browser.find_element(By.ID, "tl-canvas").size["height"]
+    gpu = [t for t, tr in enumerate(tracks) if tr["kind"] == "gpu"]
+    assert gpu
+    for t in gpu:  # every GPU stream's header and first row are on the first screen, and drawn
+        top = browser.execute_script("return otelReport.Timeline.trackTop(arguments[0])", t)
+        assert 0 < top and top + 18 + 16 <= height, (tracks[t], top, height)
+        assert _gpu_rows_inked(browser, t) > 0, tracks[t]
+    # Deep Python stacks stay folded until asked: a click on the thread's label shows every level.
+    cpu = [t for t, tr in enumerate(tracks) if tr["kind"] == "cpu"]
+    layout = browser.execute_script("return otelReport.Timeline.layout")
+    deep = max(cpu, key=lambda t: layout[t]["depth"])
+    if key != "ranks":
+        assert layout[deep]["depth"] > 10 and layout[deep]["rows"] == 1  # Python call stacks
+    top = browser.execute_script("return otelReport.Timeline.trackTop(arguments[0])", deep)
+    if top + 9 < height:
+        canvas = browser.find_element(By.ID, "tl-canvas")
+        ActionChains(browser).move_to_element_with_offset(
+            canvas, int(40 - canvas.size["width"] / 2), int(top + 9 - height / 2)).click().perform()
+        layout = browser.execute_script("return otelReport.Timeline.layout")
+        assert layout[deep]["rows"] == layout[deep]["depth"]
+    labels = [tr["label"] for tr in tracks]
+    assert not any("process -1" in lb for lb in labels)
+
+
+def test_long_names_show_in_full_on_hover_and_click(browser, readable):
+    _open(browser, readable["nccl"])
+    browser.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=statistics]").click()
+    summary = browser.execute_script("return otelReport.data.summary")
+    cutlass = [r for r in summary["kernels"]["by_name"] if r["raw_name"].startswith("_Z")]
+    assert cutlass
+    cells = {td.get_attribute("textContent"): td for td in
+             browser.find_elements(By.CSS_SELECTOR, "#stat-kernels tbody td.name.folded")}
+    for r in cutlass:
+        td = cells[r["short_name"]]
+        title = td.get_attribute("title")
+        assert title.startswith(r["name"]) and r["raw_name"] in title  # hover: full and recorded name
+        td.click()
+        assert td.get_attribute("textContent") == title  # click: the full name in place
+    # Kernels whose full names share their first 30 characters read differently.
+    shown = [td.get_attribute("textContent") for td in
+             browser.find_elements(By.CSS_SELECTOR, "#stat-kernels tbody tr td:last-child")]
+    assert len(set(shown)) == len(shown) == len(summary["kernels"]["by_name"])
+    # The timeline: hovering a kernel gives its full name.
+    browser.execute_script("otelReport.showTab('timeline')")
+    index = browser.execute_script("""
+        const T = otelReport.Timeline, D = otelReport.data.timeline, e = T.events; let best = -1;
+        for (let i = 0; i < D.count; i++) if (D.raw[e.name[i]] && (best < 0 || e.dur[i] > e.dur[best])) best = i;
+        T.reveal(best); return best;""")
+    pos = browser.execute_script(f"return otelReport.Timeline.screenPos({index})")
+    canvas = browser.find_element(By.ID, "tl-canvas")
+    ActionChains(browser).move_to_element_with_offset(
+        canvas, int(pos["x"] - canvas.size["width"] / 2), int(pos["y"] - canvas.size["height"] / 2)).perform()
+    title = canvas.get_attribute("title")
+    full = browser.execute_script(f"const D = otelReport.data.timeline; return D.strings[otelReport.Timeline.events.name[{index}]]")
+    assert title.startswith(full) and "recorded as: _Z" in title and len(full) > 200
+
+
+def test_step_card_says_what_is_missing(browser, readable):
+    _open(browser, readable["b200"])
+    card = browser.find_element(By.ID, "no-steps")
+    assert "No step markers" in card.text and "ProfilerStep" in card.text
+    assert not browser.find_elements(By.CSS_SELECTOR, "[data-metric='steps.count']")
+    assert "0 / 0" not in browser.find_element(By.ID, "dashboard").text
+    assert _collect_logs(browser) == []
