@@ -25,6 +25,23 @@ FLAGS = ("--headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage --no
          "--hide-scrollbars --window-size=1400,1000").split()
 
 
+ZOOM_TO_A_KERNEL = """
+const T = otelReport.Timeline, e = T.events;
+let best = -1;
+for (let k = 0; k < e.flowDst.length; k++) {
+  const i = e.flowDst[k], soon = e.start[i] - e.start[e.flowSrc[k]] < 50e3;  // launched < 50 µs before
+  if (e.kind[i] === 1 && soon && (best < 0 || e.dur[i] > e.dur[best])) best = i;  // 1: kernel
+}
+const first = otelReport.data.timeline.tracks.findIndex(t => t.kind === "cpu");
+if (first >= 0) T.toggle(first, true);  // one CPU thread opened, to show the launching ops
+if (best >= 0) {
+  const span = Math.max(e.dur[best] * 12, 2e6);
+  T.view.t0 = e.start[best] - span / 3; T.view.t1 = T.view.t0 + span;
+  T.select(best); T.view.scrollY = 0; T.draw();
+}
+"""
+
+
 def chromium(profile_dir: str):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -57,6 +74,8 @@ def main() -> int:
             driver.get("file://" + html)
             for tab in args.tabs.split(","):
                 driver.execute_script("window.otelReport.showTab(arguments[0]); window.scrollTo(0, 0);", tab)
+                if tab == "timeline":  # zoomed into a step: the longest kernel the GPU ran right after its launch
+                    driver.execute_script(ZOOM_TO_A_KERNEL)
                 time.sleep(1.0)  # let the canvas and the SVG charts lay out
                 driver.save_screenshot(os.path.join(args.out, f"report-{tab}.png"))
         finally:

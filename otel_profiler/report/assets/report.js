@@ -527,9 +527,10 @@ const Timeline = (() => {
       const a = lowerFlow(view.t0), b = lowerFlow(view.t1);
       if (b - a <= 1500) {
         c.strokeStyle = "rgba(29,35,48,0.45)"; c.fillStyle = "rgba(29,35,48,0.6)";
+        const all = b - a <= 200;  // from folded levels too once few enough are in view
         for (let k = a; k < b; k++) {
           const src = flowSrc[flowOrder[k]];
-          if (depth[src] < layout[track[src]].rows) arrow(c, src, flowDst[flowOrder[k]]);  // not from folded levels
+          if (all || depth[src] < layout[track[src]].rows) arrow(c, src, flowDst[flowOrder[k]]);
         }
       }
     }
