@@ -148,3 +148,13 @@ def test_sync_in_step_counts_blocking_copies():
     found = [i for i in insights(profile, summary, Thresholds(sync_in_step_pct=0.5))
              if i["rule"] == "sync_in_step"]
     assert found and found[0]["metrics"]["sync_calls"].get("hipMemcpyWithStream") == 2
+
+
+def test_insights_page_in_docs_is_current():
+    from otel_profiler.analysis.insights_doc import markdown
+    from conftest import REPO
+
+    page = (REPO / "docs" / "insights.md").read_text()
+    assert page == markdown(), "regenerate: python -m otel_profiler.analysis.insights_doc > docs/insights.md"
+    for t in thresholds_doc():
+        assert f"`{t['name']}`" in page
