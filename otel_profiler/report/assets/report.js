@@ -256,8 +256,10 @@ function sortableTable(id, title, columns, rows) {
     count.textContent = `${view.length} of ${rows.length} rows` + (view.length > LIMIT ? ` (first ${LIMIT} shown)` : "");
     tbody.replaceChildren(...view.slice(0, LIMIT).map(r => el("tr", {}, ...columns.map(([k, , opts]) => {
       const v = r[k];
+      if (opts && opts.display && !opts.title)
+        return el("td", {"class": "name", "data-value": String(v), text: opts.display(r)});
       if (opts && opts.display) {
-        const short = opts.display(r), full = opts.title ? opts.title(r) : String(v);
+        const short = opts.display(r), full = opts.title(r);
         const td = el("td", {"class": "name" + (short !== full ? " folded" : ""), "data-value": String(v), title: full, text: short});
         if (short !== full) td.addEventListener("click", () => {
           const open = td.classList.toggle("unfolded"); td.textContent = open ? full : short;
@@ -312,7 +314,7 @@ function buildStatistics() {
      ...S.sync.api.map(r => Object.assign({}, r, {kind: ({sync: "sync call ", copy: "blocking copy "}[r.blocking] || "stream wait ") + r.name, count: r.calls}))]));
   root.append(sortableTable("stat-launch", `Launch delay and latency (${S.launch.matched_gpu_ops} linked GPU ops, ${S.launch.orphan_gpu_ops} without a launch call)`,
     [["metric", "Metric"], ["p50", "p50 (µs)"], ["p90", "p90 (µs)"], ["p99", "p99 (µs)"], ["max", "Max (µs)"], ["mean", "Mean (µs)"]],
-    [Object.assign({metric: "launch delay (HTA)"}, S.launch.delay_us), Object.assign({metric: "launch latency (NVIDIA)"}, S.launch.latency_us)]));
+    [Object.assign({metric: "launch delay (HTA)"}, S.launch.delay_us), Object.assign({metric: "launch latency (Nsight)"}, S.launch.latency_us)]));
   root.append(sortableTable("stat-streams", "Stream idle breakdown",
     [["device", "Device"], ["stream", "Stream"], ["ops", "Ops"], ["host_wait_us", "Host wait (µs)"], ["kernel_wait_us", "Kernel wait (µs)"], ["other_us", "Other (µs)"], ["max_queue_depth", "Max queue"]],
     S.streams.map(s => Object.assign({}, s, {device: multi ? `${s.rank}:${s.device}` : String(s.device)}))));
