@@ -406,7 +406,7 @@ def launch_bound(ctx: _Context) -> list[dict]:
                 f"{short * 100:.0f}% of {len(k):,} kernels run under {th.short_kernel_us:g} µs "
                 f"(median {med_kernel:.1f} µs) while a launch call takes {med_launch:.1f} µs (median); "
                 f"the GPU is busy only {util:.1f}%.",
-                "Cut per-kernel launch overhead: capture the step with CUDA graphs "
+                "Cut per-kernel launch overhead: capture the step with CUDA/HIP graphs "
                 "(torch.cuda.graphs / torch.compile(mode='reduce-overhead')), fuse small ops with "
                 "torch.compile, or increase the work per kernel (batch size).",
                 short_fraction=short, median_kernel_us=med_kernel, median_launch_us=med_launch,
@@ -514,7 +514,7 @@ def deep_stream_queue(ctx: _Context) -> list[dict]:
     deep = [s for s in ctx.summary["streams"] if s["max_queue_depth"] >= ctx.th.queue_depth]
     return [_insight(
         "deep_stream_queue", "low", f"rank {s['rank']} device {s['device']} stream {s['stream']}",
-        "Stream queue near CUDA's launch-queue limit",
+        "Stream queue near the launch-queue limit",
         f"Up to {s['max_queue_depth']} ops were queued on the stream (threshold {ctx.th.queue_depth}); "
         "at about 1024 pending launches the CPU blocks in the launch call.",
         "The CPU runs far ahead of the GPU, which is fine for throughput, but the GPU is the "
