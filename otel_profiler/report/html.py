@@ -1,5 +1,7 @@
 """Builds the self-contained HTML report: one file holding the data (JSON, timeline columns as base64
-typed arrays) and the inlined CSS and JavaScript from ``assets/``; it needs no network to open.
+typed arrays) and the inlined CSS and JavaScript from ``assets/`` (``report.js``: helpers, dashboard,
+tables, insights; ``timeline.js``: the canvas timeline; ``page.js``: tabs); it needs no network to
+open.
 
 Untrusted names (kernels, annotations) travel only inside the JSON data block, with every ``<``
 escaped, and the script puts them on the page with ``textContent`` or canvas ``fillText`` only.
@@ -89,6 +91,9 @@ def report_data(profile: Profile, thresholds: Thresholds | None = None,
     }
 
 
+_SCRIPTS = ("report.js", "timeline.js", "page.js")  # helpers and tabs, the timeline, the page: in order
+
+
 def _asset(name: str) -> str:
     return resources.files(__package__).joinpath("assets", name).read_text(encoding="utf-8")
 
@@ -98,7 +103,7 @@ def render_html(data: dict[str, Any]) -> str:
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     payload = payload.replace("<", "\\u003c")  # no "</script>" or "<!--" can end the data block
     parts = {"TITLE": html.escape(data["title"]), "CSS": _asset("report.css"), "DATA": payload,
-             "JS": _asset("report.js").replace("</", "<\\/")}
+             "JS": "\n".join(_asset(n) for n in _SCRIPTS).replace("</", "<\\/")}
     # One pass, so text inside one part (a kernel named "/*JS*/") is never substituted again.
     return re.sub(r"/\*(TITLE|CSS|DATA|JS)\*/", lambda m: parts[m.group(1)], _asset("template.html"))
 
