@@ -230,7 +230,7 @@ function buildDashboard() {
       el("div", {"class": "kpi"}, el("div", {"class": "l", text: "latency p99"}), el("div", {"class": "v"}, metric("launch.latency_us.p99", L.latency_us.p99, fmtUs))),
       el("div", {"class": "kpi"}, el("div", {"class": "l", text: "delay p50"}), el("div", {"class": "v"}, metric("launch.delay_us.p50", L.delay_us.p50, fmtUs))),
       el("div", {"class": "kpi"}, el("div", {"class": "l", text: "linked GPU ops"}), el("div", {"class": "v"}, metric("launch.matched_gpu_ops", L.matched_gpu_ops)))),
-    el("div", {"class": "note", text: "Latency: GPU start − launch start (NVIDIA). Delay: GPU start − launch end, ≥ 0 (HTA)."})));
+    el("div", {"class": "note", text: "Latency: GPU start − launch start (as Nsight Systems measures it). Delay: GPU start − launch end, ≥ 0 (HTA)."})));
 }
 
 // ------------------------------------------------------------------ statistics tables
