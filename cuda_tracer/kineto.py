@@ -13,12 +13,20 @@ for CPU events; ``device_resource_id`` is the stream, or the thread id for CPU e
 ``correlation_id`` is the CUPTI correlation id of device and runtime events and the op's own id
 (the JSON "External id") for CPU ops; ``linked_correlation_id`` is the linked CPU op's id.
 
+Kineto's metadata (bytes of copies and sets, grid, block, registers, shared memory, sync details)
+reaches ``metadata_json()`` only when the experimental config sets ``expose_kineto_event_metadata``
+(torch >= 2.4; without it the text is empty): the source always asks for it. On a torch without
+the option, a window that captured GPU activities is read back through the Chrome trace torch
+writes (``_ProfilerResult.save``, a private temporary file) instead, so no field is lost.
+
 Imports torch only when a source is created; never imports otel_profiler.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from typing import Any, Iterable
 
 import msgspec
@@ -27,7 +35,7 @@ from .events import MISSING, EventBatch, Kind
 from .profile import RankProfile
 from .subscriber import ProfilerBusy, other_profiler_active, own_session
 # One conversion for files and live events: the reader's typed event and its public converter.
-from .trace_files import TraceEvent, events_to_profile
+from .trace_files import TraceEvent, events_to_profile, read_trace
 
 GPU_ACTIVITIES = frozenset({"kernel", "memcpy", "memset", "sync", "runtime", "driver"})
 CPU_ACTIVITIES = frozenset({"cpu_op"})
@@ -83,6 +91,7 @@ class KinetoSource:
         self._kinds = kinds
         self._prof: Any = None
         self._owned: Any = None
+        self.metadata_exposed = False  # set by start(): does metadata_json() carry Kineto's metadata?
 
     @property
     def running(self) -> bool:
@@ -107,15 +116,30 @@ class KinetoSource:
         self._prof, self._owned = prof, owned
 
     def _experimental_config(self) -> Any:
-        """cuda_sync events are opt-in in torch.profiler: ask for them when ``sync`` is wanted."""
-        if "sync" not in self.activities or len(self._kinds) == 0 or not cuda_available():
-            return None
+        """Kineto's experimental options: event metadata always exposed, cuda_sync events (opt-in in
+        torch.profiler) when ``sync`` is wanted with CUDA. Sets :attr:`metadata_exposed`; an option
+        this torch does not know is dropped rather than failing the window."""
+        import torch.profiler as tp
+
+        options = {"expose_kineto_event_metadata": True}
+        if "sync" in self.activities and tp.ProfilerActivity.CUDA in self._kinds:
+            options["enable_cuda_sync_events"] = True
+        self.metadata_exposed = False
         try:
             import torch
 
-            return torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
-        except Exception:  # an older torch without the option: no sync events
+            config_type = torch._C._profiler._ExperimentalConfig
+        except Exception:  # no experimental config at all
             return None
+        without_metadata = {k: v for k, v in options.items() if k != "expose_kineto_event_metadata"}
+        for attempt in (options, without_metadata, {}):
+            try:
+                config = config_type(**attempt)
+            except TypeError:  # an older torch without one of these options
+                continue
+            self.metadata_exposed = "expose_kineto_event_metadata" in attempt
+            return config
+        return None
 
     def stop(self) -> "KinetoCapture":
         prof, self._prof = self._prof, None
@@ -125,23 +149,51 @@ class KinetoSource:
             prof.stop()
         finally:
             self._owned.__exit__(None, None, None)
-        return KinetoCapture(prof.profiler.kineto_results, self.activities, self.rank)
+        return KinetoCapture(prof.profiler.kineto_results, self.activities, self.rank,
+                             self.reads_through_file)
+
+    @property
+    def reads_through_file(self) -> bool:
+        """A GPU window on a torch whose events carry no metadata: read it through the trace file."""
+        import torch.profiler as tp
+
+        return not self.metadata_exposed and tp.ProfilerActivity.CUDA in self._kinds
 
 
 class KinetoCapture:
-    """The result of one window; ``to_batch()`` converts it (and drops the torch objects)."""
+    """The result of one window; ``to_batch()`` converts it (and drops the torch objects).
 
-    def __init__(self, results: Any, activities: frozenset[str], rank: int) -> None:
+    ``via_file``: read the window through the Chrome trace torch writes rather than the event
+    objects (for a torch whose events carry no metadata, see the module docstring)."""
+
+    def __init__(self, results: Any, activities: frozenset[str], rank: int,
+                 via_file: bool = False) -> None:
         self._results = results
         self.activities = activities
         self.rank = rank
+        self.via_file = via_file
 
     def to_batch(self) -> EventBatch:
         results, self._results = self._results, None
         if results is None:
             return EventBatch.empty()
-        rank_profile = convert_events(results.events(), self.rank)
-        return keep_activities(rank_profile.batch, self.activities)
+        if self.via_file:
+            batch = _batch_through_trace_file(results, self.rank)
+        else:
+            batch = convert_events(results.events(), self.rank).batch
+        return keep_activities(batch, self.activities)
+
+
+def _batch_through_trace_file(results: Any, rank: int) -> EventBatch:
+    """The window's events as torch's own Chrome trace holds them (every ``args`` field), written to
+    a private temporary folder, read back with ``trace_files.read_trace`` and deleted."""
+    with tempfile.TemporaryDirectory(prefix="otel-profiler-kineto-") as folder:  # created 0700
+        path = os.path.join(folder, "window.json")
+        results.save(path)
+        batch = read_trace(path).batch
+    if len(batch):
+        batch.columns["rank"][:] = rank
+    return batch
 
 
 def convert_events(events: Iterable[Any], rank: int = -1) -> RankProfile:
@@ -173,12 +225,16 @@ def _typed_event(e: Any) -> TraceEvent | None:
 def _args(e: Any, category: str) -> msgspec.Raw:
     """The event's ``args`` as the JSON text a trace file would hold: Kineto's metadata plus the
     correlation fields (metadata's own ``correlation`` wins unless it is missing or null; the linked
-    CPU op's id is the ``External id``)."""
+    CPU op's id is the ``External id``; a CPU op's own id is its ``External id``, after its metadata
+    so that it wins)."""
     correlation = int(e.correlation_id() or MISSING)
-    if category in _CPU_CATEGORIES:
-        return msgspec.Raw(b'{"External id": %d}' % correlation)
-    fields = []
     metadata = e.metadata_json() if hasattr(e, "metadata_json") else ""
+    if category in _CPU_CATEGORIES:
+        own_id = '"External id": %d' % correlation
+        if metadata and _metadata_correlation(metadata) is not _NOT_AN_OBJECT:
+            return msgspec.Raw(("{" + metadata + ", " + own_id + "}").encode())
+        return msgspec.Raw(("{" + own_id + "}").encode())
+    fields = []
     own = _metadata_correlation(metadata) if metadata else _NOT_AN_OBJECT
     if own is not _NOT_AN_OBJECT:
         fields.append(metadata)
