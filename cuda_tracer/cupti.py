@@ -6,21 +6,23 @@ activity kinds and calibrates the clock; ``collect()`` flushes completed buffers
 ``stop()`` disables the kinds, force-flushes and converts the rest. Any failure turns capture off
 with one warning and a reason in :attr:`CuptiSource.reason`; nothing raises into the host program.
 
-Hot path: CUPTI fills buffers on its own; ``_buffer_completed`` (called by cupti-python with decoded
-record objects) only appends that list to a deque and returns, so buffers go back to CUPTI at once.
-The deque is bounded in records; a buffer that would overflow it is dropped and counted
-(``lost_records``), next to CUPTI's own count of records it had no buffer space for
+Hot path: CUPTI fills buffers on its own; ``_buffer_completed`` (called by cupti-python with the
+buffer's record objects) only appends that list to a deque and returns. The records are views into
+CUPTI's activity buffer, not copies: cupti-python's buffer manager keeps each buffer (``BUFFER_BYTES``)
+allocated until every record object of it is released, so a pending buffer pins its memory until
+``collect()``/``stop()`` convert its records to columns and drop them. The deque is therefore bounded
+twice, in records and in buffers; a buffer that would overflow either bound is dropped at once and
+counted (``lost_records``), next to CUPTI's own count of records it had no buffer space for
 (``cupti_dropped_records``, from ``activity_get_num_dropped_records``). Conversion to columns runs
 in ``collect()``, on whichever thread the caller uses, never inside a CUDA call.
-
-Assumption to check on a GPU (tests/gpu does): the record objects stay valid after the callback
-returns. cupti-python's ``from_ptr`` documents that records built without an owner copy their data.
 
 The live session uses it through :class:`CuptiWindowSource` (end of this module) when torch is not
 imported; with torch it uses ``kineto.KinetoSource``, which holds CUPTI itself.
 
 NVTX markers reach CUPTI only when ``NVTX_INJECTION64_PATH`` names libcupti before the process first
-uses NVTX; :meth:`CuptiSource.stats` says whether it was set.
+uses NVTX, and only the copy of libcupti that cupti-python loaded (a path to another copy loads a
+second libcupti that no one reads): :func:`libcupti_path` names that copy, and
+:meth:`CuptiSource.stats` says whether the variable was set and whether it names it.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ DEFAULT_ACTIVITIES = ("CONCURRENT_KERNEL", "MEMCPY", "MEMCPY2", "MEMSET", "RUNTI
                       "SYNCHRONIZATION", "MARKER", "NAME", "OVERHEAD")
 BUFFER_BYTES = 8 << 20  # NVIDIA's samples use 8 MiB with no record limit
 MAX_PENDING_RECORDS = 2_000_000  # bound on converted-later records held in memory
+MAX_PENDING_BUFFERS = 64  # ... and on the buffers they pin (64 x 8 MiB = 512 MiB)
 
 
 # ---------------------------------------------------------------------------- the optional module
@@ -57,6 +60,42 @@ def load_cupti() -> tuple[Any, str | None]:
         return None, f"cupti-python failed to import: {exc}"
     except Exception as exc:  # e.g. libcupti or the CUDA driver missing: an OSError from dlopen
         return None, f"cupti-python failed to load: {type(exc).__name__}: {exc}"
+
+
+def loaded_libcupti() -> list[str]:
+    """Every libcupti file mapped into this process (``/proc/self/maps``), in load order."""
+    found: list[str] = []
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                parts = line.split(maxsplit=5)
+                path = parts[5].strip() if len(parts) == 6 else ""
+                if os.path.basename(path).startswith("libcupti.so") and path not in found:
+                    found.append(path)
+    except OSError:  # not Linux
+        pass
+    return found
+
+
+def libcupti_path(cupti: Any) -> str | None:
+    """The libcupti file that ``cupti`` (the loaded cupti-python module) uses: the one to name in
+    ``NVTX_INJECTION64_PATH``. cupti-python loads it on its first call (reusing a copy torch has
+    already loaded), so one harmless call is made when none is mapped yet. None when no copy, or
+    more than one, is mapped (then which one cupti-python uses cannot be told from here)."""
+    if not loaded_libcupti():
+        try:
+            cupti.get_timestamp()
+        except Exception:  # no driver: libcupti may still have been loaded
+            pass
+    found = loaded_libcupti()
+    return found[0] if len(found) == 1 else None
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 # ---------------------------------------------------------------------------- clock calibration
@@ -141,10 +180,12 @@ class CuptiSource:
 
     def __init__(self, activities: tuple[str, ...] = DEFAULT_ACTIVITIES,
                  buffer_bytes: int = BUFFER_BYTES, max_pending_records: int = MAX_PENDING_RECORDS,
-                 rank: int = -1, module: Any = None) -> None:
+                 rank: int = -1, module: Any = None,
+                 max_pending_buffers: int = MAX_PENDING_BUFFERS) -> None:
         self.activities = tuple(activities)
         self.buffer_bytes = int(buffer_bytes)
         self.max_pending_records = int(max_pending_records)
+        self.max_pending_buffers = int(max_pending_buffers)
         self.rank = rank
         self.reason: str | None = None
         self.clock: ClockCalibration | None = None
@@ -170,8 +211,9 @@ class CuptiSource:
 
     def _buffer_completed(self, activities: list) -> None:
         n = len(activities)
-        if self._appended - self._drained + n > self.max_pending_records:
-            self._lost_records += n
+        if (self._appended - self._drained + n > self.max_pending_records
+                or len(self._pending) >= self.max_pending_buffers):
+            self._lost_records += n  # dropping the list releases the buffer back to cupti-python
             return
         self._pending.append(activities)
         self._appended += n
@@ -246,8 +288,17 @@ class CuptiSource:
             "unclosed_markers": len(conv.open_markers) if conv else 0,
             "unmatched_marker_ends": conv.unmatched_marker_ends if conv else 0,
             "skipped_records": {str(k): v for k, v in (conv.skipped if conv else {}).items()},
-            "nvtx_injection": bool(os.environ.get("NVTX_INJECTION64_PATH")),
+            **self._nvtx_injection(),
         }
+
+    def _nvtx_injection(self) -> dict[str, Any]:
+        """Whether NVTX_INJECTION64_PATH is set, and whether it names the libcupti in use."""
+        injection = os.environ.get("NVTX_INJECTION64_PATH")
+        cupti = self._cupti if self._cupti is not None else self._module
+        library = libcupti_path(cupti) if cupti is not None else None
+        return {"nvtx_injection": bool(injection), "libcupti": library,
+                "nvtx_injection_is_libcupti": (None if not injection or library is None
+                                               else _same_file(injection, library))}
 
     # ---------------------------------------------------------------- internals
     def _drain(self) -> EventBatch:

@@ -1,14 +1,17 @@
 """CUPTI activity records → ``EventBatch``: a pure conversion, testable without a GPU or cupti-python.
 
 The input is any sequence of objects that carry the attributes of cupti-python's activity record
-classes (``ActivityKernel9..13``, ``ActivityMemcpy6/7``, ``ActivityMemcpyPtoP4``, ``ActivityMemset4/5``,
-``ActivityAPI``, ``ActivitySynchronization2``, ``ActivityMarker2``, ``ActivityName``,
-``ActivityOverhead3``; attribute names as in ``cupti/cupti.pyi`` of cupti-python 13.0-13.4). Records
-are read with ``getattr`` only, so the real records and plain test objects convert alike.
+classes, as cupti-python 13.0 delivers them: ``ActivityKernel10`` (CONCURRENT_KERNEL and KERNEL),
+``ActivityMemcpy6``, ``ActivityMemcpyPtoP4``, ``ActivityMemset4``, ``ActivityAPI``,
+``ActivitySynchronization2``, ``ActivityMarker2``, ``ActivityName``, ``ActivityOverhead3``
+(attribute names as in its ``cupti/cupti.pyi``; ``object_id`` is a union whose ``pt`` and ``dcs``
+views share their first bytes). Records are read with ``getattr`` only, and every value is copied
+into the batch's columns: the records are views into CUPTI's buffer, which is released once they are
+dropped. tests/test_cupti_real_module.py converts records built with the module's own dtypes.
 
 Enum values are the CUPTI C ABI (``cupti_activity.h``), which cupti-python's IntEnums mirror
-one-to-one; :func:`enum_mismatches` checks that against a loaded ``cupti`` module (the GPU checks run
-it). Names follow Kineto's spelling, so events from a live CUPTI capture and from a PyTorch trace file
+one-to-one (but for ``CUPTI_ACTIVITY_FLAG_MARKER_END``, which cupti-python's ``ActivityFlag`` lacks);
+:func:`enum_mismatches` checks that against a loaded ``cupti`` module. Names follow Kineto's spelling, so events from a live CUPTI capture and from a PyTorch trace file
 line up: ``"Memcpy HtoD (Pageable -> Device)"``, ``"Memset (Device)"``, ``"Stream Sync"``, and runtime
 calls named by their API function without the ``_vNNNN`` suffix (``"cudaLaunchKernel"``).
 
@@ -41,6 +44,8 @@ OBJECT_KIND = {"UNKNOWN": 0, "PROCESS": 1, "THREAD": 2, "DEVICE": 3, "CONTEXT": 
 OVERHEAD_KIND = {"UNKNOWN": 0, "DRIVER_COMPILER": 1, "CUPTI_BUFFER_FLUSH": 1 << 16,
                  "CUPTI_INSTRUMENTATION": 2 << 16, "CUPTI_RESOURCE": 3 << 16}
 FLAG_ASYNC = 1  # CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC == CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC == 1 << 0
+# cupti_activity.h: MARKER_INSTANTANEOUS 1 << 0, MARKER_START 1 << 1, MARKER_END 1 << 2,
+# MARKER_SYNC_ACQUIRE 1 << 3. cupti-python's ActivityFlag has every one of them but MARKER_END.
 FLAG_MARKER_INSTANTANEOUS, FLAG_MARKER_START, FLAG_MARKER_END = 1, 2, 4
 INVALID_ID = 0xFFFFFFFF  # CUPTI_INVALID_STREAM_ID / CUPTI_SYNCHRONIZATION_INVALID_VALUE
 
@@ -250,7 +255,7 @@ class RecordConverter:
         elif kind == OBJECT_KIND["PROCESS"]:
             key = ("process", int(oid.pt.process_id))
         else:
-            dcs = oid.dcs
+            dcs = oid.dcs  # cupti-python 13.0 names the field device_id (its samples say device)
             device = int(getattr(dcs, "device_id", getattr(dcs, "device", MISSING)))
             key = {OBJECT_KIND["DEVICE"]: ("device", device),
                    OBJECT_KIND["CONTEXT"]: ("context", device, int(dcs.context_id)),
@@ -278,9 +283,10 @@ def enum_mismatches(cupti: Any) -> list[str]:
     tables = [("ActivityKind", ACTIVITY_KIND), ("ActivityMemcpyKind", MEMCPY_KIND),
               ("ActivityMemoryKind", MEMORY_KIND), ("ActivitySynchronizationType", SYNC_TYPE),
               ("ActivityObjectKind", OBJECT_KIND), ("ActivityOverheadKind", OVERHEAD_KIND)]
+    # MARKER_END is not in cupti-python's ActivityFlag: its neighbours pin the value 1 << 2 instead.
     flags = {"MEMCPY_ASYNC": FLAG_ASYNC, "MEMSET_ASYNC": FLAG_ASYNC,
              "MARKER_INSTANTANEOUS": FLAG_MARKER_INSTANTANEOUS, "MARKER_START": FLAG_MARKER_START,
-             "MARKER_END": FLAG_MARKER_END}
+             "MARKER_SYNC_ACQUIRE": FLAG_MARKER_END << 1}
     tables.append(("ActivityFlag", flags))
     out = []
     for enum_name, table in tables:

@@ -1,7 +1,7 @@
-"""Conversion tests: cupti-python-shaped record objects → EventBatch columns (CPU only, no live capture).
+"""Conversion tests: cupti-python activity records → EventBatch columns (CPU only, no live capture).
 
-The records are built by tests/cupti_fakes.py with the attribute names of cupti-python's record
-classes; whether a real capture matches is tested in tests/gpu.
+The records are real cupti-python records built with the module's own dtypes
+(tests/cupti_records_real.py); whether a live capture fills them so is tested in tests/gpu.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from types import SimpleNamespace as NS
 import numpy as np
 import pytest
 
-import cupti_fakes as f
+import cupti_records_real as f
 from cuda_tracer.correlate import correlate
 from cuda_tracer.cupti_records import (OVERHEAD_KIND, SYNC_TYPE, RecordConverter, convert_records,
                                        enum_mismatches, strip_api_version)
@@ -133,7 +133,7 @@ def test_unknown_cbid_without_namer_gets_a_stable_name():
 def test_nvtx_ranges_pair_across_buffers():
     conv = RecordConverter(clock_offset_ns=-T0)
     first = conv.convert([f.marker(1, T0 + 10, 2, "forward", "train"),
-                          f.marker(2, T0 + 20, 2, "inner"), f.marker(2, T0 + 30, 4)])
+                          f.marker(2, T0 + 20, 2, "inner"), f.marker(2, T0 + 30, 4)])  # end: no name
     assert first.names() == ["inner"] and first.start_ns.tolist() == [20]
     assert conv.open_markers.keys() == {1}
     second = conv.convert([f.marker(1, T0 + 90, 4), f.marker(3, T0 + 95, 1, "checkpoint"),
@@ -168,6 +168,15 @@ def test_unknown_kinds_are_counted_not_converted():
     conv = RecordConverter()
     batch = conv.convert([NS(kind=36, context_id=1), NS(kind=36), f.memset(1, T0, T0 + 1)])
     assert len(batch) == 1 and conv.skipped == {36: 2}
+
+
+def test_name_of_a_stream_reads_the_dcs_view_of_the_union():
+    """A THREAD name's ``dcs`` view reads its process id as a device id: only ``pt`` may be read."""
+    thread = f.name_record("THREAD", "main", process_id=77, thread_id=88)
+    assert (thread.object_id.dcs.device_id, thread.object_id.dcs.context_id) == (77, 88)
+    conv = RecordConverter()
+    conv.convert([thread, f.name_record("DEVICE", "H200", device_id=3)])
+    assert conv.object_names == {("thread", 77, 88): "main", ("device", 3): "H200"}
 
 
 def test_training_step_shaped_buffer_round_trips_through_save(tmp_path):

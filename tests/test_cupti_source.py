@@ -1,80 +1,24 @@
-"""CuptiSource against a fake ``cupti`` module (CPU only): lifecycle, buffer queue, drops, clock math,
-and graceful absence of cupti-python. No live capture happens here; tests/gpu does that.
+"""CuptiSource against a stand-in for cupti-python's GPU calls (tests/cupti_fakes.py) handing over real
+cupti-python records (CPU only): lifecycle, buffer queue and its bounds, drops, clock math, and
+graceful absence of cupti-python. The real module itself is tests/test_cupti_real_module.py's;
+live capture is tests/gpu's.
 """
 
 from __future__ import annotations
 
-import ctypes
 import sys
 import warnings
-from types import SimpleNamespace as NS
 
 import pytest
 
-import cupti_fakes as f
+import cupti_records_real as f
 from cuda_tracer import subscriber
-from cuda_tracer.cupti import (ClockCalibration, CuptiSource, calibrate, load_cupti,
+from cuda_tracer.cupti import (BUFFER_BYTES, ClockCalibration, CuptiSource, calibrate, load_cupti,
                                read_dropped_records)
 from cuda_tracer.cupti_records import ACTIVITY_KIND
 from cuda_tracer.events import Kind
+from cupti_fakes import T0, FakeCupti
 from cupti_fakes import isolated_from_other_profilers  # noqa: F401 (autouse fixture)
-
-T0 = 5_000_000_000
-
-
-class FakeCuptiError(Exception):
-    def __init__(self, status: int) -> None:
-        super().__init__(f"status {status}")
-        self.status = status
-
-
-class FakeCupti:
-    """The few cupti.cupti functions CuptiSource calls, with the same signatures."""
-
-    def __init__(self, refuse: dict[str, int] | None = None, register_status: int | None = None):
-        self.ActivityKind = NS(**ACTIVITY_KIND)
-        self.CallbackDomain = NS(RUNTIME_API=2, DRIVER_API=1)
-        self.refuse = refuse or {}
-        self.register_status = register_status
-        self.enabled: set[int] = set()
-        self.callbacks = None
-        self.flushes: list[int] = []
-        self.dropped = 0
-        self.now = T0
-
-    def activity_register_callbacks(self, requested, completed):
-        if self.register_status is not None:
-            raise FakeCuptiError(self.register_status)
-        self.callbacks = (requested, completed)
-
-    def activity_enable(self, kind):
-        for name, status in self.refuse.items():
-            if ACTIVITY_KIND[name] == kind:
-                raise FakeCuptiError(status)
-        self.enabled.add(kind)
-
-    def activity_disable(self, kind):
-        self.enabled.discard(kind)
-
-    def activity_flush_all(self, flag):
-        self.flushes.append(flag)
-
-    def activity_get_num_dropped_records(self, context, stream_id, dropped):
-        ctypes.c_size_t.from_address(dropped).value = self.dropped
-        self.dropped = 0  # CUPTI resets the count on read
-
-    def get_timestamp(self):
-        return self.now
-
-    def get_callback_name(self, domain, cbid):
-        return "cudaLaunchKernel_v7000" if (domain, cbid) == (2, 211) else "cuOther_v2000"
-
-
-
-def deliver(module: FakeCupti, records: list) -> None:
-    size, max_records = module.callbacks[0]()
-    assert size >= 1 << 20 and max_records == 0
-    module.callbacks[1](records)
 
 
 def test_capture_lifecycle_with_fake_module():
@@ -82,16 +26,17 @@ def test_capture_lifecycle_with_fake_module():
     src = CuptiSource(module=mod)
     assert src.start() and src.running
     assert mod.enabled == {ACTIVITY_KIND[a] for a in src.activities}
-    deliver(mod, [f.api(1, T0, T0 + 10, 211), f.kernel(1, T0 + 20, T0 + 90)])
+    mod.fill([f.api(1, T0, T0 + 10, 211), f.kernel(1, T0 + 20, T0 + 90)])
+    mod.fill([f.memset(2, T0 + 100, T0 + 110)], complete=False)  # a buffer CUPTI is still filling
     batch = src.collect()
     assert mod.flushes == [0]  # collect asks only for completed buffers
     assert batch.kind.tolist() == [Kind.RUNTIME, Kind.KERNEL]
     assert batch.names()[0] == "cudaLaunchKernel"
-    deliver(mod, [f.memset(2, T0 + 100, T0 + 110)])
     mod.dropped = 3
     last = src.stop()
     assert mod.flushes == [0, 1] and not mod.enabled and not src.running
-    assert last.kind.tolist() == [Kind.MEMSET]
+    assert last.kind.tolist() == [Kind.MEMSET]  # the forced flush hands over the partial buffer
+    assert mod.requested_sizes == [BUFFER_BYTES] * 2
     stats = src.stats()
     assert stats["records_converted"] == 3 and stats["cupti_dropped_records"] == 3
     assert stats["lost_records"] == 0 and stats["reason"] is None
@@ -102,7 +47,7 @@ def test_times_are_calibrated_to_epoch():
     mod.now = 1_000  # a CUPTI clock far from the epoch
     src = CuptiSource(module=mod)
     assert src.start()
-    deliver(mod, [f.memset(1, 2_000, 3_000)])
+    mod.fill([f.memset(1, 2_000, 3_000)])
     batch = src.collect()
     offset = src.clock.offset_ns
     assert offset > 1_600_000_000 * 10**9  # now in Unix-epoch ns
@@ -113,13 +58,26 @@ def test_completed_callback_only_queues_and_bounds_memory():
     mod = FakeCupti()
     src = CuptiSource(module=mod, max_pending_records=3)
     src.start()
-    deliver(mod, [f.memset(1, T0, T0 + 1), f.memset(2, T0, T0 + 1)])
-    deliver(mod, [f.memset(3, T0, T0 + 1), f.memset(4, T0, T0 + 1)])  # would exceed 3: dropped
+    mod.fill([f.memset(1, T0, T0 + 1), f.memset(2, T0, T0 + 1)])
+    mod.fill([f.memset(3, T0, T0 + 1), f.memset(4, T0, T0 + 1)])  # would exceed 3: dropped
+    mod.activity_flush_all(0)  # CUPTI hands both buffers over on its own
     assert src.stats()["records_converted"] == 0  # nothing converted inside the callback
     assert len(src.collect()) == 2
-    deliver(mod, [f.memset(5, T0, T0 + 1)])  # room again after draining
+    mod.fill([f.memset(5, T0, T0 + 1)])  # room again after draining
     assert len(src.collect()) == 1
     assert src.stats()["lost_records"] == 2
+
+
+def test_pending_buffers_are_bounded_too():
+    """Each pending buffer pins its memory until converted, however few records it holds."""
+    mod = FakeCupti()
+    src = CuptiSource(module=mod, max_pending_buffers=2)
+    src.start()
+    for corr in range(4):
+        mod.fill([f.memset(corr, T0, T0 + 1)])
+    mod.activity_flush_all(0)
+    assert src.stats()["lost_records"] == 2
+    assert len(src.collect()) == 2
 
 
 def test_refused_kind_is_reported_and_the_rest_still_run():
@@ -152,6 +110,7 @@ def test_nsight_environment_backs_off_before_touching_cupti(monkeypatch):
 
 def test_absent_cupti_python_gives_a_reason_not_a_crash(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupti", None)  # makes "import cupti" fail like a missing package
+    monkeypatch.setitem(sys.modules, "cupti.cupti", None)
     module, reason = load_cupti()
     assert module is None and "cupti-python is not installed" in reason
     with pytest.warns(RuntimeWarning, match="not installed"):
