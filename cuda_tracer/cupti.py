@@ -79,14 +79,14 @@ def loaded_libcupti() -> list[str]:
 
 def libcupti_path(cupti: Any) -> str | None:
     """The libcupti file that ``cupti`` (the loaded cupti-python module) uses: the one to name in
-    ``NVTX_INJECTION64_PATH``. cupti-python loads it on its first call (reusing a copy torch has
-    already loaded), so one harmless call is made when none is mapped yet. None when no copy, or
-    more than one, is mapped (then which one cupti-python uses cannot be told from here)."""
-    if not loaded_libcupti():
-        try:
-            cupti.get_timestamp()
-        except Exception:  # no driver: libcupti may still have been loaded
-            pass
+    ``NVTX_INJECTION64_PATH``. cupti-python loads it on its first call (a harmless
+    ``get_timestamp()`` is made to be sure), reusing a copy already loaded under the same name, as
+    torch's CUDA build loads one. None when no copy, or more than one, is mapped (then which one
+    cupti-python uses cannot be told from here)."""
+    try:
+        cupti.get_timestamp()
+    except Exception:  # no driver: libcupti may still have been loaded
+        pass
     found = loaded_libcupti()
     return found[0] if len(found) == 1 else None
 

@@ -2,7 +2,8 @@
 
     python tests/gpu/capture.py MODE --out DIR
 
-MODE is one of ``kineto``, ``cupti``, ``overhead-kineto``, ``overhead-cupti``, ``nvml``. Each mode
+MODE is one of ``kineto``, ``cupti``, ``overhead-kineto``, ``overhead-cupti``, ``nvml``; run by
+``run_gpu_checks.sh``, which bounds each with ``timeout``. Each mode
 merges a summary under its name into ``DIR/results.json``; the capture modes also save their event
 batches (``DIR/<results key>_capture.batch.zip``, EventBatch.save format) for use as CPU fixtures in
 tests/data/. ``kineto`` runs torch.profiler twice: once exported to a Chrome trace that
@@ -60,6 +61,8 @@ def summarize(batch: Any) -> dict[str, Any]:
     matched = corr.matched[kernels]
     latency = corr.latency_ns[corr.matched]
     memsets = np.flatnonzero(batch.kind == Kind.MEMSET)
+    copies = np.flatnonzero(batch.kind == Kind.MEMCPY)
+    kernel_rows = np.flatnonzero(batch.kind == Kind.KERNEL)
     syncs = np.flatnonzero(batch.kind == Kind.SYNC)
     gpu = np.isin(batch.kind, np.asarray([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET], np.uint8))
     return {
@@ -70,6 +73,10 @@ def summarize(batch: Any) -> dict[str, Any]:
         "memcpy_names": names_of(Kind.MEMCPY),
         "memset_names": names_of(Kind.MEMSET),
         "memset_bytes": sorted({int(b) for b in batch.bytes[memsets]}),
+        "memcpy_bytes": sorted({int(b) for b in batch.bytes[copies]})[:50],
+        # Kineto's metadata (grid, registers) reached the batch: the live source's weak point
+        "kernels_with_grid_fraction": (float((batch.grid_x[kernel_rows] > 0).mean())
+                                       if len(kernel_rows) else 0.0),
         "sync_kinds": sorted({SyncKind(int(s)).name for s in batch.subkind[syncs]}),
         "annotations": sorted(set(batch.names(np.flatnonzero(batch.kind == Kind.USER_ANNOTATION))))[:50],
         "kernels": int(kernels.sum()),

@@ -1,8 +1,10 @@
 """GPU checks of the live sources (Kineto through torch.profiler, CUPTI through cupti-python).
 
-Skipped where no CUDA GPU is present. Each capture runs in its own process (tests/gpu/capture.py),
-because only one CUPTI subscriber may exist per process. ``run_gpu_checks.sh`` runs the captures
-once and points ``GPU_CHECK_DIR`` at their results; without it this module runs them itself.
+The checks read a capture folder: ``GPU_CHECK_DIR`` (``run_gpu_checks.sh`` runs the captures once
+and points it at their output); else, on a machine with an NVIDIA GPU, captures made here (each in
+its own process, tests/gpu/capture.py, because only one CUPTI subscriber may exist per process);
+else a GPU check's output kept under tests/data/gpu_capture/ (tests/gpu/keep_as_fixtures.sh), so
+that a CPU machine re-checks it; else they skip.
 """
 
 from __future__ import annotations
@@ -17,13 +19,15 @@ import pytest
 
 from gpu_env import cuda_available
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not cuda_available(), reason="no CUDA GPU here")]
+pytestmark = [pytest.mark.gpu]
 
 HERE = Path(__file__).resolve().parent
+KEPT = HERE.parent / "data" / "gpu_capture"  # a GPU check's output, kept as CPU fixtures
 EXPECTED_COPIES = {"Memcpy HtoD (Pinned -> Device)", "Memcpy HtoD (Pageable -> Device)",
                    "Memcpy DtoH (Device -> Pinned)", "Memcpy DtoH (Device -> Pageable)"}
 SOURCES = ["kineto", "kineto_live", "cupti"]
 SLACK_NS = 5_000_000  # GPU ops must fall inside the captured work's wall-clock window ± 5 ms
+COPY_BYTES = 8 << 20  # workload.COPY_BYTES: each explicit copy of transfers_and_syncs()
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +35,18 @@ def run_dir(tmp_path_factory) -> Path:
     given = os.environ.get("GPU_CHECK_DIR")
     if given:
         return Path(given)
-    out = tmp_path_factory.mktemp("gpu_checks")
-    for mode in ("kineto", "cupti", "nvml"):
-        subprocess.run([sys.executable, str(HERE / "capture.py"), mode, "--out", str(out)],
-                       check=False, timeout=300)
-    return out
+    if cuda_available():
+        out = tmp_path_factory.mktemp("gpu_checks")
+        for mode in ("kineto", "cupti", "nvml"):
+            try:
+                subprocess.run([sys.executable, str(HERE / "capture.py"), mode, "--out", str(out)],
+                               check=False, timeout=90)
+            except subprocess.TimeoutExpired:
+                pass  # the mode's results are missing: its checks fail and say so
+        return out
+    if (KEPT / "results.json").exists():
+        return KEPT
+    pytest.skip("no CUDA GPU here and no GPU check output kept under tests/data/gpu_capture")
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +79,14 @@ def test_kernels_and_launch_linkage(results, name):
 def test_copies_both_directions_pinned_and_pageable(results, name):
     s = source(results, name)
     assert EXPECTED_COPIES <= set(s["memcpy_names"]), s["memcpy_names"]
+
+
+@pytest.mark.parametrize("name", SOURCES)
+def test_copy_bytes_and_launch_geometry_reach_the_batch(results, name):
+    """Kineto's metadata (or CUPTI's record fields) carried into the columns: bytes, grid."""
+    s = source(results, name)
+    assert COPY_BYTES in s["memcpy_bytes"], s["memcpy_bytes"]
+    assert s["kernels_with_grid_fraction"] >= 0.95, s
 
 
 @pytest.mark.parametrize("name", SOURCES)
@@ -115,6 +134,7 @@ def test_cupti_nvtx_step_ranges(results):
         pytest.skip("no capture with NVTX_INJECTION64_PATH (run_gpu_checks.sh makes one)")
     s = source(results, "cupti_nvtx")
     assert s["stats"]["nvtx_injection"] and s["started"], s["stats"]
+    assert s["stats"]["nvtx_injection_is_libcupti"] is True, s["stats"]  # the copy cupti-python uses
     assert {"step 0", "step 4"} <= set(s["annotations"]), s["annotations"]
     assert s["kernels"] >= 20  # injection did not cost the rest of the capture
 
@@ -126,7 +146,9 @@ def test_overhead_measured(results, name):
     data = results[name]
     if data.get("available") is False:
         pytest.skip(data["reason"])
-    assert 0.5 < data["ratio"] < 1.5, data  # a sanity bound; the figure itself is the result
+    # Runtime and driver API tracing costs a few µs per call, and a ~1 ms step makes ~100 calls:
+    # a sanity bound, wide on purpose; the figure itself (in results.json) is the result.
+    assert 0.8 < data["ratio"] < 2.5, data
 
 
 def test_nvml_reads_the_gpu(results):

@@ -1,7 +1,8 @@
 """NVML system metrics against real NVML while a CUDA workload runs (skipped without a CUDA GPU).
 
 Checks the readings' ranges and units (W from mW, Hz from MHz, bytes), ``hw.id`` = NVML UUID, this
-process's per-process memory, energy growing, and on Hopper or newer the GPM ratios.
+process's per-process memory, energy growing, and on Hopper or newer the GPM ratios. GPM is optional:
+NVML may not offer it (virtual machines, some drivers), which is reported as a skip, not a failure.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from gpu_env import cuda_available
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not cuda_available(), reason="no CUDA GPU here")]
 
 
-def test_nvml_sampler_on_a_busy_gpu() -> None:
+@pytest.fixture(scope="module")
+def busy_gpu_points():
+    """Two sampler ticks 1.5 s apart while a matmul loop keeps the GPU busy: (first, points)."""
     import torch
 
-    from otel_profiler import metric_points as m
     from otel_profiler.system_metrics import SystemSampler
 
     stop = threading.Event()
@@ -45,7 +47,13 @@ def test_nvml_sampler_on_a_busy_gpu() -> None:
         stop.set()
         thread.join(10)
         sampler.close()
-    points = [p for p in sampler.points() if p.spec.source == "nvml"]
+    return first, [p for p in sampler.points() if p.spec.source == "nvml"]
+
+
+def test_nvml_sampler_on_a_busy_gpu(busy_gpu_points) -> None:
+    from otel_profiler import metric_points as m
+
+    first, points = busy_gpu_points
     by = {}
     for p in points:
         if p.attributes["hw.name"] and p.attributes["hw.id"].startswith("GPU-"):
@@ -69,7 +77,18 @@ def test_nvml_sampler_on_a_busy_gpu() -> None:
     assert energy.value > first[(energy.spec.name, tuple(sorted(energy.attributes.items())))]
     pids = {p.attributes["process.pid"] for p in points if p.spec is m.GPU_PROCESS_MEMORY}
     assert os.getpid() in pids or not pids  # containers may hide other pids, never report ours wrongly
-    if torch.cuda.get_device_capability(0)[0] >= 9:  # Hopper: GPM
-        gpm = {p.attributes["otel_profiler.gpu.unit"]: p.value for p in points if p.spec is m.GPU_GPM}
-        assert {"sm", "tensor", "dram"} <= set(gpm), gpm
-        assert all(0.0 <= v <= 1.0 for v in gpm.values()) and gpm["sm"] > 0.1
+
+
+def test_gpm_ratios_where_nvml_offers_them(busy_gpu_points) -> None:
+    import torch
+
+    from otel_profiler import metric_points as m
+
+    if torch.cuda.get_device_capability(0)[0] < 9:
+        pytest.skip("GPM needs Hopper or newer")
+    gpm = {p.attributes["otel_profiler.gpu.unit"]: p.value for p in busy_gpu_points[1]
+           if p.spec is m.GPU_GPM}
+    if not gpm:
+        pytest.skip("optional: NVML offers no GPM metrics on this device (common in virtual machines)")
+    assert {"sm", "tensor", "dram"} <= set(gpm), gpm
+    assert all(0.0 <= v <= 1.0 for v in gpm.values()) and gpm["sm"] > 0.1
