@@ -60,7 +60,7 @@ done
 step "nvidia-smi" 20 0 nvidia-smi -L || missing "nvidia-smi sees no NVIDIA GPU (nvidia-smi -L failed)"
 
 if compgen -G ".whl/*.whl" >/dev/null; then  # packages carried to a machine without a registry
-  SITE="$OUT_DIR/.site"
+  SITE="$(mktemp -d -t gpu-checks-site.XXXXXX)"  # outside OUTPUT_DIR: not part of the results
   step "carried wheels" 40 0 python3 -m pip install -q --no-index --no-deps --no-compile \
     --no-cache-dir --upgrade --target "$SITE" .whl/*.whl || missing "the wheels in .whl/ do not install"
   export PYTHONPATH="$SITE"
