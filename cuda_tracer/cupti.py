@@ -8,8 +8,10 @@ with one warning and a reason in :attr:`CuptiSource.reason`; nothing raises into
 
 Hot path: CUPTI fills buffers on its own; ``_buffer_completed`` (called by cupti-python with the
 buffer's record objects) only appends that list to a deque and returns. The records are views into
-CUPTI's activity buffer, not copies: cupti-python's buffer manager keeps each buffer (``BUFFER_BYTES``)
-allocated until every record object of it is released, so a pending buffer pins its memory until
+CUPTI's activity buffer, not copies: cupti-python's buffer manager counts the record objects of each
+buffer (``BUFFER_BYTES``) and releases it when the last one goes (each record's deallocation
+decrements that count; tests/gpu checks the records stay valid after the callback returns), so a
+pending buffer pins its memory until
 ``collect()``/``stop()`` convert its records to columns and drop them. The deque is therefore bounded
 twice, in records and in buffers; a buffer that would overflow either bound is dropped at once and
 counted (``lost_records``), next to CUPTI's own count of records it had no buffer space for

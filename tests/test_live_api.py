@@ -161,7 +161,9 @@ def test_a_slow_step_captures_its_successors():
 
 
 class FakeKinetoEvent:
-    """Stands in for torch's ``_KinetoEvent`` (same method names) to test GPU conversion on CPU."""
+    """Stands in for torch's ``_KinetoEvent`` (same method names) to test GPU conversion on CPU. Its
+    metadata is what torch hands over when ``expose_kineto_event_metadata`` is set (without it the
+    text is empty): tests/test_kineto_metadata.py shows on real torch that the live source sets it."""
 
     def __init__(self, category, name, start, dur, device, resource, corr=0, linked=0, meta=""):
         self._v = dict(activity_type=category, name=name, start_ns=start, duration_ns=dur,

@@ -173,7 +173,7 @@ def mode_cupti(out: Path) -> None:
 
     def snapshot_then_queue(activities: list) -> None:
         # Diagnostic only: remember a few records' fields as read inside the callback, to compare
-        # with the same objects read after the callback returned (are they copies or views?).
+        # with the same objects read after the callback returned (views whose buffer must stay alive).
         for r in activities[:5]:
             snapshots.append((r, int(r.kind), int(getattr(r, "start", getattr(r, "timestamp", 0)))))
         queue_records(activities)
