@@ -15,7 +15,7 @@ for CPU events; ``device_resource_id`` is the stream, or the thread id for CPU e
 
 Kineto's metadata (bytes of copies and sets, grid, block, registers, shared memory, sync details)
 reaches ``metadata_json()`` only when the experimental config sets ``expose_kineto_event_metadata``
-(torch >= 2.4; without it the text is empty): the source always asks for it. On a torch without
+(without it the text is empty): the source always asks for it. On an older torch without
 the option, a window that captured GPU activities is read back through the Chrome trace torch
 writes (``_ProfilerResult.save``, a private temporary file) instead, so no field is lost.
 
