@@ -4,7 +4,7 @@ peak memory on a 1x and a 10x longer input.
 
     python benchmarks/encode.py [--copies 15] [--sdk-spans 20000] [--proto-spans 100000]
 
-Input: the largest shared trace (``hta/df_index_resolver``) tiled ``--copies`` times in time (step
+Input: the largest test trace (``hta/df_index_resolver``) tiled ``--copies`` times in time (step
 numbers and correlation ids offset per copy), turned into spans with no span budget so that every
 GPU op, launch, sync and annotation is one span (about 1M spans for 15 copies).
 
@@ -38,7 +38,7 @@ from otel_profiler.otlp import split_requests  # noqa: E402
 from otel_profiler.span_options import SpanOptions  # noqa: E402
 from otel_profiler.spans import SpanTable, build_spans  # noqa: E402
 
-LARGEST = REPO.parent / "shared" / "data" / "kineto_traces" / "hta" / "df_index_resolver" / \
+LARGEST = REPO / "tests" / "data" / "traces" / "hta" / "df_index_resolver" / \
     "df_index_resolver.json.gz"
 
 

@@ -5,7 +5,7 @@ of one core at the default interval (1 s sampling; scrapes every 1 s and every 1
 core. The scrape is measured twice: the exposition alone (collect + OpenMetrics formatting, thread
 CPU time) and a full HTTP GET against the live endpoint in this process (process CPU time, so it
 also counts the client: an upper bound). The registry holds every CPU series plus the profile-derived
-series of a shared GPU trace (histograms with exemplars), as a real job would.
+series of a real GPU trace (tests/data/traces) (histograms with exemplars), as a real job would.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from cuda_tracer.loading import load_profile  # noqa: E402
 from otel_profiler import config  # noqa: E402
 from otel_profiler.metrics import MetricsService  # noqa: E402
 
-TRACE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "kineto_traces", "hta",
+TRACE = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "traces", "hta",
                      "nccl_parser_config", "nccl_data.json.gz")
 
 

@@ -1,4 +1,4 @@
-"""Report generation time and HTML size for the largest shared trace and a synthetic 1M-event profile,
+"""Report generation time and HTML size for the largest test trace and a synthetic 1M-event profile,
 plus, when Chromium and selenium are installed, how long the page takes to open and to redraw the
 timeline (the responsiveness check).
 
@@ -29,7 +29,7 @@ from otel_profiler.analysis.summary import summarize  # noqa: E402
 from otel_profiler.report.html import render_html, report_data  # noqa: E402
 from otel_profiler.report.perfetto import write_chrome_trace  # noqa: E402
 
-LARGEST = REPO.parent / "shared" / "data" / "kineto_traces" / "hta" / "df_index_resolver" / \
+LARGEST = REPO / "tests" / "data" / "traces" / "hta" / "df_index_resolver" / \
     "df_index_resolver.json.gz"
 
 

@@ -8,7 +8,7 @@ two tools, and the table reports medians and ratios. Usage::
 
     python benchmarks/trace_import.py [--repeat 3] [--ranks N] [TRACE]
 
-Default trace: the largest shared one, ``hta/df_index_resolver`` (216k events). ``--ranks N``
+Default trace: the largest test trace, ``hta/df_index_resolver`` (216k events). ``--ranks N``
 measures a folder of N per-rank copies of it (each given its own ``distributedInfo`` rank), as a
 multi-GPU job leaves them: both tools then read the files in parallel processes (ours as
 ``otel-profiler summary`` does, HTA with its own pool), and peak RSS is the main process's plus the
@@ -27,7 +27,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_TRACE = os.path.join(HERE, "..", "..", "shared", "data", "kineto_traces", "hta",
+DEFAULT_TRACE = os.path.join(HERE, "..", "tests", "data", "traces", "hta",
                              "df_index_resolver", "df_index_resolver.json.gz")
 
 PEAK = ("(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss"

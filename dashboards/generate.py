@@ -1,6 +1,6 @@
 """Generate the Grafana dashboards' JSON from the Python source (grafana-foundation-sdk).
 
-``python -m dashboards.generate`` writes ``dashboards/grafana/<uid>.json`` (trace links for Jaeger,
+``python -m dashboards.generate`` writes ``otel_profiler/stack/grafana/<uid>.json`` (trace links for Jaeger,
 the trace store the compose file starts); ``--trace-store tempo --out DIR`` writes the Tempo flavour
 elsewhere; ``--check`` exits 1 when a committed file differs from the generated text. Output is
 deterministic: sorted keys, fixed indentation, one trailing newline.
@@ -22,7 +22,7 @@ from .panels import Panel, build
 from .variables import all_variables
 
 DASHBOARDS: tuple[ModuleType, ...] = (overview, distributed, health)
-OUT = Path(__file__).resolve().parent / "grafana"
+OUT = Path(__file__).resolve().parent.parent / "otel_profiler" / "stack" / "grafana"
 TAGS = ["otel-profiler"]
 
 

@@ -2,8 +2,8 @@
 resource of a rank.
 
 Names follow the OpenTelemetry semantic conventions where one exists (``service.name``,
-``host.name``, ``process.pid``, ``thread.id``); no ``gpu.*`` or ``cuda.*`` convention exists
-(../shared/reference/otel-gpu-apis.md §1.1), so ``gpu.*`` here is this project's namespace for GPU
+``host.name``, ``process.pid``, ``thread.id``); no ``gpu.*`` or ``cuda.*`` convention exists,
+so ``gpu.*`` here is this project's namespace for GPU
 facts and ``otel_profiler.*`` for profiler bookkeeping. Used by ``otel_profiler.spans``.
 """
 

@@ -1,14 +1,39 @@
 #!/usr/bin/env bash
-# Installs everything the test suite needs on a fresh Debian machine, then runs the whole suite.
+# The full test suite, as CI runs it: installs what the tests need on a fresh Debian machine (Prometheus,
+# Chromium and its driver, when run as root with apt-get), this package with the `dev` extra and the
+# CPU build of torch, then runs every test. Arguments go to pytest, e.g. `bash scripts/test.sh -x`.
+# In CI (CI=true) a missing Chromium, chromedriver or Prometheus fails the run instead of skipping tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+have_driver() { command -v chromedriver >/dev/null; }
+have_chromium() { command -v chromium >/dev/null; }
+
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   need=()
   command -v prometheus >/dev/null || need+=(prometheus)
-  command -v chromium >/dev/null || need+=(chromium chromium-driver)
+  have_chromium || need+=(chromium)
+  have_driver || need+=(chromium-driver)
   if [ ${#need[@]} -gt 0 ]; then
+    echo "installing ${need[*]}" >&2
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
   fi
 fi
+
+case "${CI:-}" in
+  ""|0|false|no) ;;
+  *)
+    missing=()
+    have_chromium || missing+=(chromium)
+    have_driver || missing+=(chromedriver)
+    command -v prometheus >/dev/null || missing+=(prometheus)
+    command -v promtool >/dev/null || missing+=(promtool)
+    if [ ${#missing[@]} -gt 0 ]; then
+      echo "scripts/test.sh: missing in CI: ${missing[*]} (apt-get install prometheus chromium chromium-driver)" >&2
+      exit 1
+    fi
+    ;;
+esac
+
 python3 -m pip install -q torch==2.13.0 -e '.[dev]'
 python3 -m pytest -q "$@"

@@ -1,4 +1,15 @@
-"""Shared test fixtures: where the real traces live."""
+"""Shared test fixtures and test groups.
+
+Traces: the real Kineto traces under ``tests/data/traces/`` (see SOURCES.md there), or the folder in
+``OTEL_PROFILER_TEST_TRACES``.
+
+Groups: every test of the modules in ``MODULE_MARKERS`` (and every test using a fixture of
+``FIXTURE_MARKERS``) gets those markers, so the contributors' fast
+loop (``pytest -m "not slow_env"``) leaves out what needs a browser, a Prometheus server, TensorFlow,
+fault-injected child processes or a fresh virtual environment. In CI (``CI`` set to a true value) a
+test of the ``browser`` or ``prometheus`` group that skips fails instead: a missing Chromium,
+chromedriver or Prometheus must not pass unseen.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +19,67 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_TRACES = Path(os.environ.get("OTEL_PROFILER_TEST_TRACES",
-                                    REPO.parent / "shared" / "data" / "kineto_traces"))
+SHARED_TRACES = Path(os.environ.get("OTEL_PROFILER_TEST_TRACES") or REPO / "tests" / "data" / "traces")
 ALL_TRACES = sorted(SHARED_TRACES.rglob("*.json.gz"))
+
+# Test module -> markers. ``slow_env`` marks everything the fast loop leaves out.
+MODULE_MARKERS: dict[str, tuple[str, ...]] = {
+    "test_report_browser": ("browser",),
+    "test_dashboards_queries": ("prometheus",),
+    "test_metrics_prometheus": ("prometheus",),
+    "test_tensorflow_keras": ("tensorflow",),
+    "test_faults_process": ("fault_process",),
+    "test_faults_otlp": ("fault_process",),
+    "test_install_runtime": ("fresh_venv",),
+}
+# Fixture -> markers, for tests elsewhere that use it (e.g. the TensorFlow environment).
+FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {"tf_python": ("tensorflow",)}
+SLOW_ENV = {"browser", "prometheus", "tensorflow", "fault_process", "fresh_venv"}
+MUST_NOT_SKIP_IN_CI = {"browser", "prometheus"}
 
 
 def trace(relative: str) -> Path:
-    """A shared trace by its path under kineto_traces/, e.g. ``hta/trace_filter/sampled_rank-0.json.gz``."""
+    """A test trace by its path under tests/data/traces/, e.g. ``hta/trace_filter/sampled_rank-0.json.gz``."""
     return SHARED_TRACES / relative
 
 
 @pytest.fixture(scope="session")
 def shared_traces() -> Path:
     if not ALL_TRACES:
-        pytest.fail(f"the shared Kineto traces are missing under {SHARED_TRACES}")
+        pytest.fail(f"the Kineto test traces are missing under {SHARED_TRACES}")
     return SHARED_TRACES
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, text in (("browser", "drives headless Chromium through chromedriver"),
+                       ("prometheus", "starts a real Prometheus server"),
+                       ("tensorflow", "builds and uses a TensorFlow virtual environment (1.8 GB)"),
+                       ("fault_process", "runs training jobs in child processes against faulty endpoints"),
+                       ("fresh_venv", "builds a wheel and installs it into a fresh virtual environment"),
+                       ("slow_env", "any of the above: left out of the fast loop")):
+        config.addinivalue_line("markers", f"{name}: {text}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        markers = list(MODULE_MARKERS.get(Path(str(item.fspath)).stem, ()))
+        for fixture in getattr(item, "fixturenames", ()):
+            markers.extend(FIXTURE_MARKERS.get(fixture, ()))
+        for name in markers:
+            item.add_marker(name)
+        if SLOW_ENV & {m.name for m in item.iter_markers()}:
+            item.add_marker("slow_env")
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and _in_ci() and MUST_NOT_SKIP_IN_CI & {m.name for m in item.iter_markers()}:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI, where it must run: {reason}"

@@ -1,5 +1,5 @@
-"""The deployment files under dashboards/: they parse, reference only the ports and host names the
-README documents, wire together (Collector pipelines, Grafana provisioning, compose mounts), give
+"""The deployment files under otel_profiler/stack/: they parse, reference only the ports and host names the
+docs/stack.md documents, wire together (Collector pipelines, Grafana provisioning, compose mounts), give
 every target the labels the dashboards filter on, and Prometheus accepts its config."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO))  # dashboards/ is a folder of the repository, not 
 from dashboards import promql, variables
 from otel_profiler.resource import attributes
 
-D = REPO / "dashboards"
+D = REPO / "otel_profiler" / "stack"
 YAML_FILES = ["docker-compose.yml", "prometheus.yml", "otel-collector.yaml", "otel-collector-node.yaml",
               "provisioning/datasources/datasources.yaml", "provisioning/dashboards/dashboards.yaml",
               "provisioning/tenants/datasources-tempo-tenants.yaml"]
@@ -29,20 +29,20 @@ COMPOSE_SERVICES = {"grafana", "prometheus", "jaeger", "otel-collector"}
 
 
 def load(name: str) -> dict:
-    """A YAML file under dashboards/."""
+    """A YAML file under otel_profiler/stack/."""
     return yaml.safe_load((D / name).read_text())
 
 
 def readme_section(title: str) -> str:
-    """The README text from ``## title`` to the next section."""
-    text = (REPO / "README.md").read_text()
+    """The text of docs/stack.md from ``## title`` to the next section."""
+    text = (REPO / "docs" / "stack.md").read_text()
     start = text.index(f"## {title}\n")
     end = text.find("\n## ", start + 1)
     return text[start:end if end > 0 else None]
 
 
 def documented_ports() -> set[int]:
-    """The ports of the README's ports table."""
+    """The ports of the ports table in docs/stack.md."""
     section = readme_section("See it in Grafana and Jaeger")
     return {int(p) for p in re.findall(r"^\| (\d+) \|", section, re.M)}
 
@@ -64,10 +64,10 @@ def test_configs_use_only_documented_ports_and_host_names():
         pairs += [("", port) for port in re.findall(r"\bport: (\d+)", text)]
         assert pairs or name.startswith("provisioning/dashboards"), name
         for host, port in pairs:
-            assert int(port) in ports, f"{name}: port {port} is not in the README's ports table"
+            assert int(port) in ports, f"{name}: port {port} is not in the ports table of docs/stack.md"
             hosts.add(host)
     for host in {h for h in hosts if re.search("[a-z]", h)}:
-        assert f"`{host}`" in section, f"host name {host} is not documented in the README"
+        assert f"`{host}`" in section, f"host name {host} is not documented in docs/stack.md"
     compose = load("docker-compose.yml")
     for service in compose["services"].values():
         for mapping in service.get("ports", []):

@@ -1,5 +1,5 @@
 """The committed dashboards: regenerating gives byte-identical JSON; every metric name they use is in
-``metric_points`` and the README, and every catalogue metric is on a dashboard or marked not shown;
+``metric_points`` and docs/metrics.md, and every catalogue metric is on a dashboard or marked not shown;
 variables, data sources and trace links are as documented."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dashboards.links import explore_url
 from dashboards.panels import metrics_in
 from otel_profiler import metric_points as m
 
-GRAFANA = REPO / "dashboards" / "grafana"
+GRAFANA = REPO / "otel_profiler" / "stack" / "grafana"
 FILTERS = {"team", "user", "job", "host", "rank", "gpu"}
 
 
@@ -69,10 +69,10 @@ def test_every_query_filters_by_the_variables_that_apply():
                     assert {"team", "user", "job", "host"} <= used, (panel["title"], selector)
 
 
-def test_metric_names_match_the_catalogue_and_the_readme():
-    readme = (REPO / "README.md").read_text()
+def test_metric_names_match_the_catalogue_and_the_docs():
+    readme = (REPO / "docs" / "metrics.md").read_text()
     listed = set(re.findall(r"\| `[^`]+` \| `[^`]*` \| \w+ \| .*? \| `(\w+)` \|", readme))
-    assert listed == {s.prometheus for s in m.CATALOGUE}, "README metric table differs from metric_points"
+    assert listed == {s.prometheus for s in m.CATALOGUE}, "docs/metrics.md table differs from metric_points"
     used: set[m.Spec] = set()
     for board in boards().values():
         for panel in board["panels"]:

@@ -1,6 +1,6 @@
 """Every PromQL expression of every committed dashboard, run through a real Prometheus that scraped a
 profiled CPU training job (``tests/metrics_job.py``, scraped with the static job of
-``dashboards/prometheus.yml``).
+``otel_profiler/stack/prometheus.yml``).
 
 Each expression is run twice, with the template variables at All (``.*``) and at the concrete values
 the scrape config gives (user, team, host, job, rank 0): it must parse, queries expected to have data
@@ -45,7 +45,7 @@ def substitute(expr: str, values: dict[str, str]) -> str:
 def dashboard_queries() -> list[tuple[str, str, dict]]:
     """(dashboard file, panel title, target) for every target of the committed JSON."""
     out = []
-    for path in sorted((REPO / "dashboards" / "grafana").glob("*.json")):
+    for path in sorted((REPO / "otel_profiler" / "stack" / "grafana").glob("*.json")):
         for panel in json.loads(path.read_text())["panels"]:
             for target in panel.get("targets", []):
                 out.append((path.name, panel["title"], target))
@@ -54,7 +54,7 @@ def dashboard_queries() -> list[tuple[str, str, dict]]:
 
 def static_job(port: int) -> dict:
     """The shipped static scrape job, pointed at the test job's port (scraped every second)."""
-    config = yaml.safe_load((REPO / "dashboards" / "prometheus.yml").read_text())
+    config = yaml.safe_load((REPO / "otel_profiler" / "stack" / "prometheus.yml").read_text())
     (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "otel-profiler"]
     job = {**job, "scrape_interval": "1s", "scrape_timeout": "900ms"}
     job["static_configs"] = [{**job["static_configs"][0], "targets": [f"127.0.0.1:{port}"]}]
@@ -106,7 +106,7 @@ def test_every_dashboard_query_parses_and_has_the_expected_data(scraped):
 
 def test_variable_queries_find_the_scraped_values(scraped):
     prom, concrete = scraped
-    board = json.loads((REPO / "dashboards" / "grafana" / "otel-profiler-overview.json").read_text())
+    board = json.loads((REPO / "otel_profiler" / "stack" / "grafana" / "otel-profiler-overview.json").read_text())
     variables = {v["name"]: v for v in board["templating"]["list"]}
     for name in ALL:
         mo = re.fullmatch(r"label_values\((.+), (\w+)\)", variables[name]["query"])

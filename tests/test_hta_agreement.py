@@ -1,7 +1,7 @@
 """Our temporal breakdown and launch delays against Holistic Trace Analysis 0.5.0, run in the same test.
 
 HTA looks at a different slice of the trace than our own output does, so the comparison first gives
-our events HTA's view (our README lists each difference and why):
+our events HTA's view (docs/hta-differences.md lists each difference and why):
 
 - timestamps rounded as HTA's ``round_down_time_stamps`` does: start up to the next whole µs, end
   down to the previous one (sub-µs ops get a negative duration there, as in HTA);

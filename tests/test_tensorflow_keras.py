@@ -1,8 +1,9 @@
 """Real TensorFlow on CPU: Keras trained zero-code and with the explicit callback, spans at a real OTLP
 receiver, and TensorFlow's own profiler capture of the same run read back through xprof.
 
-TensorFlow lives in its own virtual environment, ``.venv-tf/`` at the repository root (ignored by
-git), made once by the ``tf_python`` fixture with ``pip install -e '.[tensorflow]'`` and reused while
+TensorFlow lives in its own virtual environment outside the work tree, in
+``${XDG_CACHE_HOME:-~/.cache}/otel-profiler/venv-tf`` (or ``$OTEL_PROFILER_TF_VENV``), made once by the
+``tf_python`` fixture with ``pip install -e '.[tensorflow]'`` and reused while
 its stamp (Python version, repository path, pyproject.toml) matches. It cannot share the main
 environment: tensorflow-cpu and torch pin different protobuf/numpy ranges. When the environment
 cannot be made (no package index, an incompatible wheel), every test here fails with pip's own
@@ -27,7 +28,8 @@ from cuda_tracer.loading import load_profile
 from otlp_receiver import OtlpReceiver
 
 REPO = Path(__file__).resolve().parent.parent
-VENV = REPO / ".venv-tf"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "otel-profiler"
+VENV = Path(os.environ.get("OTEL_PROFILER_TF_VENV") or CACHE / "venv-tf")
 EXAMPLE = REPO / "examples" / "train_keras.py"
 SAMPLES, BATCH, EPOCHS = 256, 32, 2
 TRAIN_STEPS = int(SAMPLES * 0.75) // BATCH * EPOCHS  # validation_split=0.25
@@ -45,11 +47,11 @@ def _stamp() -> str:
 
 @pytest.fixture(scope="session")
 def tf_python() -> Path:
-    """The Python of ``.venv-tf`` with tensorflow-cpu, xprof and this project (editable) installed."""
+    """The Python of the TensorFlow venv with tensorflow-cpu, xprof and this project (editable) installed."""
     python = VENV / "bin" / "python"
     stamp = VENV / ".otel-profiler-stamp"
-    VENV.parent.mkdir(exist_ok=True)
-    with open(REPO / ".venv-tf.lock", "w") as lock:  # one maker at a time (parallel test runs)
+    VENV.parent.mkdir(parents=True, exist_ok=True)
+    with open(VENV.parent / (VENV.name + ".lock"), "w") as lock:  # one maker at a time (parallel test runs)
         fcntl.flock(lock, fcntl.LOCK_EX)
         if python.exists() and stamp.exists() and stamp.read_text() == _stamp():
             return python
