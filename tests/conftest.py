@@ -6,7 +6,8 @@ Traces: the real Kineto traces under ``tests/data/traces/`` (see SOURCES.md ther
 Groups: every test of the modules in ``MODULE_MARKERS`` (and every test using a fixture of
 ``FIXTURE_MARKERS``) gets those markers, so the contributors' fast
 loop (``pytest -m "not slow_env"``) leaves out what needs a browser, a Prometheus server, TensorFlow,
-fault-injected child processes or a fresh virtual environment. In CI (``CI`` set to a true value) a
+fault-injected or other training jobs in child processes, a fresh virtual environment, thousands of
+generated inputs or a run of Holistic Trace Analysis. In CI (``CI`` set to a true value) a
 test of the ``browser`` or ``prometheus`` group that skips fails instead: a missing Chromium,
 chromedriver or Prometheus must not pass unseen.
 """
@@ -31,10 +32,15 @@ MODULE_MARKERS: dict[str, tuple[str, ...]] = {
     "test_faults_process": ("fault_process",),
     "test_faults_otlp": ("fault_process",),
     "test_install_runtime": ("fresh_venv",),
+    "test_live_zero_code": ("jobs",),
+    "test_session_metrics": ("jobs",),
+    "test_security_outputs": ("jobs",),
+    "test_fuzz_inputs": ("fuzz",),
+    "test_hta_agreement": ("hta",),
 }
 # Fixture -> markers, for tests elsewhere that use it (e.g. the TensorFlow environment).
 FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {"tf_python": ("tensorflow",)}
-SLOW_ENV = {"browser", "prometheus", "tensorflow", "fault_process", "fresh_venv"}
+SLOW_ENV = {"browser", "prometheus", "tensorflow", "fault_process", "fresh_venv", "jobs", "fuzz", "hta"}
 MUST_NOT_SKIP_IN_CI = {"browser", "prometheus"}
 
 
@@ -56,6 +62,9 @@ def pytest_configure(config: pytest.Config) -> None:
                        ("tensorflow", "builds and uses a TensorFlow virtual environment (1.8 GB)"),
                        ("fault_process", "runs training jobs in child processes against faulty endpoints"),
                        ("fresh_venv", "builds a wheel and installs it into a fresh virtual environment"),
+                       ("jobs", "runs real training jobs (zero-code, torchrun, live metrics) in child processes"),
+                       ("fuzz", "generated inputs by the thousand (hypothesis)"),
+                       ("hta", "runs Holistic Trace Analysis on every test trace for comparison"),
                        ("slow_env", "any of the above: left out of the fast loop")):
         config.addinivalue_line("markers", f"{name}: {text}")
 

@@ -1,0 +1,41 @@
+"""The test groups of tests/conftest.py: the fast loop leaves out every slow group (including tests
+that use the TensorFlow environment from another module), and in CI a browser or Prometheus test that
+skips fails instead."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from conftest import MODULE_MARKERS, REPO
+
+
+def _pytest(*args: str, cwd=REPO, **env: str) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS")}
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd,
+                          env={**base, **env}, capture_output=True, text=True, timeout=300)
+
+
+def test_fast_loop_leaves_out_every_slow_group():
+    out = _pytest("--collect-only", "-q", "-m", "not slow_env")
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    collected = [line for line in out.stdout.splitlines() if "::" in line]
+    assert len(collected) > 100
+    for module in MODULE_MARKERS:
+        assert not any(line.startswith(f"tests/{module}.py::") for line in collected), module
+    assert not any("tf_python" in line or "keras_job" in line for line in collected)
+    slow = _pytest("--collect-only", "-q", "-m", "slow_env")
+    assert "tests/test_session_cupti.py::test_keras_job_without_cupti_runs_with_one_line_about_it" in slow.stdout
+
+
+def test_in_ci_a_skipped_browser_test_fails(tmp_path):
+    (tmp_path / "test_report_browser.py").write_text(
+        "import pytest\n\ndef test_needs_chromium():\n    pytest.skip('chromium and chromedriver are not installed')\n")
+    args = ("-q", "-p", "conftest", "--rootdir", str(tmp_path), str(tmp_path / "test_report_browser.py"))
+    tests_dir = str(REPO / "tests")
+    local = _pytest(*args, cwd=tmp_path, PYTHONPATH=tests_dir)
+    assert local.returncode == 0 and "1 skipped" in local.stdout, local.stdout[-2000:]
+    ci = _pytest(*args, cwd=tmp_path, PYTHONPATH=tests_dir, CI="true")
+    assert ci.returncode == 1 and "1 failed" in ci.stdout, ci.stdout[-2000:]
+    assert "skipped in CI, where it must run: Skipped: chromium and chromedriver are not installed" in ci.stdout
