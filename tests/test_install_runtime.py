@@ -93,7 +93,7 @@ def test_runtime_summary_equals_this_environments(runtime, tmp_path, capsys):
     assert main(["summary", str(trace(TRACE)), "--format", "json"]) == 0
     here = capsys.readouterr().out
     assert json.loads(out) == json.loads(here)
-    assert json.loads(out)["summary"]["kernels"]["count"] > 0
+    assert json.loads(out)["kernels"]["count"] > 0
 
 
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
