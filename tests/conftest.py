@@ -4,10 +4,10 @@ Traces: the real Kineto traces under ``tests/data/traces/`` (see SOURCES.md ther
 ``OTEL_PROFILER_TEST_TRACES``.
 
 Groups: every test of the modules in ``MODULE_MARKERS`` (and every test using a fixture of
-``FIXTURE_MARKERS``) gets those markers, so the contributors' fast
+``FIXTURE_MARKERS``, every test function in ``FUNCTION_MARKERS``) gets those markers, so the contributors' fast
 loop (``pytest -m "not slow_env"``) leaves out what needs a browser, a Prometheus server, TensorFlow,
 fault-injected or other training jobs in child processes, a fresh virtual environment, thousands of
-generated inputs or a run of Holistic Trace Analysis. In CI (``CI`` set to a true value) a
+generated inputs, a run of Holistic Trace Analysis, or is marked ``slow``. In CI (``CI`` set to a true value) a
 test of the ``browser`` or ``prometheus`` group that skips fails instead: a missing Chromium,
 chromedriver or Prometheus must not pass unseen.
 """
@@ -40,7 +40,10 @@ MODULE_MARKERS: dict[str, tuple[str, ...]] = {
 }
 # Fixture -> markers, for tests elsewhere that use it (e.g. the TensorFlow environment).
 FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {"tf_python": ("tensorflow",)}
-SLOW_ENV = {"browser", "prometheus", "tensorflow", "fault_process", "fresh_venv", "jobs", "fuzz", "hta"}
+# Test function -> markers, for single slow tests in otherwise quick modules.
+FUNCTION_MARKERS: dict[str, tuple[str, ...]] = {"test_cpu_ops_are_the_context_of_kept_launches": ("slow",)}
+SLOW_ENV = {"browser", "prometheus", "tensorflow", "fault_process", "fresh_venv", "jobs", "fuzz", "hta",
+            "slow"}
 MUST_NOT_SKIP_IN_CI = {"browser", "prometheus"}
 
 
@@ -72,6 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         markers = list(MODULE_MARKERS.get(Path(str(item.fspath)).stem, ()))
+        markers.extend(FUNCTION_MARKERS.get(getattr(item, "originalname", item.name), ()))
         for fixture in getattr(item, "fixturenames", ()):
             markers.extend(FIXTURE_MARKERS.get(fixture, ()))
         for name in markers:

@@ -24,9 +24,11 @@ def test_fast_loop_leaves_out_every_slow_group():
     assert len(collected) > 100
     for module in MODULE_MARKERS:
         assert not any(line.startswith(f"tests/{module}.py::") for line in collected), module
-    assert not any("tf_python" in line or "keras_job" in line for line in collected)
-    slow = _pytest("--collect-only", "-q", "-m", "slow_env")
-    assert "tests/test_session_cupti.py::test_keras_job_without_cupti_runs_with_one_line_about_it" in slow.stdout
+    # By fixture (the TensorFlow environment) and by function name, in modules that otherwise stay:
+    assert any(line.startswith("tests/test_session_cupti.py::") for line in collected)
+    assert not any("test_keras_job_without_cupti" in line for line in collected)
+    assert any(line.startswith("tests/test_otlp_spans.py::") for line in collected)
+    assert not any("test_cpu_ops_are_the_context_of_kept_launches" in line for line in collected)
 
 
 def test_in_ci_a_skipped_browser_test_fails(tmp_path):
