@@ -21,8 +21,13 @@ SKIP_DIRS = {".git", "__pycache__", ".pytest_cache", ".hypothesis", "build", "di
 
 
 def _repo_text_files() -> list[Path]:
+    """The repository's text files: git's list of tracked and untracked-not-ignored files, else a walk."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, text=True)
+    candidates = ([REPO / line for line in listed.stdout.splitlines()] if listed.returncode == 0
+                  else list(REPO.rglob("*")))
     out = []
-    for path in REPO.rglob("*"):
+    for path in candidates:
         rel = path.relative_to(REPO)
         if any(part in SKIP_DIRS or part.endswith(".egg-info") or part.startswith(".venv")
                for part in rel.parts):
