@@ -27,7 +27,7 @@ from otlp_receiver import OtlpReceiver, proto_span
 STACK = REPO / "otel_profiler" / "stack"
 TRACE = "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"
 FOLDER = "hta/trace_filter"  # two ranks
-EXTRAS_ONLY = ("torch", "tensorflow", "cupti", "opentelemetry-instrumentation", "pytest",
+EXTRAS_ONLY = ("torch", "tensorflow", "cupti-python", "opentelemetry-instrumentation", "pytest",
                "opentelemetry-exporter-otlp", "HolisticTraceAnalysis")
 TIMEOUT = 900
 
