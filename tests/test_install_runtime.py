@@ -75,7 +75,8 @@ def test_the_wheel_carries_the_stack_the_licence_and_an_spdx_licence(wheel):
     assert meta["License-Expression"] == "Apache-2.0"
     assert "Apache License" in (REPO / "LICENSE").read_text() and "Version 2.0" in (REPO / "LICENSE").read_text()
     required = " ".join(meta.get_all("Requires-Dist"))
-    for runtime_import in ("opentelemetry-proto", "protobuf", "grpcio", "numpy", "msgspec", "psutil"):
+    for runtime_import in ("opentelemetry-proto", "protobuf", "grpcio", "numpy", "msgspec", "psutil",
+                           "cpp-demangle", "prometheus-client", "nvidia-ml-py"):
         assert runtime_import in required, runtime_import
 
 
