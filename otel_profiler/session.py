@@ -79,6 +79,8 @@ def start_session(origin: str, overrides: Mapping[str, Any] | None = None,
                 return None
             if settings["OTEL_SDK_DISABLED"]:
                 return None
+            for line in config.exporter_warnings(settings.values):  # turns off only what it names
+                warn(line)
             session = Session(settings, origin)
             session.start()
         except Exception as exc:  # never into user code
@@ -140,6 +142,7 @@ class Session:
         self._time_deadline: int | None = None  # a "time" fallback window is open until then
         self._fallback_said = False
         self._time_window_s = v["OTEL_PROFILER_DURATION_S"] or TIME_FALLBACK_S
+        self.wants_nvtx = v["OTEL_PROFILER_NVTX"]
         self._source: Any = None
         self._detail_off: str | None = None  # why detailed capture does not run
         self._backed_off = False

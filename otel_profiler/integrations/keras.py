@@ -205,7 +205,7 @@ def when_custom_loop(sink: Any) -> None:
 
 def patch_gradient_tape(tape_class: type, sink: Any) -> None:
     """``tape.gradient(...)`` reports one backward pass when it returns."""
-    original = tape_class.__dict__.get("gradient")
+    original = getattr(tape_class, "gradient", None)
     if original is None or getattr(original, _PATCHED, False):
         return
 

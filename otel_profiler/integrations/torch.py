@@ -9,6 +9,8 @@ Hooks, all installed through ``import_hooks.when_imported`` so the bootstrap nev
 - ``Optimizer.__init__``: an optimizer exists, so backward passes wait longer for its first step
   (gradient accumulation);
 - ``torch.autograd.backward`` (``Tensor.backward`` calls it): one call per backward pass;
+- with ``OTEL_PROFILER_NVTX=true`` and a GPU, ``annotate`` ranges become NVTX ranges too
+  (``markers.nvtx``);
 - a global module forward pre-hook while the session wants to hear of torch work (the first module
   call starts the time fallback; later calls close it once its time is up). It removes itself.
 
@@ -22,6 +24,8 @@ import functools
 import weakref
 from types import ModuleType
 from typing import Any, Callable
+
+from .. import markers
 
 
 class TorchHooks:
@@ -94,6 +98,10 @@ class TorchHooks:
         autograd.backward = backward
         self._undo.append(lambda: _restore(autograd, "backward", backward, original_backward))
         self.watch_module_calls()
+        if getattr(sink, "wants_nvtx", False) and torch.cuda.is_available():
+            nvtx = torch.cuda.nvtx
+            markers.nvtx = (nvtx.range_push, nvtx.range_pop, nvtx.range_start, nvtx.range_end)
+            self._undo.append(_nvtx_off)
 
     def watch_module_calls(self) -> None:
         """Report module calls to ``sink.torch_work()`` until it returns False."""
@@ -124,6 +132,10 @@ class TorchHooks:
                 step()
             except Exception:
                 pass
+
+
+def _nvtx_off() -> None:
+    markers.nvtx = None
 
 
 def _restore(owner: Any, name: str, ours: Any, original: Any) -> None:
