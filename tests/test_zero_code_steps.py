@@ -271,7 +271,7 @@ def test_installed_package_profiles_with_the_variable_alone(tmp_path, editable):
     out = subprocess.run(script, env=env, cwd=job, capture_output=True, text=True, timeout=TIMEOUT)
     assert out.returncode == 0 and not (job / "otel-profile").exists()  # unset: nothing at all
     probe = subprocess.run([str(python), "-c", "import sys; print(sorted(m for m in ('numpy', 'torch', "
-                            "'otel_profiler') if m in sys.modules))"], env=env, capture_output=True, text=True)
+                            "'otel_profiler') if m in sys.modules))"], env=env, cwd=job, capture_output=True, text=True)
     assert probe.stdout.strip() == "[]"
     out = subprocess.run(script, env=dict(env, OTEL_PROFILER_ENABLED="true"), cwd=job, capture_output=True,
                          text=True, timeout=TIMEOUT)
@@ -282,4 +282,4 @@ def test_installed_package_profiles_with_the_variable_alone(tmp_path, editable):
     assert Path(meta["resource"]["service.name"]).name == "manual_sgd"
     assert str(tmp_path / ("src" if editable else "venv")) in subprocess.run(
         [str(python), "-c", "import otel_profiler; print(otel_profiler.__file__)"],
-        env=env, capture_output=True, text=True).stdout
+        env=env, cwd=job, capture_output=True, text=True).stdout
