@@ -5,7 +5,8 @@ Two fresh venvs of this interpreter: ``bare`` (nothing installed) and ``installe
 installed with pip, non-editable, so site-packages holds ``otel_profiler.pth``). Each run is
 ``python -c pass``; runs alternate between the two venvs (``--runs`` pairs), so machine noise hits
 both alike. Prints the median of each, the median of the paired differences with a bootstrap 95 %
-interval, and whether the hook imported anything (``-X importtime``).
+interval, whether the hook imported anything (``-X importtime``), and the time Python spends on
+the hook file itself (``site.addpackage`` in process: free of process start-up noise).
 
     python benchmarks/startup.py [--runs 300]
 """
@@ -43,6 +44,14 @@ def make_venvs(folder: Path) -> tuple[Path, Path]:
     return pythons[0], pythons[1]
 
 
+HOOK_TIMING = """
+import site, time
+best = min((lambda t: (site.addpackage({purelib!r}, "otel_profiler.pth", set()), time.perf_counter_ns() - t)[1])(
+    time.perf_counter_ns()) for _ in range(4000))
+print(f"{{best / 1e3:.1f}}")
+"""
+
+
 def start_ns(python: Path, env: dict[str, str]) -> int:
     t0 = time.perf_counter_ns()
     subprocess.run([str(python), "-c", "pass"], env=env, check=True)
@@ -71,6 +80,8 @@ def main() -> None:
             random.shuffle(pair)
             for python, out in pair:
                 out.append(start_ns(python, env))
+        hook_us = subprocess.run([str(installed), "-c", HOOK_TIMING.format(purelib=purelib)],
+                                 capture_output=True, text=True, env=env).stdout.strip()
     diffs = [y - x for x, y in zip(a, b)]
     rng = random.Random(0)
     boots = sorted(statistics.median(rng.choices(diffs, k=len(diffs))) for _ in range(1000))
@@ -80,6 +91,7 @@ def main() -> None:
     print(f"added start-up time: median {statistics.median(diffs) / 1e6:.3f} ms "
           f"(95% CI {boots[25] / 1e6:.3f} .. {boots[974] / 1e6:.3f} ms)")
     print(f"modules the hook imported when unset: {leaked or 'none'}")
+    print(f"processing otel_profiler.pth alone (site.addpackage, in process, best of 4000): {hook_us} us")
 
 
 if __name__ == "__main__":
