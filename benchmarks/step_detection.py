@@ -1,6 +1,8 @@
 """Cost of finding steps without code (the torch hooks of ``integrations.torch``), and of NVTX mirroring.
 
-1. Per-step time of a small CPU training step, unprofiled vs profiled with automatic steps (no
+1. What each hook costs per call, in process (best of many runs, so load on the machine hardly
+   matters): an optimizer step ending a step, a backward pass that is ignored, a backward pass
+   ending a step. Then the per-step time of a small CPU training step, unprofiled vs profiled with automatic steps (no
    detailed window), for an optimizer loop (optimizer hooks) and a manual-SGD loop (backward
    wrapper). Blocks of steps alternate between the modes, so noise hits both alike; the figure is
    the difference of the medians in µs and the ratio of the medians.
@@ -71,6 +73,30 @@ def compare(make, rounds: int, steps: int, folder: str) -> tuple[float, float]:
     return statistics.median(plain), statistics.median(hooked)
 
 
+def hook_costs(folder: str) -> dict[str, float]:
+    """Per-call cost (ns, best of 20 runs of 2000 calls) of what the hooks call in the session."""
+    from otel_profiler.session import current
+
+    def best(fn) -> float:
+        runs = []
+        for _ in range(20):
+            t0 = time.perf_counter_ns()
+            for _ in range(2000):
+                fn()
+            runs.append((time.perf_counter_ns() - t0) / 2000)
+            markers.drain()
+        return min(runs)
+
+    out = {}
+    with Profiler(profile_dir=folder, steps="off", slow_step_factor=0, summary_at_exit=False, signal=False):
+        session = current()
+        out["optimizer step ends a step (post-hook)"] = best(lambda: session.step_boundary(manual=False))
+        out["backward pass ignored (optimizer steps are the source)"] = best(session.backward_done)
+        session.evidence.source = "backward"
+        out["backward pass ends a step (manual-SGD loop)"] = best(session.backward_done)
+    return out
+
+
 def annotate_ns(n: int) -> float:
     t0 = time.perf_counter_ns()
     for _ in range(n):
@@ -91,6 +117,8 @@ def main() -> None:
             plain, hooked = compare(make, args.rounds, args.steps, f"{tmp}/{label[:3]}")
             print(f"{label}: unprofiled {plain / 1e3:.1f} us/step, automatic steps {hooked / 1e3:.1f} us/step, "
                   f"added {(hooked - plain) / 1e3:+.2f} us/step (ratio {hooked / plain:.3f})")
+        for what, ns in hook_costs(f"{tmp}/hooks").items():
+            print(f"hook: {what}: {ns:.0f} ns per call")
     off, on = [], []
     for _ in range(15):
         markers.nvtx = None
