@@ -39,7 +39,7 @@ from . import __version__, config, markers
 from .output import RankWriter, write_summary
 from .profiler_warnings import ProfilerWarning, warn  # noqa: F401 (ProfilerWarning: part of this module's API)
 from .resource import attributes, distributed_position, run_id
-from .step_evidence import StepEvidence
+from .step_evidence import TIME_FALLBACK_S, StepEvidence, StepSources
 from .windows import WindowPolicy
 
 _current: "Session | None" = None
@@ -47,8 +47,6 @@ _start_lock = threading.Lock()
 _forked_child = False
 _fork_hooks_installed = False
 MAX_WINDOWS_IN_META = 1000
-TIME_FALLBACK_S = 10.0
-"""Length of the time window recorded when no step is seen (``OTEL_PROFILER_DURATION_S`` if set)."""
 FLUSH_POLL_S = 0.2
 EXPORTER_CHILD_ENV = "_OTEL_PROFILER_EXPORTER_CHILD"
 """Set (internally) in the environment our exporter process is spawned with: no session starts there."""
@@ -112,7 +110,7 @@ def _apply_overrides(env: dict[str, str], overrides: Mapping[str, Any]) -> list[
     return problems
 
 
-class Session:
+class Session(StepSources):
     def __init__(self, settings: config.Settings, origin: str) -> None:
         v = settings.values
         self.settings = settings
@@ -141,7 +139,7 @@ class Session:
         self._first_torch_ns: int | None = None
         self._time_deadline: int | None = None  # a "time" fallback window is open until then
         self._fallback_said = False
-        self._time_window_s = v["OTEL_PROFILER_DURATION_S"] or TIME_FALLBACK_S
+        self._time_window_s = v["OTEL_PROFILER_DURATION_S"] or TIME_FALLBACK_S  # (step_evidence)
         self.wants_nvtx = v["OTEL_PROFILER_NVTX"]
         self._source: Any = None
         self._detail_off: str | None = None  # why detailed capture does not run
@@ -292,115 +290,6 @@ class Session:
         self._step_start = now
         if window:
             self._update_window(self._step, now)
-
-    # ------------------------------------------------------------------ torch evidence
-    def optimizer_made(self) -> None:
-        """An optimizer was constructed (``integrations.torch``)."""
-        self.evidence.optimizer_made = True
-
-    def optimizer_step_started(self) -> None:
-        """An optimizer step begins: later backward passes in it are not steps of their own."""
-        if self._first_torch_ns is None:
-            self.torch_work()
-        self.evidence.optimizer_started()
-
-    def backward_done(self) -> None:
-        """A backward pass ended: a step boundary once backward passes are the evidence."""
-        evidence = self.evidence
-        if evidence.source is not None and evidence.source != "backward":
-            return  # hot path: a stronger source marks the steps
-        try:
-            if self.closed:
-                return
-            if self._first_torch_ns is None:
-                self.torch_work()
-            undecided = evidence.source is None
-            boundaries = evidence.backward(perf_counter_ns())
-            if not boundaries:
-                return
-            if undecided:
-                self._source_decided()
-            for i, at in enumerate(boundaries):
-                self._advance(at, window=i == len(boundaries) - 1)
-        except Exception as exc:
-            self._fail(exc)
-
-    def torch_work(self) -> bool:
-        """Torch ran (a module call, a backward pass). The first time, with no step source yet, the
-        time fallback window opens; once its time is up it closes. True: report module calls on."""
-        try:
-            if self.closed:
-                return False
-            now = perf_counter_ns()
-            if self._first_torch_ns is None:
-                self._first_torch_ns = now
-                self._first_torch_work(now)
-            if self._time_deadline is not None:
-                if now < self._time_deadline:
-                    return True
-                self._end_time_window()
-            return False
-        except Exception as exc:
-            self._fail(exc)
-            return False
-
-    def _first_torch_work(self, now: int) -> None:
-        """``OTEL_PROFILER_DURATION_S`` counts from the first torch work (a window opened before torch
-        was imported captured nothing and starts again); with no step source yet, the time fallback
-        window opens. Both close after their time when no step comes to close them."""
-        window = self._window
-        if window is not None and window["reason"] == "duration" and not window["captured"]:
-            self._window = window = None
-        if window is not None:
-            return
-        if self.settings["OTEL_PROFILER_DURATION_S"]:
-            self.policy.start_ns = now
-            reason = "duration"
-        elif self.evidence.source is None:
-            reason = "time"
-        else:
-            return
-        self._time_deadline = now + int(self._time_window_s * 1e9)
-        self._open_window(reason, self._step)
-
-    def _source_decided(self) -> None:
-        """Steps have a source now: a time fallback window still open is dropped (the windows the
-        settings ask for follow the steps), and module calls need no watching any more."""
-        if self._time_deadline is not None:
-            self._time_deadline = None
-            window = self._window
-            if window is None or window["reason"] != "time":
-                window = None  # a duration window goes on; the policy ends it at a step boundary
-            else:
-                self._window = None
-            if window is not None and window["captured"] and self._source is not None and self._source.running:
-                try:
-                    self._source.stop()  # dropped: the steps' own windows replace it
-                except Exception as exc:
-                    self._back_off(f"the detailed source failed to stop ({exc})")
-        hooks = self._torch_hooks
-        if hooks is not None:
-            hooks.stop_watching_module_calls()
-
-    def _end_time_window(self) -> None:
-        """Close the time fallback window (its time is up, or the process ends) and say why it ran."""
-        self._time_deadline = None
-        self._close_window(self._step)
-        self._say_no_steps()
-
-    def _say_no_steps(self) -> None:
-        """One line when torch ran but no step was ever seen (what was recorded instead)."""
-        if self._fallback_said or self._first_torch_ns is None or self.evidence.source is not None:
-            return
-        self._fallback_said = True
-        kept = (f"the first {self._time_window_s:g} s of torch work were recorded as a time window"
-                if any(w["reason"] in ("time", "duration") for w in self._windows)
-                else "the profile has no steps")
-        try:
-            print("otel-profiler: no training step seen (no step()/step_context, optimizer step or "
-                  f"backward pass); {kept}", file=sys.stderr, flush=True)
-        except Exception:
-            pass
 
     def step_begin(self, number: int) -> None:
         """``step_context(number)`` entered."""
@@ -667,13 +556,6 @@ class Session:
             "steps": self._step,
             "step_source": self._step_source(),
         }
-
-    def _step_source(self) -> str:
-        """Where the steps come from: step(), step_context, optimizer, backward, time or none."""
-        if self.evidence.source is not None:
-            return self.evidence.source
-        timed = self._time_deadline or any(w["reason"] in ("time", "duration") for w in self._windows)
-        return "time" if timed and self._first_torch_ns is not None else "none"
 
     def _fail(self, exc: BaseException) -> None:
         """Turn profiling off after an internal error (one warning), also when it is the last flush
