@@ -3,7 +3,8 @@
 Shape (all times in µs, every section present even when empty)::
 
     {"schema": "otel-profiler.summary/1", "sources": [...], "platform": "cuda"|"rocm"|"unknown",
-     "ranks_meta": [{rank, source, file?, world_size, host_name, devices, ...}],
+     "ranks_meta": [{rank, source, file?, world_size, host_name, devices, step_source?, ...}],
+     # step_source (live profiles): step(), step_context, optimizer, backward, time or none
      "events": {kind: count},
      "devices": {id: {span_us, busy_us, idle_us, idle_pct, compute_us, compute_pct,
                       non_compute_us, non_compute_pct, ops}},
@@ -25,8 +26,6 @@ Shape (all times in µs, every section present even when empty)::
      "annotations": [{name, instances, total_us, ...}], "gpu_annotations": [...],
      "steps": {count, duration_us: {p50,p90,p99,max,mean,count}, items: [{step, start_ns, duration_us}],
                source},   # top level only: where live steps came from (ranks_meta[].step_source)
-     "ranks_meta": [{source, rank, ..., step_source}],  # step_source: step(), step_context, optimizer,
-                                                      # backward, time or none (live profiles only)
      "ranks": {rank: <this same shape for one rank>}   # only for multi-rank profiles
     }
 
