@@ -3,7 +3,8 @@
 ``annotate`` is the hot path: entering pushes one ``perf_counter_ns`` on the calling thread's stack,
 leaving pops it and appends one tuple to that thread's log (``otel_profiler.markers``). No lock, no
 OpenTelemetry span object. When no session records, the same calls cost a few hundred ns and keep
-nothing. Nothing here raises into user code once profiling is on; a failing session turns itself off
+nothing. With ``OTEL_PROFILER_NVTX=true`` on a GPU, ``annotate`` ranges are also NVTX ranges
+(``markers.nvtx``), so Nsight Systems shows them. Nothing here raises into user code once profiling is on; a failing session turns itself off
 with one warning.
 """
 
@@ -35,6 +36,8 @@ class annotate:
         self.attributes = attributes or None
 
     def __enter__(self) -> "annotate":
+        if markers.nvtx is not None:
+            _nvtx_push(self.name)
         _local.stack.append(perf_counter_ns())
         return self
 
@@ -45,36 +48,72 @@ class annotate:
             start = log.stack.pop()
             if markers.active:
                 log.events.append((_ANNOTATION, self.name, start, end, self.attributes))
+        if markers.nvtx is not None:
+            _nvtx_pop()
 
     def __call__(self, fn: F) -> F:
         name, attributes = self.name, self.attributes
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if markers.nvtx is not None:
+                _nvtx_push(name)
             start = perf_counter_ns()
             try:
                 return fn(*args, **kwargs)
             finally:
                 if markers.active:
                     _local.events.append((_ANNOTATION, name, start, perf_counter_ns(), attributes))
+                if markers.nvtx is not None:
+                    _nvtx_pop()
 
         return wrapper  # type: ignore[return-value]
 
 
 def annotation_begin(name: str, **attributes: Any) -> tuple:
     """Open a range that need not nest lexically; close it with :func:`annotation_end`."""
+    if markers.nvtx is not None:
+        return (name, perf_counter_ns(), attributes or None, _nvtx_start(name))
     return (name, perf_counter_ns(), attributes or None)
 
 
 def annotation_end(handle: tuple) -> None:
     """Close a range opened by :func:`annotation_begin` (recorded on the closing thread)."""
     end = perf_counter_ns()
+    try:
+        name, start, attributes = handle[:3]
+        nvtx_id = handle[3] if len(handle) > 3 else None
+    except (TypeError, ValueError, IndexError):
+        return
     if markers.active:
-        try:
-            name, start, attributes = handle
-        except (TypeError, ValueError):
-            return
         _local.events.append((_ANNOTATION, name, start, end, attributes))
+    if nvtx_id is not None and markers.nvtx is not None:
+        try:
+            markers.nvtx[3](nvtx_id)
+        except Exception:
+            pass
+
+
+def _nvtx_push(name: str) -> None:
+    try:
+        markers.nvtx[0](name)  # type: ignore[index]
+    except Exception:  # never into user code; NVTX gone (e.g. after fork): off
+        markers.nvtx = None
+
+
+def _nvtx_pop() -> None:
+    try:
+        markers.nvtx[1]()  # type: ignore[index]
+    except Exception:
+        markers.nvtx = None
+
+
+def _nvtx_start(name: str) -> Any:
+    try:
+        return markers.nvtx[2](name)  # type: ignore[index]
+    except Exception:
+        markers.nvtx = None
+        return None
 
 
 def step() -> None:

@@ -197,7 +197,10 @@ define("OTEL_PROFILER_SIGNAL", True, parse_bool,
 define("OTEL_PROFILER_TRIGGER_PORT", 0, parse_int(minimum=0, maximum=65535),
        "UDP port on 127.0.0.1 (plus LOCAL_RANK) where any datagram opens a detailed window (0: off).")
 define("OTEL_PROFILER_AUTO_STEPS", True, parse_bool,
-       "Count a training step at every torch.optim optimizer step (off when the code calls step()).")
+       "Find training steps without code: optimizer steps, else backward passes, else a time window "
+       "(off when the code calls step()).")
+define("OTEL_PROFILER_NVTX", False, parse_bool,
+       "Also emit annotate() ranges as NVTX ranges (Nsight Systems) when torch sees a GPU.")
 define("OTEL_PROFILER_FLUSH_EVENTS", 200_000, parse_int(minimum=1000),
        "Write a part to the profile folder once this many annotation/step events are buffered.")
 define("OTEL_PROFILER_FLUSH_INTERVAL_S", 60.0, parse_float(minimum=0.1),
@@ -205,6 +208,46 @@ define("OTEL_PROFILER_FLUSH_INTERVAL_S", 60.0, parse_float(minimum=0.1),
 define("OTEL_PROFILER_SUMMARY_AT_EXIT", True, parse_bool,
        "Each profiled process writes summary.json and names its folder on exit (`run` turns this "
        "off in the job and summarizes once, after it).")
+
+# ------------------------------------------------------------ exporter switches (standard)
+class Exporters(tuple):
+    """The exporter names of ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER`` that the profiler
+    knows (``unknown``: the others, each ignored with one warning, never an error)."""
+
+    unknown: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return ",".join(self) or "none"
+
+
+EXPORTER_NAMES = {"OTEL_TRACES_EXPORTER": ("otlp", "console", "none"),
+                  "OTEL_METRICS_EXPORTER": ("otlp", "prometheus", "console", "none")}
+
+
+def _exporter_parser(known: tuple[str, ...]) -> Callable[[str], Exporters]:
+    def parse(text: str) -> Exporters:
+        names = [n.strip().lower() for n in text.split(",") if n.strip()]
+        out = Exporters(n for n in dict.fromkeys(names) if n in known and n != "none")
+        out.unknown = tuple(n for n in dict.fromkeys(names) if n not in known)
+        return out
+    return parse
+
+
+def exporter_warnings(values: Mapping[str, Any]) -> list[str]:
+    """One line per exporter name the profiler ignores (it turns off only what it names)."""
+    out = []
+    for name, known in EXPORTER_NAMES.items():
+        for unknown in getattr(values.get(name), "unknown", ()):
+            out.append(f"{name}: exporter {unknown!r} is not supported here (supported: "
+                       f"{', '.join(known)}); it is ignored, the other settings still apply")
+    return out
+
+
+parse_exporters = _exporter_parser(EXPORTER_NAMES["OTEL_METRICS_EXPORTER"])
+define("OTEL_TRACES_EXPORTER", Exporters(("otlp",)), _exporter_parser(EXPORTER_NAMES["OTEL_TRACES_EXPORTER"]),
+       "Standard OpenTelemetry switch, comma list of otlp (spans to the OTLP endpoint, when one is "
+       "set), console (OTLP JSON lines on stdout) or none; others are ignored with one warning.")
+
 
 # ------------------------------------------------------------ OTLP export (issue 4: exporter)
 # Read by otel_profiler.exporter (and the export/replay commands); documented in README
@@ -283,8 +326,15 @@ define("OTEL_PROFILER_PROMETHEUS_KEY_FILE", "", parse_str,
        "PEM private key file of the /metrics HTTPS certificate.", secret=True)
 define("OTEL_PROFILER_PROMETHEUS_BASIC_AUTH", "", parse_basic_auth,
        "USER:PASSWORD required from scrapers (HTTP basic auth; use with TLS).", secret=True)
-define("OTEL_METRICS_EXPORTER", "otlp", parse_choice("otlp", "none"),
-       "Standard OpenTelemetry switch: none keeps metrics off OTLP even when an OTLP endpoint is set.")
+define("OTEL_METRICS_EXPORTER", Exporters(("otlp",)), parse_exporters,
+       "Standard OpenTelemetry switch, comma list of otlp (when an OTLP endpoint is set), prometheus "
+       "(/metrics on OTEL_EXPORTER_PROMETHEUS_HOST:PORT), console (stdout) or none; others are ignored "
+       "with one warning.")
+define("OTEL_EXPORTER_PROMETHEUS_HOST", "localhost", parse_str,
+       "Address of the /metrics endpoint OTEL_METRICS_EXPORTER=prometheus serves (when "
+       "OTEL_PROFILER_PROMETHEUS_PORT is 0).")
+define("OTEL_EXPORTER_PROMETHEUS_PORT", 9464, parse_int(minimum=1, maximum=65535),
+       "Port (plus LOCAL_RANK) of the /metrics endpoint OTEL_METRICS_EXPORTER=prometheus serves.")
 define("OTEL_METRIC_EXPORT_INTERVAL", 60000, parse_int(minimum=100),
        "Milliseconds between two OTLP metric exports (each sends the cumulative values so far).")
 

@@ -91,14 +91,20 @@ class ExportConfig:
     max_request_bytes: int = 3 << 20
     probe_s: float = PROBE_S  # while the endpoint is down: one try per this many seconds
     span_options: SpanOptions = field(default_factory=SpanOptions)
+    console_spans: bool = False  # OTEL_TRACES_EXPORTER=console: OTLP JSON lines on stdout
+    console_metrics: bool = False  # OTEL_METRICS_EXPORTER=console: likewise for metrics
 
     @property
     def has_span_sink(self) -> bool:
-        return bool(self.target or self.json_file or self.pb_file)
+        return bool(self.target or self.json_file or self.pb_file or self.console_spans)
+
+    @property
+    def wants_metrics(self) -> bool:
+        return self.metrics_target is not None or self.console_metrics
 
     @property
     def has_sink(self) -> bool:
-        return self.has_span_sink or self.metrics_target is not None
+        return self.has_span_sink or self.wants_metrics
 
 
 def config_from_settings(settings: Any, default_service: str | None = None) -> ExportConfig:
@@ -114,7 +120,10 @@ def config_from_settings(settings: Any, default_service: str | None = None) -> E
         spool_max_bytes=int(values.get("OTEL_PROFILER_SPOOL_MAX_MB", 1024)) << 20,
         retry_s=float(values.get("OTEL_PROFILER_EXPORT_RETRY_S", 30.0)),
         queue_size=int(values.get("OTEL_PROFILER_EXPORT_QUEUE", 64)),
-        span_options=options_from_settings(settings, default_service))
+        span_options=options_from_settings(settings, default_service),
+        console_spans="console" in values.get("OTEL_TRACES_EXPORTER", ()),
+        console_metrics="console" in values.get("OTEL_METRICS_EXPORTER", ())
+        and values.get("OTEL_PROFILER_METRICS", True))
 
 
 # ----------------------------------------------------------------------------- counters
@@ -219,6 +228,10 @@ class Pipeline:
         from .metrics_otlp import encode_metrics
         from .sinks import deliver
 
+        if self.config.console_metrics:
+            from .sinks.http_json_sink import to_otlp_json
+
+            _console(to_otlp_json(encode_metrics(snapshot, __version__), "metrics"))
         if self.metrics_sink is None:
             return
         now = time.monotonic()
@@ -251,8 +264,12 @@ class Pipeline:
             return 0
         table = build_spans(meta, batch, self.config.span_options, known_steps=known_steps)
         self.counters.add("spans_built", len(table))
-        if self.json:
-            self.counters.add("file_bytes_written", self.json.write(encode_json_lines(table)))
+        if self.json or self.config.console_spans:
+            lines = encode_json_lines(table)
+            if self.json:
+                self.counters.add("file_bytes_written", self.json.write(lines))
+            if self.config.console_spans:
+                _console(lines)
         if self.pb or self.sink:
             for request, n in split_requests(table, self.config.max_request_bytes):
                 if self.pb:
@@ -331,6 +348,13 @@ class Pipeline:
                     part.close()
                 except Exception:
                     pass
+
+
+def _console(data: bytes) -> None:
+    """OTEL_*_EXPORTER=console: OTLP JSON on the job's stdout (one request per line)."""
+    out = sys.stdout.buffer
+    out.write(data if data.endswith(b"\n") else data + b"\n")
+    out.flush()
 
 
 def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any) -> None:
@@ -454,7 +478,7 @@ class Exporter:
         previous snapshot is still waiting (one at a time, so metrics never crowd out batches; the
         next snapshot carries the same totals) unless this is the ``last`` one, after ``close`` or
         when the process has died."""
-        if self.config.metrics_target is None or self._closed or not self._alive():
+        if not self.config.wants_metrics or self._closed or not self._alive():
             return False
         if not last and self.metrics_submitted > Counters(self._shared).get("metric_snapshots_received"):
             return False

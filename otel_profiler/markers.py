@@ -26,6 +26,10 @@ STEP = int(Kind.STEP)
 active = False
 """True while a session records; the API checks it before appending anything."""
 
+nvtx: tuple | None = None
+"""``(range_push, range_pop, range_start, range_end)`` of ``torch.cuda.nvtx`` while annotations are
+also NVTX ranges (``OTEL_PROFILER_NVTX=true`` and a GPU; set by ``integrations.torch``), else None."""
+
 
 class ThreadLog(threading.local):
     """One thread's finished ranges (``events``) and the starts of its open ranges (``stack``)."""

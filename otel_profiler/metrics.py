@@ -74,8 +74,8 @@ class MetricsService:
     def _start(self, v: dict[str, Any], resource: dict[str, Any], run_id: str | None) -> None:
         if not metrics_wanted(v):
             return
-        port = int(v.get("OTEL_PROFILER_PROMETHEUS_PORT") or 0)
-        self.wants_otlp = otlp_wanted(v)
+        host, port = prometheus_address(v)
+        self.wants_otlp = otlp_wanted(v) or console_wanted(v)
         from .profile_metrics import ProfileMetrics
         from .system_metrics import SystemSampler
 
@@ -84,13 +84,13 @@ class MetricsService:
         self.profile = ProfileMetrics(v.get("OTEL_PROFILER_RUN_ID") or None, run_id)
         self.sampler = SystemSampler(float(v.get("OTEL_PROFILER_METRICS_INTERVAL_S") or 1.0))
         if port:
-            self._start_endpoint(v, port + _local_rank(resource))
+            self._start_endpoint(v, host, port + _local_rank(resource))
         if not self.active:
             self.close()
             return
         self.sampler.start()
 
-    def _start_endpoint(self, v: dict[str, Any], port: int) -> None:
+    def _start_endpoint(self, v: dict[str, Any], host: str, port: int) -> None:
         from prometheus_client.registry import CollectorRegistry
 
         from .prometheus import Endpoint, PointsCollector
@@ -98,7 +98,7 @@ class MetricsService:
         registry = CollectorRegistry(auto_describe=False)
         self.collector = PointsCollector([self.points])
         registry.register(self.collector)
-        self.endpoint = Endpoint.start(registry, v.get("OTEL_PROFILER_PROMETHEUS_HOST") or "127.0.0.1", port,
+        self.endpoint = Endpoint.start(registry, host, port,
                                        v.get("OTEL_PROFILER_PROMETHEUS_CERT_FILE") or "",
                                        v.get("OTEL_PROFILER_PROMETHEUS_KEY_FILE") or "",
                                        v.get("OTEL_PROFILER_PROMETHEUS_BASIC_AUTH") or "", warn=warn)
@@ -108,7 +108,7 @@ class MetricsService:
         OTLP metrics are wanted, hand it a snapshot every ``OTEL_METRIC_EXPORT_INTERVAL``."""
         try:
             self.watch(exporter.counters)
-            if not self.wants_otlp or exporter.config.metrics_target is None or self.exporter:
+            if not self.wants_otlp or not exporter.config.wants_metrics or self.exporter:
                 return
             self.exporter = exporter
             self._shipper = threading.Thread(target=self._ship_loop, name="otel-profiler-metrics-otlp",
@@ -187,7 +187,25 @@ def metrics_wanted(values: dict[str, Any]) -> bool:
     """Whether settings ask for any metrics: a Prometheus port or an OTLP metrics endpoint."""
     if not values.get("OTEL_PROFILER_METRICS", True) or values.get("OTEL_SDK_DISABLED"):
         return False
-    return bool(int(values.get("OTEL_PROFILER_PROMETHEUS_PORT") or 0)) or otlp_wanted(values)
+    return bool(prometheus_address(values)[1]) or otlp_wanted(values) or console_wanted(values)
+
+
+def prometheus_address(values: dict[str, Any]) -> tuple[str, int]:
+    """Host and base port (0: none) of the /metrics endpoint: the profiler's own
+    ``OTEL_PROFILER_PROMETHEUS_HOST``/``PORT`` when that port is set, else the standard
+    ``OTEL_EXPORTER_PROMETHEUS_HOST``/``PORT`` when ``OTEL_METRICS_EXPORTER`` lists prometheus."""
+    port = int(values.get("OTEL_PROFILER_PROMETHEUS_PORT") or 0)
+    if port:
+        return values.get("OTEL_PROFILER_PROMETHEUS_HOST") or "127.0.0.1", port
+    if "prometheus" in values.get("OTEL_METRICS_EXPORTER", ()):
+        return (values.get("OTEL_EXPORTER_PROMETHEUS_HOST") or "localhost",
+                int(values.get("OTEL_EXPORTER_PROMETHEUS_PORT") or 9464))
+    return "", 0
+
+
+def console_wanted(values: dict[str, Any]) -> bool:
+    """``OTEL_METRICS_EXPORTER`` lists console: snapshots as OTLP JSON lines on stdout."""
+    return "console" in values.get("OTEL_METRICS_EXPORTER", ())
 
 
 def otlp_wanted(values: dict[str, Any]) -> bool:

@@ -39,6 +39,7 @@ from . import __version__, config, markers
 from .output import RankWriter, write_summary
 from .profiler_warnings import ProfilerWarning, warn  # noqa: F401 (ProfilerWarning: part of this module's API)
 from .resource import attributes, distributed_position, run_id
+from .step_evidence import TIME_FALLBACK_S, StepEvidence, StepSources
 from .windows import WindowPolicy
 
 _current: "Session | None" = None
@@ -76,6 +77,8 @@ def start_session(origin: str, overrides: Mapping[str, Any] | None = None,
                 return None
             if settings["OTEL_SDK_DISABLED"]:
                 return None
+            for line in config.exporter_warnings(settings.values):  # turns off only what it names
+                warn(line)
             session = Session(settings, origin)
             session.start()
         except Exception as exc:  # never into user code
@@ -107,7 +110,7 @@ def _apply_overrides(env: dict[str, str], overrides: Mapping[str, Any]) -> list[
     return problems
 
 
-class Session:
+class Session(StepSources):
     def __init__(self, settings: config.Settings, origin: str) -> None:
         v = settings.values
         self.settings = settings
@@ -131,6 +134,13 @@ class Session:
         self._step = 0  # number of the step in progress
         self._step_start: int | None = None
         self._manual_steps = False
+        self.evidence = StepEvidence()
+        self._torch_hooks: Any = None
+        self._first_torch_ns: int | None = None
+        self._time_deadline: int | None = None  # a "time" fallback window is open until then
+        self._fallback_said = False
+        self._time_window_s = v["OTEL_PROFILER_DURATION_S"] or TIME_FALLBACK_S  # (step_evidence)
+        self.wants_nvtx = v["OTEL_PROFILER_NVTX"]
         self._source: Any = None
         self._detail_off: str | None = None  # why detailed capture does not run
         self._backed_off = False
@@ -190,14 +200,15 @@ class Session:
         if v["OTEL_PROFILER_AUTO_STEPS"]:
             from .integrations.torch import when_torch_imported
 
-            when_torch_imported(lambda: self.step_boundary(manual=False), self._hook_installed)
+            when_torch_imported(self, self._hook_installed)
         self._thread = threading.Thread(target=self._flush_loop, name="otel-profiler-flush", daemon=True)
         self._thread.start()
-        if v["OTEL_PROFILER_DURATION_S"]:
+        if v["OTEL_PROFILER_DURATION_S"] and "torch" in sys.modules:  # else: from the first torch work
             self._update_window(0, perf_counter_ns())
 
-    def _hook_installed(self, remove: Any) -> None:
-        self._remove_step_hook = remove
+    def _hook_installed(self, hooks: Any) -> None:
+        self._torch_hooks = hooks
+        self._remove_step_hook = hooks.remove
 
     def close(self) -> None:
         """Stop capturing, write everything left, close the exporter. Idempotent, never raises."""
@@ -212,7 +223,11 @@ class Session:
             if thread is not None and thread.ident is not None and thread is not threading.current_thread():
                 thread.join(timeout=10)
             if self._window is not None:  # the step in progress, if any, is the window's last
-                self._close_window(self._step + (self._step_start is not None))
+                if self._time_deadline is not None:
+                    self._end_time_window()
+                else:
+                    self._close_window(self._step + (self._step_start is not None))
+            self._say_no_steps()
             self._unhook()
             if self._metrics_due and not self._metrics_made:  # a run shorter than one poll
                 self._start_metrics()
@@ -245,26 +260,43 @@ class Session:
         try:
             if manual:
                 self._manual_steps = True
-            elif self._manual_steps and not explicit_start:
-                return  # the code marks its own steps; the optimizer hook stays quiet
+                if self.evidence.manual("step()"):
+                    self._source_decided()
+            elif not explicit_start:
+                decided = self.evidence.optimizer_step()
+                if decided is None:
+                    return  # the code marks its own steps; the optimizer hook stays quiet
+                if decided:
+                    self._source_decided()
             if self.closed:
                 return
-            if not self._rank_known:
-                self._learn_rank()
             now = perf_counter_ns()
-            if self._step_start is not None and not explicit_start:
-                self._record_step(self._step, self._step_start, now)
-                self._step += 1
-            if self._step_start is None or not explicit_start:
-                self._step_start = now
-                self._update_window(self._step, now)
+            if explicit_start:
+                if self._step_start is None:
+                    self._step_start = now
+                    self._update_window(self._step, now)
+                return
+            self._advance(now)
         except Exception as exc:
             self._fail(exc)
+
+    def _advance(self, now: int, window: bool = True) -> None:
+        """A step boundary at ``now`` (``perf_counter_ns``): the step in progress is recorded."""
+        if not self._rank_known:
+            self._learn_rank()
+        if self._step_start is not None:
+            self._record_step(self._step, self._step_start, now)
+            self._step += 1
+        self._step_start = now
+        if window:
+            self._update_window(self._step, now)
 
     def step_begin(self, number: int) -> None:
         """``step_context(number)`` entered."""
         try:
             self._manual_steps = True
+            if self.evidence.manual("step_context"):
+                self._source_decided()
             if not self.closed:
                 self._step = number
                 self._update_window(number, perf_counter_ns())
@@ -522,6 +554,7 @@ class Session:
             "detailed_capture": self._detail_off or "on",
             "windows": self._windows,
             "steps": self._step,
+            "step_source": self._step_source(),
         }
 
     def _fail(self, exc: BaseException) -> None:

@@ -52,7 +52,8 @@ def job_env(folder: Path, **extra: str) -> dict[str, str]:
 
 def otlp_env(endpoint: str, protocol: str, spool: Path, **extra: str) -> dict[str, str]:
     """OTLP export settings with short retries, for jobs that must end in seconds."""
-    return {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
+    return {"OTEL_TRACES_EXPORTER": "otlp",  # job_env turns the standard exporters off
+            "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
             "OTEL_PROFILER_SPOOL_DIR": str(spool), "OTEL_PROFILER_EXPORT_RETRY_S": "0.5",
             "OTEL_EXPORTER_OTLP_TIMEOUT": "3000", **extra}
 

@@ -3,18 +3,25 @@ service definitions, collecting every ``ExportTraceServiceRequest`` and ``Export
 they accept.
 
 ``required_headers`` makes them refuse requests without those headers (UNAUTHENTICATED / 401);
-``delay_s`` makes every export slow.
+``delay_s`` makes every export slow. HTTP takes protobuf and OTLP/JSON bodies (``Content-Type:
+application/json``): JSON is read with protobuf's ``json_format`` into the same official messages,
+after checking that every trace/span id is lowercase hex of the right length, as OTLP/JSON requires
+(a body that breaks the rules gets 400).
 """
 
 from __future__ import annotations
 
+import base64
 import gzip
+import json
+import re
 import threading
 import time
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
+from google.protobuf import json_format
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
@@ -34,6 +41,7 @@ class Collected:
         self.requests: list[ExportTraceServiceRequest] = []
         self.metric_requests: list[ExportMetricsServiceRequest] = []
         self.headers: list[dict[str, str]] = []
+        self.content_types: list[str] = []  # of every HTTP request accepted
         self._lock = threading.Lock()
 
     def add(self, request: ExportTraceServiceRequest, headers: dict[str, str]) -> None:
@@ -127,11 +135,22 @@ class OtlpReceiver:
                     return self._reply(404, b"not found")
                 if not receiver.authorized(headers):
                     return self._reply(401, b"unauthorized")
-                if self.path == "/v1/metrics":
-                    receiver.collected.add_metrics(ExportMetricsServiceRequest.FromString(body))
+                metrics = self.path == "/v1/metrics"
+                message = ExportMetricsServiceRequest() if metrics else ExportTraceServiceRequest()
+                content_type = headers.get("content-type", "")
+                try:
+                    if content_type == "application/json":
+                        json_format.ParseDict(otlp_json_ids_to_base64(json.loads(body)), message)
+                    else:
+                        message.ParseFromString(body)
+                except Exception as exc:
+                    return self._reply(400, f"bad request: {exc}"[:300].encode())
+                receiver.collected.content_types.append(content_type)
+                if metrics:
+                    receiver.collected.add_metrics(message)
                     return self._reply(200, ExportMetricsServiceResponse().SerializeToString())
                 time.sleep(receiver.delay_s)
-                receiver.collected.add(ExportTraceServiceRequest.FromString(body), headers)
+                receiver.collected.add(message, headers)
                 self._reply(200, ExportTraceServiceResponse().SerializeToString())
 
             def _reply(self, status: int, body: bytes) -> None:
@@ -169,6 +188,26 @@ class OtlpReceiver:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+_ID_LENGTH = {"traceId": 32, "spanId": 16, "parentSpanId": 16}
+
+
+def otlp_json_ids_to_base64(node):
+    """OTLP/JSON carries ids as hex; protobuf's JSON mapping wants base64. Raises ValueError on an id
+    that is not lowercase hex of its length (an empty parent id is allowed)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in _ID_LENGTH and isinstance(value, str):
+                if value and not re.fullmatch(f"[0-9a-f]{{{_ID_LENGTH[key]}}}", value):
+                    raise ValueError(f"{key} {value!r} is not {_ID_LENGTH[key]} lowercase hex digits")
+                node[key] = base64.b64encode(bytes.fromhex(value)).decode()
+            else:
+                otlp_json_ids_to_base64(value)
+    elif isinstance(node, list):
+        for item in node:
+            otlp_json_ids_to_base64(item)
+    return node
 
 
 def free_port() -> int:

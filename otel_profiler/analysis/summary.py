@@ -3,7 +3,8 @@
 Shape (all times in µs, every section present even when empty)::
 
     {"schema": "otel-profiler.summary/1", "sources": [...], "platform": "cuda"|"rocm"|"unknown",
-     "ranks_meta": [{rank, source, file?, world_size, host_name, devices, ...}],
+     "ranks_meta": [{rank, source, file?, world_size, host_name, devices, step_source?, ...}],
+     # step_source (live profiles): step(), step_context, optimizer, backward, time or none
      "events": {kind: count},
      "devices": {id: {span_us, busy_us, idle_us, idle_pct, compute_us, compute_pct,
                       non_compute_us, non_compute_pct, ops}},
@@ -23,7 +24,8 @@ Shape (all times in µs, every section present even when empty)::
      "streams": [{rank, device, stream, ops, span_us, host_wait_us, kernel_wait_us, other_us,
                   max_queue_depth}],
      "annotations": [{name, instances, total_us, ...}], "gpu_annotations": [...],
-     "steps": {count, duration_us: {p50,p90,p99,max,mean,count}, items: [{step, start_ns, duration_us}]},
+     "steps": {count, duration_us: {p50,p90,p99,max,mean,count}, items: [{step, start_ns, duration_us}],
+               source},   # top level only: where live steps came from (ranks_meta[].step_source)
      "ranks": {rank: <this same shape for one rank>}   # only for multi-rank profiles
     }
 
@@ -64,6 +66,9 @@ def summarize(profile: Profile) -> dict[str, Any]:
     out = {"schema": SCHEMA, "sources": list(profile.sources),
            "platform": platform_of(profile.batch(), (r.meta for r in profile.ranks)),
            "ranks_meta": [_rank_meta(r.meta) for r in profile.ranks], **out}
+    sources = sorted({m["step_source"] for m in out["ranks_meta"] if "step_source" in m})
+    if sources:
+        out["steps"]["source"] = sources[0] if len(sources) == 1 else ",".join(sources)
     out["notes"] = _notes(out)
     if multi:
         out["ranks"] = {str(r.rank): summarize_batch(r.batch, multi_rank=False)
@@ -75,6 +80,9 @@ def _notes(summary: dict) -> list[str]:
     notes = []
     if not summary["devices"]:
         notes.append("no GPU activity in this profile (no kernels, copies or sets were recorded)")
+    if summary["steps"].get("source") == "time":
+        notes.append("no training step was seen (no step()/step_context, optimizer step or backward "
+                     "pass): the profile holds a time window of the first torch work instead")
     orphans = summary["launch"]["orphan_gpu_ops"]
     if orphans:
         notes.append(f"{orphans} GPU ops have no launch call in the trace (launched before the "
@@ -84,7 +92,7 @@ def _notes(summary: dict) -> list[str]:
 
 def _rank_meta(meta: dict) -> dict:
     keep = ("source", "file", "source_file", "rank", "world_size", "host_name", "versions", "format",
-            "skipped_events")
+            "skipped_events", "step_source")
     out = {k: meta[k] for k in keep if k in meta}
     out["devices"] = [d.get("name") for d in meta.get("device_properties", []) if isinstance(d, dict)]
     return out

@@ -1,7 +1,10 @@
 """Zero-code enabling. Three doors, one session (``otel_profiler.session.start_session``):
 
-- ``OTEL_PROFILER_ENABLED=true`` with ``site/`` on ``PYTHONPATH``: its ``sitecustomize.py`` calls
-  :func:`from_environment` in every Python process (``otel-profiler run`` sets both up);
+- ``OTEL_PROFILER_ENABLED=true``: the startup hook ``otel_profiler.pth`` that installing the package
+  puts in site-packages (``setup.py``) calls :func:`from_environment` in every Python process; it
+  reads only that variable and imports nothing when it is unset or false. Where the package is
+  mounted rather than installed, ``site/`` on ``PYTHONPATH`` does the same through its
+  ``sitecustomize.py`` (``otel-profiler run`` sets both up);
 - ``opentelemetry-instrument python train.py``: the ``opentelemetry_instrumentor`` entry point
   (:mod:`.instrumentor`) starts the session whatever ``OTEL_PROFILER_ENABLED`` says;
 - ``otel-profiler run -- python train.py`` (``otel_profiler.commands.run``).
@@ -15,8 +18,16 @@ SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
 """The folder whose ``sitecustomize.py`` bootstraps profiling; put it first on ``PYTHONPATH``."""
 
 
+_done = False
+
+
 def from_environment() -> None:
-    """Start a session when ``OTEL_PROFILER_ENABLED`` is true. Never raises (one warning at most)."""
+    """Start a session when ``OTEL_PROFILER_ENABLED`` is true. Never raises (one warning at most).
+    Once per process (the startup hook and ``sitecustomize.py`` may both call it)."""
+    global _done
+    if _done or os.environ.get("_OTEL_PROFILER_EXPORTER_CHILD"):  # = session.EXPORTER_CHILD_ENV
+        return  # our own exporter process: nothing to profile, nothing more to import
+    _done = True
     try:
         from .. import config
 
@@ -37,6 +48,7 @@ def install_framework_hooks(session: object) -> None:
     callback (``otel_profiler.integrations.keras``). Only for a running session with
     ``OTEL_PROFILER_AUTO_STEPS`` on (torch's optimizer hook is installed by the session itself)."""
     if session is not None and session.settings["OTEL_PROFILER_AUTO_STEPS"]:  # type: ignore[attr-defined]
-        from ..integrations.keras import when_keras_imported
+        from ..integrations.keras import when_custom_loop, when_keras_imported
 
         when_keras_imported()
+        when_custom_loop(session)

@@ -185,3 +185,87 @@ def _with_callback(original: Any) -> Any:
     setattr(wrapper, _PATCHED, True)
     return wrapper
 
+
+
+# ---------------------------------------------------------------------- custom training loops
+def when_custom_loop(sink: Any) -> None:
+    """Steps of custom loops (``tf.GradientTape`` without ``fit``), reported to ``sink`` (the session)
+    the same way as torch's (``integrations.torch``): a Keras optimizer's ``apply`` (which
+    ``apply_gradients`` calls) is an optimizer step; ``GradientTape.gradient`` is a backward pass.
+
+    These are Python calls, so they are seen each step of an eager loop; inside a ``tf.function``
+    they run only while it is traced, and such a loop falls back to the session's time window.
+    Inside ``fit`` the callback's ``step_context`` marks the steps and outranks both.
+    """
+    from ..import_hooks import when_imported
+
+    when_imported("tensorflow", lambda module: patch_gradient_tape(module.GradientTape, sink))
+    when_imported("keras", lambda module: patch_optimizer(module.optimizers.Optimizer, sink))
+
+
+def patch_gradient_tape(tape_class: type, sink: Any) -> None:
+    """``tape.gradient(...)`` reports one backward pass when it returns."""
+    original = getattr(tape_class, "gradient", None)
+    if original is None or getattr(original, _PATCHED, False):
+        return
+
+    @functools.wraps(original)
+    def gradient(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        try:
+            sink.backward_done()
+        except Exception:
+            pass
+        return result
+
+    setattr(gradient, _PATCHED, True)
+    tape_class.gradient = gradient  # type: ignore[attr-defined]
+
+
+def patch_optimizer(optimizer_class: type, sink: Any) -> None:
+    """The class in ``optimizer_class``'s MRO that defines ``apply`` (else ``apply_gradients``) gets
+    a wrapper: an optimizer step begins, runs, ends. Nested calls (``apply_gradients`` → ``apply``)
+    count once; ``__init__`` reports that an optimizer exists."""
+    depth = [0]
+    for name in ("apply", "apply_gradients"):
+        owner = next((c for c in optimizer_class.__mro__ if name in c.__dict__), None)
+        if owner is not None:
+            break
+    else:
+        return
+    original = owner.__dict__[name]
+    if getattr(original, _PATCHED, False):
+        return
+
+    @functools.wraps(original)
+    def apply(*args: Any, **kwargs: Any) -> Any:
+        depth[0] += 1
+        try:
+            if depth[0] == 1:
+                sink.optimizer_step_started()
+        except Exception:
+            pass
+        try:
+            return original(*args, **kwargs)
+        finally:
+            depth[0] -= 1
+            if depth[0] == 0:
+                try:
+                    sink.step_boundary(manual=False)
+                except Exception:
+                    pass
+
+    setattr(apply, _PATCHED, True)
+    setattr(owner, name, apply)
+    init = optimizer_class.__init__
+    if not getattr(init, _PATCHED, False):
+        @functools.wraps(init)
+        def made(self: Any, *args: Any, **kwargs: Any) -> None:
+            init(self, *args, **kwargs)
+            try:
+                sink.optimizer_made()
+            except Exception:
+                pass
+
+        setattr(made, _PATCHED, True)
+        optimizer_class.__init__ = made  # type: ignore[misc]

@@ -102,7 +102,8 @@ def tables(summary: dict, top: int = 20, full_names: bool = True) -> list[Table]
                          title[0].lower() + title[1:] if title.startswith("U") else title))
     steps = summary["steps"]
     d = steps["duration_us"]
-    out.append(Table(f"Steps ({steps['count']})",
+    source = f", from {steps['source']}" if steps.get("source") else ""
+    out.append(Table(f"Steps ({steps['count']}{source})",
                      ("Count", "p50 (us)", "p90 (us)", "p99 (us)", "Max (us)", "Mean (us)"),
                      [(steps["count"], d["p50"], d["p90"], d["p99"], d["max"], d["mean"])]
                      if steps["count"] else [], "step markers (ProfilerStep#N)"))

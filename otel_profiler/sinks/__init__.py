@@ -8,7 +8,8 @@ only by :func:`open_sink`, i.e. in the exporter process or the CLI.
 Rules (OTLP exporter specification):
 
 - One target per signal (traces, metrics). A signal's own variable (``TRACES_``, ``METRICS_``) wins
-  over the general one; ``OTEL_METRICS_EXPORTER=none`` turns metrics off.
+  over the general one; ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER`` without ``otlp`` turn
+  that signal's OTLP export off.
 - HTTP: ``OTEL_EXPORTER_OTLP_ENDPOINT`` gets ``/v1/traces`` or ``/v1/metrics`` appended; a signal's
   own endpoint is used as is. gRPC: ``http://`` means plaintext, ``https://`` TLS; without a scheme TLS unless
   ``OTEL_EXPORTER_OTLP_INSECURE`` is true.
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 from urllib.parse import urlsplit
 
-PROTOCOLS = ("grpc", "http/protobuf")
+PROTOCOLS = ("grpc", "http/protobuf", "http/json")
 
 
 @dataclass
@@ -102,13 +103,9 @@ def resolve_target(values: dict[str, Any], endpoint: str | None = None, protocol
     """The target of ``signal`` ("traces" or "metrics") from settings values
     (``config.load().values``); ``endpoint``/``protocol`` (command-line flags) override them. None
     when no endpoint is configured, or for metrics when ``OTEL_METRICS_EXPORTER`` is ``none``."""
-    if signal == "metrics" and values.get("OTEL_METRICS_EXPORTER") == "none" and not endpoint:
-        return None
+    if not endpoint and "otlp" not in values.get(f"OTEL_{signal.upper()}_EXPORTER", ("otlp",)):
+        return None  # OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER without otlp
     proto = protocol or _pick(values, signal, "PROTOCOL") or "http/protobuf"
-    if proto == "http/json":
-        if warn:
-            warn(f"OTLP protocol http/json is not supported for {signal}; using http/protobuf")
-        proto = "http/protobuf"
     specific = values.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT")
     if endpoint:
         url = endpoint
@@ -139,6 +136,10 @@ def open_sink(target: OtlpTarget) -> Sink:
         from .grpc_sink import GrpcSink
 
         return GrpcSink(target)
+    if target.protocol == "http/json":
+        from .http_json_sink import HttpJsonSink
+
+        return HttpJsonSink(target)
     from .http_sink import HttpSink
 
     return HttpSink(target)

@@ -19,6 +19,12 @@ _RETRYABLE_STATUS = {429, 502, 503, 504}
 
 
 class HttpSink:
+    content_type = "application/x-protobuf"  # http/json: the subclass in http_json_sink
+
+    def encode(self, request: bytes) -> bytes:
+        """The body for one protobuf-encoded request (http/json re-encodes it)."""
+        return request
+
     def __init__(self, target: OtlpTarget) -> None:
         self.target = target
         url = urlsplit(target.endpoint if "://" in target.endpoint else "http://" + target.endpoint)
@@ -43,11 +49,11 @@ class HttpSink:
         return self._conn
 
     def send(self, request: bytes, timeout_s: float | None = None) -> Result:
-        headers = {"Content-Type": "application/x-protobuf"}
+        headers = {"Content-Type": self.content_type}
         headers.update(self.target.headers)
-        body = request
+        body = self.encode(request)
         if self.target.compression == "gzip":
-            body = gzip.compress(request, compresslevel=1)
+            body = gzip.compress(body, compresslevel=1)
             headers["Content-Encoding"] = "gzip"
         try:
             conn = self._connection()

@@ -1,0 +1,15 @@
+"""Inference only: module calls under no_grad for SECONDS, no backward pass and no optimizer."""
+import sys
+import time
+
+import torch
+
+SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 3.0
+model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4)).eval()
+calls = 0
+end = time.monotonic() + SECONDS
+with torch.no_grad():
+    while time.monotonic() < end:
+        model(torch.randn(32, 16))
+        calls += 1
+print(f"inference: {calls} batches")
