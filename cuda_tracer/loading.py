@@ -13,20 +13,26 @@ import os
 import threading
 from typing import Iterable
 
-from .profile import Profile, RankProfile, TraceError, is_profile_folder, read_profile_folder
+from .profile import Profile, RankProfile, TraceError
+from .profile_folder import is_profile_folder, read_profile_folder
 from .trace_files import is_trace_file, read_trace
+from .trace_input import open_regular, text_limit
 from .xplane import XPLANE_SUFFIX, read_xplane, xplane_files
 
 PEAK_PER_TEXT_BYTE = 4  # a reader's peak memory per byte of JSON text (measured: 208 MiB for 54 MB)
 
 
-def load_profile(paths: Iterable[str], workers: int | None = 1) -> Profile:
+def load_profile(paths: Iterable[str], workers: int | None = 1, *, skip_bad: bool = False,
+                 max_text_bytes: int | None = None) -> Profile:
     """Load trace files, folders of trace files, profile folders and TensorFlow profiles (``.xplane.pb``,
     a run folder or a TF logdir) into one profile.
 
     ``workers``: processes reading trace files at once; None picks as many as the cores, the files
     and the available memory allow (the command line's choice). Raises ``TraceError`` naming the
-    first unusable input, in input order.
+    first unusable input, in input order; with ``skip_bad``, an unreadable rank file is listed in
+    ``Profile.refused`` instead (a path that does not exist or a folder without traces still
+    raises). ``max_text_bytes``: the most JSON text one gzip trace may decompress to
+    (``trace_input.text_limit``).
     """
     tasks: list[tuple[str, str]] = []  # (what, path) in input order
     for path in paths:
@@ -47,23 +53,36 @@ def load_profile(paths: Iterable[str], workers: int | None = 1) -> Profile:
         else:
             tasks.append(("xplane" if path.endswith(XPLANE_SUFFIX) else "trace", path))
     profile = Profile()
-    for (_, path), ranks in zip(tasks, _read_all(tasks, workers)):
-        profile.ranks.extend(ranks)
+    for (_, path), results in zip(tasks, _read_all(tasks, workers, max_text_bytes)):
+        for result in results:
+            if isinstance(result, TraceError):
+                if not skip_bad:
+                    raise result
+                profile.refused.append(result)
+            else:
+                profile.ranks.append(result)
         profile.sources.append(path)
     _number_unranked(profile.ranks)
     return profile
 
 
-def _read_one(what: str, path: str) -> list[RankProfile]:
+def _read_one(what: str, path: str, max_text_bytes: int | None) -> list[RankProfile | TraceError]:
+    """The ranks of one input, each a ``RankProfile`` or the ``TraceError`` that refused it."""
     if what == "profile folder":
         return read_profile_folder(path)
-    return [read_xplane(path) if what == "xplane" else read_trace(path)]
+    try:
+        rank = read_xplane(path) if what == "xplane" else read_trace(path, max_text_bytes)
+    except TraceError as exc:
+        return [exc]
+    rank.meta["file"] = path
+    return [rank]
 
 
-def _read_all(tasks: list[tuple[str, str]], workers: int | None) -> list[list[RankProfile]]:
+def _read_all(tasks: list[tuple[str, str]], workers: int | None,
+              max_text_bytes: int | None) -> list[list[RankProfile | TraceError]]:
     n = _worker_count(tasks, workers)
     if n < 2:
-        return [_read_one(what, path) for what, path in tasks]
+        return [_read_one(what, path, max_text_bytes) for what, path in tasks]
     import multiprocessing  # only here: a single file should not pay for their import
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
@@ -72,7 +91,7 @@ def _read_all(tasks: list[tuple[str, str]], workers: int | None) -> list[list[Ra
     # process (``_worker_count`` checks), where forking is safe.
     pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"))
     try:
-        futures = [pool.submit(_read_one, what, path) for what, path in tasks]
+        futures = [pool.submit(_read_one, what, path, max_text_bytes) for what, path in tasks]
         out = []
         for (_, path), future in zip(tasks, futures):  # the first error in input order wins
             try:
@@ -114,14 +133,14 @@ def _text_size(path: str) -> int:
     size modulo 4 GiB, so not below 8 bytes per compressed byte for files that large), else the
     file size."""
     try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
+        with open_regular(path) as f:  # not a regular file: its reader will say so
+            size = os.fstat(f.fileno()).st_size
             if f.read(2) != b"\x1f\x8b" or size < 18:
                 return size
             f.seek(-4, os.SEEK_END)
             recorded = int.from_bytes(f.read(4), "little")
-        return max(recorded, size, 8 * size if size > 2**28 else 0)
-    except OSError:
+        return min(max(recorded, size, 8 * size if size > 2**28 else 0), text_limit(size))
+    except (OSError, TraceError):
         return 0
 
 

@@ -3,14 +3,13 @@
 ``cuda_tracer.loading.load_profile`` turns what a user points the tools at into a ``Profile``.
 Profile folders hold, per rank, one metadata file
 ``rank-<r>.json`` and one or more event files ``rank-<r>*.events`` (``EventBatch.save`` format, one per
-flush), so ranks never write the same file.
+flush), so ranks never write the same file; ``write_rank`` writes them, ``profile_folder`` reads them.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,8 +43,12 @@ class RankProfile:
 
 @dataclass
 class Profile:
+    """The ranks read, the inputs they came from, and the rank files refused (unreadable), when
+    the loader was asked to go on without them."""
+
     ranks: list[RankProfile] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    refused: list[TraceError] = field(default_factory=list)
 
     def batch(self) -> EventBatch:
         """Every rank's events in one batch (the ``rank`` column tells them apart)."""
@@ -56,11 +59,6 @@ class Profile:
 
 PROFILE_META = "rank-{rank}.json"
 PROFILE_EVENTS = "rank-{rank}.{part:05d}.events"
-_EVENTS_FILE = re.compile(r"^rank-(-?\d+)\..*events$")
-
-
-def is_profile_folder(path: str) -> bool:
-    return os.path.isdir(path) and any(_EVENTS_FILE.match(n) for n in os.listdir(path))
 
 
 def write_rank(folder: str, rank_profile: RankProfile, part: int = 0) -> str:
@@ -77,29 +75,3 @@ def write_rank(folder: str, rank_profile: RankProfile, part: int = 0) -> str:
         json.dump(rank_profile.meta, f, indent=1, default=str)
     os.replace(meta_path + ".tmp", meta_path)
     return events_path
-
-
-def read_profile_folder(folder: str) -> list[RankProfile]:
-    by_rank: dict[int, list[str]] = {}
-    for name in sorted(os.listdir(folder)):
-        m = _EVENTS_FILE.match(name)
-        if m:
-            by_rank.setdefault(int(m.group(1)), []).append(os.path.join(folder, name))
-    ranks = []
-    for rank, files in sorted(by_rank.items()):
-        batches = []
-        for path in files:
-            try:
-                batches.append(EventBatch.load(path))
-            except ValueError as exc:
-                raise TraceError(path, str(exc)) from None
-        meta_path = os.path.join(folder, PROFILE_META.format(rank=rank))
-        meta: dict[str, Any] = {"rank": rank}
-        if os.path.exists(meta_path):
-            try:
-                with open(meta_path) as f:
-                    meta = json.load(f)
-            except (OSError, json.JSONDecodeError) as exc:
-                raise TraceError(meta_path, f"unreadable profile metadata ({exc})") from None
-        ranks.append(RankProfile(meta=meta, batch=EventBatch.concat(batches)))
-    return ranks

@@ -16,23 +16,23 @@ decoded as ``Decimal`` so that ``"1712195495519695.8"`` µs becomes exactly ``17
 from __future__ import annotations
 
 import gc
-import gzip
 import os
 import re
 import threading
-import zlib
-from itertools import compress, repeat
-from operator import attrgetter, is_not
-from decimal import Decimal
+from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 import msgspec
 
 import numpy as np
 
-from .events import (COLUMNS, MISSING, EventBatch, Kind, memcpy_kind_from_name,
-                     sync_kind_from_name)
+from .events import COLUMNS, MISSING, EventBatch, Kind, memcpy_kind_from_name
 from .profile import RankProfile, TraceError
+from .trace_columns import (NS_PER_UNIT, TIME_LIMIT_NS, Extras, collectives, compress_columns,
+                            field_columns, gpu_columns, ints, memory_columns, string_index, times,
+                            to_int, typed, usable_time)
+from .trace_input import read_text
 from .trace_schema import (GPU_ARGS, HOST_ARGS, LOOSE_DECODER, MEMORY_ARGS, METADATA_ARGS, PHASE_CODE,
                            TAGGED_DECODER, Complete, Event, TraceFile, decode_args, phase_codes)
 
@@ -66,31 +66,15 @@ def is_trace_file(path: str) -> bool:
     return path.endswith(_TRACE_SUFFIXES)
 
 
-def read_bytes(path: str) -> bytes:
-    """The file's JSON text, gunzipped when it is gzip (by content, not by name)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise TraceError(path, "no such file") from None
-    except IsADirectoryError:
-        raise TraceError(path, "is a directory") from None
-    except OSError as exc:
-        raise TraceError(path, f"cannot read ({exc.strerror or exc})") from None
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
-            raise TraceError(path, f"corrupt or truncated gzip data ({exc})") from None
-    if not data or data.isspace():
-        raise TraceError(path, "empty file")
-    return data
+read_bytes = read_text  # the file's whole JSON text (trace_input)
 
 
-def read_trace(path: str) -> RankProfile:
-    """Read one Kineto/Chrome trace file into a ``RankProfile``. Raises ``TraceError``."""
+def read_trace(path: str, max_text_bytes: int | None = None) -> RankProfile:
+    """Read one Kineto/Chrome trace file into a ``RankProfile``. Raises ``TraceError``.
+
+    ``max_text_bytes``: the most JSON text a gzip file may decompress to (``trace_input``)."""
     with _COLLECTOR_PAUSED:
-        return _read(path, read_bytes(path))  # _read owns the text (kept alive by the raw args)
+        return _read(path, read_text(path, max_text_bytes))  # _read owns the text (the raw args)
 
 
 class _CollectorPause:
@@ -159,70 +143,17 @@ def events_to_profile(events: list[TraceEvent], base_ns: int = 0, source: str = 
     ``base_ns`` is not a plausible time.
     """
     return _convert(source, TraceFile(traceEvents=list(events), baseTimeNanoseconds=base_ns),
-                    ns_per_unit=_NS_PER_UNIT[unit])
-
-
-def _int(value: Any, default: int = MISSING) -> int:
-    """An integer from a JSON value that may be an int, a float, a numeric or hex string, or junk."""
-    if value is None or isinstance(value, bool):
-        return default
-    try:
-        if isinstance(value, str):
-            value = int(value, 0) if value[:2].lower() == "0x" else int(float(value))
-        elif type(value) is not int:
-            value = int(value)  # a float or Decimal is truncated; a list or object is junk
-    except (ArithmeticError, ValueError, TypeError):
-        return default
-    return value if -2**63 <= value < 2**63 else default
+                    ns_per_unit=NS_PER_UNIT[unit])
 
 
 def _base_ns(doc: TraceFile, path: str) -> int:
     base = doc.baseTimeNanoseconds
     if base is None:
         return 0
-    value = _int(base, default=-2)
-    if not 0 <= value < _TIME_LIMIT_NS:
+    value = to_int(base, default=-2)
+    if not 0 <= value < TIME_LIMIT_NS:
         raise TraceError(path, f"baseTimeNanoseconds is not a plausible integer: {base!r}")
     return value
-
-
-def _ints(values: list[Any]) -> np.ndarray:
-    """An int64 column from JSON values; None, junk and out-of-range numbers become MISSING.
-
-    Integer-valued fields default to MISSING in the schema, so the common case is one C-level
-    conversion; anything else (null, hex or label strings, huge numbers) takes the careful path.
-    """
-    try:
-        column = np.array(values, dtype=np.int64)
-        if column.ndim == 1:  # lists of equal length would make a 2-D array
-            return column
-    except (TypeError, ValueError, OverflowError):
-        pass
-    fixed = list(values)
-    is_int = np.fromiter(map(isinstance, values, repeat(int)), bool, len(values))
-    for i in np.flatnonzero(~is_int).tolist():  # labels, hex strings, floats, None: usually few
-        fixed[i] = _int(fixed[i])
-    try:
-        return np.array(fixed, dtype=np.int64)
-    except OverflowError:  # an integer beyond int64
-        return np.array([_int(v) for v in fixed], dtype=np.int64)
-
-
-_NS_PER_UNIT = {"us": 1000, "ns": 1}
-
-
-def _to_ns(values: list[Any], ns_per_unit: int) -> np.ndarray:
-    """Exact integer ns from decimal values in a unit (ints take a vectorised path, Decimals an
-    exact one)."""
-    if set(map(type, values)) <= {int}:
-        counts = np.array(values, dtype=np.int64)
-        if len(counts) and np.abs(counts).max() >= _TIME_LIMIT_NS // ns_per_unit:
-            raise OverflowError("timestamp out of range")
-        return counts * ns_per_unit
-    ns = [_scaled(v, ns_per_unit) for v in values]
-    if ns and max(map(abs, ns)) >= _TIME_LIMIT_NS:
-        raise OverflowError("timestamp out of range")
-    return np.array(ns, dtype=np.int64)
 
 
 _EVENT_FIELDS = ("cat", "name", "ts", "dur", "pid", "tid", "args")
@@ -242,29 +173,29 @@ def _convert(path: str, doc: TraceFile, ns_per_unit: int = 1000) -> RankProfile:
     phases = ph[span]
     skipped = len(all_events) - len(events) - flows - len(metadata)
 
-    fields = _columns(events, _EVENT_FIELDS)
-    index = _string_index(fields[1])
+    fields = field_columns(events, _EVENT_FIELDS)
+    index = string_index(fields[1])
     if index is None:  # an event without a string name is unusable
         named = np.fromiter(map(isinstance, fields[1], repeat(str)), bool, len(phases))
         skipped += int((~named).sum())
-        fields, phases = _compress(fields, named), phases[named]
+        fields, phases = compress_columns(fields, named), phases[named]
     # Times: exact decimal µs -> integer ns. Rows with unusable times are dropped (and counted).
     try:
-        start, dur = _times(fields[2], fields[3], phases, base_ns, ns_per_unit)
+        start, dur = times(fields[2], fields[3], phases, base_ns, ns_per_unit)
     except (ArithmeticError, ValueError, TypeError):  # decimal errors are ArithmeticErrors
-        good = np.fromiter(map(_usable_time, fields[2], fields[3], repeat(ns_per_unit)), bool,
+        good = np.fromiter(map(usable_time, fields[2], fields[3], repeat(ns_per_unit)), bool,
                            len(phases))
         skipped += int((~good).sum())
-        fields, phases, index = _compress(fields, good), phases[good], None
-        start, dur = _times(fields[2], fields[3], phases, base_ns, ns_per_unit)
+        fields, phases, index = compress_columns(fields, good), phases[good], None
+        start, dur = times(fields[2], fields[3], phases, base_ns, ns_per_unit)
     good = dur >= 0
     if not good.all():
         skipped += int((~good).sum())
-        fields, phases, start, dur = _compress(fields, good), phases[good], start[good], dur[good]
+        fields, phases, start, dur = compress_columns(fields, good), phases[good], start[good], dur[good]
         index = None
     cats, names, _, _, pids, tids, raw_args = fields
     if index is None:
-        index = _string_index(names)
+        index = string_index(names)
     name_ids = np.fromiter(map(index.__getitem__, names), np.int32, len(names))
     strings = list(index)
     kinds = _kinds(cats, phases, name_ids, index)
@@ -275,8 +206,8 @@ def _convert(path: str, doc: TraceFile, ns_per_unit: int = 1000) -> RankProfile:
     col = {c: np.full(n, MISSING, dt) for c, dt in COLUMNS.items() if dt.kind == "i"}
     col["kind"], col["name"], col["start_ns"], col["end_ns"] = kinds, name_ids, start, start + dur
     col["subkind"] = np.zeros(n, np.uint8)
-    pids, tids = _ints(pids), _ints(tids)
-    extra = _Extras(index, strings)
+    pids, tids = ints(pids), ints(tids)
+    extra = Extras(index, strings)
     for i, number in steps.items():
         extra.add(i, "step", number)
     gpu = _arg_columns(col, extra, raw_args, pids, tids, names)
@@ -292,7 +223,7 @@ def _convert(path: str, doc: TraceFile, ns_per_unit: int = 1000) -> RankProfile:
     for i in np.flatnonzero(kinds == Kind.PROFILER)[:1].tolist():
         window = [int(start[i]), int(start[i] + dur[i])]
 
-    batch = EventBatch(_typed(col), extra.strings, np.asarray(extra.rows, np.int64),
+    batch = EventBatch(typed(col), extra.strings, np.asarray(extra.rows, np.int64),
                        np.asarray(extra.keys, np.int32), extra.values)
     meta = _file_meta(path, doc)
     meta.update(processes=processes, threads=threads, profiler_window_ns=window, flow_events=flows,
@@ -302,7 +233,7 @@ def _convert(path: str, doc: TraceFile, ns_per_unit: int = 1000) -> RankProfile:
     return RankProfile(meta=meta, batch=batch)
 
 
-def _arg_columns(col: dict[str, np.ndarray], extra: "_Extras", raw_args: tuple, pids: np.ndarray,
+def _arg_columns(col: dict[str, np.ndarray], extra: "Extras", raw_args: tuple, pids: np.ndarray,
                  tids: np.ndarray, names: tuple) -> np.ndarray:
     """Every column that comes from ``args``, one batched decode per group of kinds (GPU ops,
     ``[memory]`` events, the rest). Returns which rows are GPU-side."""
@@ -313,15 +244,15 @@ def _arg_columns(col: dict[str, np.ndarray], extra: "_Extras", raw_args: tuple, 
               (np.flatnonzero(~gpu & ~memory), HOST_ARGS))
     for rows, decoder in groups:
         args = decode_args(raw_args, rows, decoder)
-        external, legacy, correlation = (_ints(list(map(attrgetter(field), args))) for field in
+        external, legacy, correlation = (ints(list(map(attrgetter(field), args))) for field in
                                          ("external_id", "external_id_legacy", "correlation"))
         col["external_id"][rows] = np.where(external != MISSING, external, legacy)
         col["correlation"][rows] = correlation
-        _collectives(extra, rows, args)
+        collectives(extra, rows, args)
         if decoder is GPU_ARGS:
-            _gpu_columns(col, extra, rows, args, pids[rows], tids[rows], names)
+            gpu_columns(col, extra, rows, args, pids[rows], tids[rows], names)
         elif decoder is MEMORY_ARGS:
-            _memory_columns(col, extra, rows, args)
+            memory_columns(col, extra, rows, args)
     return gpu
 
 
@@ -329,7 +260,7 @@ def _file_meta(path: str, doc: TraceFile) -> dict[str, Any]:
     """The file-level metadata: source, rank and world size (``distributedInfo``, else a
     ``rank-N`` in the file name), device properties, versions, host."""
     dist = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
-    rank = _int(dist.get("rank"), default=MISSING)
+    rank = to_int(dist.get("rank"), default=MISSING)
     if rank == MISSING:
         m = _RANK_IN_FILENAME.search(os.path.basename(path))
         rank = int(m.group(1)) if m else MISSING
@@ -337,7 +268,7 @@ def _file_meta(path: str, doc: TraceFile) -> dict[str, Any]:
         "source": os.path.basename(path),
         "format": "kineto",
         "rank": rank,
-        "world_size": _int(dist.get("world_size"), default=MISSING),
+        "world_size": to_int(dist.get("world_size"), default=MISSING),
         "distributed": {k: v for k, v in dist.items() if k != "pg_config"},
         "device_properties": doc.deviceProperties if isinstance(doc.deviceProperties, list) else [],
         "versions": {k: v for k, v in (("cupti", doc.cupti_version),
@@ -346,30 +277,6 @@ def _file_meta(path: str, doc: TraceFile) -> dict[str, Any]:
                                        ("schema", doc.schemaVersion)) if v is not None},
         "host_name": doc.host_name if isinstance(doc.host_name, str) else None,
     }
-
-
-def _columns(items: list[Any], fields: tuple[str, ...]) -> list[tuple]:
-    """One tuple per field holding that field of every struct (one C-level pass per field)."""
-    return [tuple(map(attrgetter(field), items)) for field in fields]
-
-
-def _compress(columns: list[tuple], keep: np.ndarray) -> list[tuple]:
-    mask = keep.tolist()
-    return [tuple(compress(c, mask)) for c in columns]
-
-
-def _string_index(names: tuple) -> dict[str, int] | None:
-    """Each distinct name -> its position in first-seen order (the batch's string table), or None
-    when some name is not a string."""
-    try:
-        index: dict[str, int] = dict.fromkeys(names)
-    except TypeError:  # an unhashable name (a list, an object)
-        return None
-    if not all(type(name) is str for name in index):
-        return None
-    for i, name in enumerate(index):
-        index[name] = i
-    return index
 
 
 def _process_and_thread_names(metadata: list[Event]) -> tuple[dict[str, str], dict[str, str]]:
@@ -387,77 +294,6 @@ def _process_and_thread_names(metadata: list[Event]) -> tuple[dict[str, str], di
             elif e.name == "thread_name":
                 threads[f"{e.pid}/{e.tid}"] = name
     return processes, threads
-
-
-def _collectives(extra: "_Extras", rows: np.ndarray, args: list) -> None:
-    """Side-table attributes of the events that name a collective (NCCL kernels, param comms)."""
-    names = list(map(attrgetter("collective"), args))
-    if names.count(None) == len(names):
-        return
-    for j, value in enumerate(names):
-        if isinstance(value, str):
-            i, a = int(rows[j]), args[j]
-            extra.add(i, "collective", value)
-            extra.add_int(i, "in_nelems", a.in_nelems)
-            extra.add_int(i, "out_nelems", a.out_nelems)
-            extra.add_int(i, "group_size", a.group_size)
-            if isinstance(a.dtype, str):
-                extra.add(i, "dtype", a.dtype)
-
-
-def _gpu_columns(col: dict[str, np.ndarray], extra: "_Extras", rows: np.ndarray, args: list,
-                 pids: np.ndarray, tids: np.ndarray, names: tuple) -> None:
-    """Device, stream, launch geometry, bytes and sync details of the GPU ops at ``rows``."""
-    kinds = col["kind"][rows]
-    devices = _ints(list(map(attrgetter("device"), args)))
-    streams = _ints(list(map(attrgetter("stream"), args)))
-    # device/stream from args, else from the pid/tid Kineto files GPU ops under.
-    col["device"][rows] = np.where(devices != MISSING, devices, pids)
-    col["stream"][rows] = np.where(streams != MISSING, streams, tids)
-    kernels = np.flatnonzero(kinds == Kind.KERNEL)
-    kernel_args = list(map(args.__getitem__, kernels.tolist()))
-    kernel_rows = rows[kernels]
-    for axis in ("grid", "block"):
-        triples = _int_triples(list(map(attrgetter(axis), kernel_args)))
-        for j, xyz in enumerate("xyz"):
-            col[f"{axis}_{xyz}"][kernel_rows] = triples[:, j]
-    for column, attr in (("registers", "registers"), ("shared_mem", "shared_memory"),
-                         ("graph_id", "graph_id")):
-        col[column][kernel_rows] = _ints(list(map(attrgetter(attr), kernel_args)))
-    transfers = np.flatnonzero((kinds == Kind.MEMCPY) | (kinds == Kind.MEMSET))
-    col["bytes"][rows[transfers]] = _ints([args[j].bytes for j in transfers.tolist()])
-    for j in np.flatnonzero(kinds == Kind.SYNC).tolist():
-        i, a = int(rows[j]), args[j]
-        sync_kind = a.sync_kind if isinstance(a.sync_kind, str) else names[i]
-        col["subkind"][i] = sync_kind_from_name(sync_kind)
-        extra.add_int(i, "wait_on_stream", a.wait_on_stream)
-        extra.add_int(i, "wait_on_event_record_correlation", a.wait_on_event_record)
-        extra.add_int(i, "wait_on_event_id", a.wait_on_event_id)
-
-
-def _memory_columns(col: dict[str, np.ndarray], extra: "_Extras", rows: np.ndarray,
-                    args: list) -> None:
-    """Bytes, device and allocator totals of ``[memory]`` events at ``rows``."""
-    col["bytes"][rows] = _ints(list(map(attrgetter("mem_bytes"), args)))
-    col["device"][rows] = _ints(list(map(attrgetter("mem_device_id"), args)))
-    for key, attr in (("total_allocated", "total_allocated"), ("total_reserved", "total_reserved"),
-                      ("device_type", "mem_device_type")):
-        extra.add_ints(rows, key, list(map(attrgetter(attr), args)))
-
-
-def _int_triples(values: list[Any]) -> np.ndarray:
-    """An (n, 3) int64 array from [x, y, z] lists; anything else becomes MISSING."""
-    try:
-        out = np.array(values, dtype=np.int64)
-        if out.shape == (len(values), 3):
-            return out
-    except (TypeError, ValueError, OverflowError):
-        pass
-    return _ints([v for value in values for v in _triple(value)]).reshape(-1, 3)
-
-
-def _triple(value: Any) -> tuple:
-    return tuple(value) if isinstance(value, list) and len(value) == 3 else (None, None, None)
 
 
 def _kinds(cats: tuple, phases: np.ndarray, name_ids: np.ndarray,
@@ -485,77 +321,3 @@ def _step_numbers(kinds: np.ndarray, name_ids: np.ndarray, strings: list[str]) -
                           ((kinds == Kind.USER_ANNOTATION) | (kinds == Kind.CPU_OP)))
     return {row: numbers[name_id] for row, name_id in zip(rows.tolist(), name_ids[rows].tolist())}
 
-
-def _times(ts: tuple, durs: tuple, phases: np.ndarray, base_ns: int,
-           ns_per_unit: int) -> tuple[np.ndarray, np.ndarray]:
-    start = _to_ns(ts, ns_per_unit) + base_ns
-    # durs: absent is 0 by the schema; an explicit null is None
-    dur = _to_ns(durs if None not in durs else [0 if d is None else d for d in durs], ns_per_unit)
-    dur[phases != PHASE_CODE["X"]] = 0
-    return start, dur
-
-
-_TIME_LIMIT_NS = 2**62  # far beyond any real clock; keeps start + duration inside int64
-
-
-def _typed(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Columns in their schema dtype; values that do not fit a narrower column become MISSING."""
-    out = {}
-    for name, dtype in COLUMNS.items():
-        values = columns[name]
-        if values.dtype != dtype:
-            info = np.iinfo(dtype)
-            values = np.where((values < info.min) | (values > info.max), MISSING, values).astype(dtype)
-        out[name] = values
-    return out
-
-
-def _usable_time(ts: Any, dur: Any, ns_per_unit: int) -> bool:
-    try:
-        return (abs(_scaled(ts, ns_per_unit)) < _TIME_LIMIT_NS and
-                (dur is None or abs(_scaled(dur, ns_per_unit)) < _TIME_LIMIT_NS))
-    except (ArithmeticError, ValueError, TypeError):
-        return False
-
-
-def _scaled(value: Any, ns_per_unit: int) -> int:
-    """``value`` in ns, exactly; a decimal exponent far past any clock is refused before ``int()``
-    would build a number of a million digits."""
-    if type(value) is Decimal and value.is_finite() and value.adjusted() > 20:
-        raise OverflowError("timestamp out of range")
-    return int(value * ns_per_unit)
-
-
-class _Extras:
-    """Collects side-table attributes while sharing the batch's string table."""
-
-    def __init__(self, index: dict[str, int], strings: list[str]) -> None:
-        self.index, self.strings = index, strings
-        self.rows: list[int] = []
-        self.keys: list[int] = []
-        self.values: list[Any] = []
-
-    def key(self, key: str) -> int:
-        k = self.index.get(key)
-        if k is None:
-            k = self.index[key] = len(self.strings)
-            self.strings.append(key)
-        return k
-
-    def add(self, row: int, key: str, value: Any) -> None:
-        self.rows.append(row)
-        self.keys.append(self.key(key))
-        self.values.append(value)
-
-    def add_int(self, row: int, key: str, value: Any) -> None:
-        if value is not None:
-            self.add(row, key, _int(value))
-
-    def add_ints(self, rows: np.ndarray, key: str, values: list[Any]) -> None:
-        """One attribute for many rows at once; rows whose value is None get none."""
-        present = np.fromiter(map(is_not, values, repeat(None)), bool, len(values))
-        kept = rows[present].tolist()
-        if kept:
-            self.rows.extend(kept)
-            self.keys.extend([self.key(key)] * len(kept))
-            self.values.extend(_ints(list(compress(values, present))).tolist())

@@ -39,6 +39,7 @@ import numpy as np
 
 from .events import COLUMNS, MISSING, EventBatch, Kind, MemcpyKind
 from .profile import RankProfile, TraceError
+from .trace_input import open_regular
 
 XPLANE_SUFFIX = ".xplane.pb"
 _GPU_DEVICE = re.compile(r"^/device:GPU:(\d+)$")
@@ -74,7 +75,7 @@ def xplane_files(folder: str) -> list[str]:
 def read_xplane(path: str) -> RankProfile:
     """One host's XSpace as one rank. Raises ``TraceError`` for unusable input."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:  # a FIFO or a device is refused, never blocks
             data = f.read()
     except OSError as exc:
         raise TraceError(path, f"unreadable ({exc.strerror or exc})") from None

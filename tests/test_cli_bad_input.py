@@ -73,3 +73,170 @@ def test_table_and_csv_render(fmt):
     result = run_cli("summary", "--format", fmt, str(GOOD))
     assert result.returncode == 0, result.stderr
     assert "ampere_sgemm_32x32_sliced1x4_tn" in result.stdout
+
+
+# ----------------------------------------------------------------- inputs that hang or eat memory
+PEAK_OF_CHILD = """
+import resource, subprocess, sys
+result = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=300)
+sys.stderr.write(result.stderr)
+print(result.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
+"""
+
+
+def run_cli_measured(*args: str) -> tuple[int, int, str]:
+    """Exit code, peak resident memory (MiB) and stderr of one ``otel-profiler`` process."""
+    out = subprocess.run([sys.executable, "-c", PEAK_OF_CHILD, sys.executable, "-m", "otel_profiler",
+                          *args], capture_output=True, text=True, timeout=360)
+    code, peak = map(int, out.stdout.split())
+    return code, peak, out.stderr
+
+
+def assert_one_line(result_stderr: str, path, expected: str) -> None:
+    assert "Traceback" not in result_stderr
+    lines = result_stderr.strip().splitlines()
+    assert len(lines) == 1, result_stderr
+    assert str(path) in lines[0] and expected in lines[0], lines[0]
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path):
+    import os
+
+    fifo = tmp_path / "rank-0.json"
+    os.mkfifo(fifo)  # nobody ever writes: a plain open() would wait forever
+    result = run_cli("summary", str(fifo))
+    assert result.returncode == 2
+    assert_one_line(result.stderr, fifo, "is a FIFO (named pipe), not a regular file")
+
+
+def test_dev_zero_is_refused_at_once():
+    code, peak_mib, stderr = run_cli_measured("summary", "/dev/zero")
+    assert code == 2 and peak_mib < 300, (peak_mib, stderr)
+    assert_one_line(stderr, "/dev/zero", "is a character device, not a regular file")
+
+
+def test_a_folder_where_a_trace_file_is_expected(tmp_path):
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "rank-0.json.gz").write_bytes(GOOD.read_bytes())
+    (folder / "rank-1.json").mkdir()  # named like a trace, but a folder
+    result = run_cli("summary", str(folder))
+    assert result.returncode == 2  # rank 0 is summarized, the folder named
+    assert_one_line(result.stderr, folder / "rank-1.json", "is a directory, not a trace file")
+    assert "ampere_sgemm_32x32_sliced1x4_tn" in result.stdout
+
+
+def gzip_bomb(path, gib: float = 2.0) -> None:
+    """A ~2 MB gzip file that expands to ``gib`` GiB of JSON (spaces inside the event list), built
+    from repeated gzip members, each 1 MiB of spaces (gzip readers join members)."""
+    member = gzip.compress(b" " * (1 << 20), 9)
+    with open(path, "wb") as f:
+        f.write(gzip.compress(b'{"traceEvents": ['))
+        for _ in range(int(gib * 1024)):
+            f.write(member)
+        f.write(gzip.compress(b"]}"))
+
+
+def test_a_gzip_bomb_is_refused_in_bounded_memory(tmp_path):
+    bomb = tmp_path / "bomb.json.gz"
+    gzip_bomb(bomb)
+    assert bomb.stat().st_size < 3 << 20
+    code, peak_mib, stderr = run_cli_measured("summary", str(bomb))
+    assert code == 2
+    assert_one_line(stderr, bomb, "decompresses to more than")
+    assert "--max-json-mb" in stderr
+    assert peak_mib < 600, f"reading a gzip bomb took {peak_mib} MiB"
+
+
+def test_max_json_mb_sets_the_limit_both_ways(tmp_path):
+    small = tmp_path / "small.json.gz"
+    small.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * (3 << 20) + b"]}"))
+    refused = run_cli("summary", "--max-json-mb", "2", str(small))
+    assert refused.returncode == 2
+    assert_one_line(refused.stderr, small, "more than 2 MiB of JSON (the --max-json-mb limit)")
+    # a real trace read under an explicit limit above its size
+    assert run_cli("summary", "--max-json-mb", "1", str(GOOD)).returncode == 0
+
+
+# ----------------------------------------------------------------- corrupt profile folders
+def write_profile_folder(folder, ranks: int = 4):
+    import numpy as np
+
+    from cuda_tracer.profile import RankProfile, write_rank
+    from cuda_tracer.trace_files import read_trace
+
+    source = read_trace(str(GOOD))
+    for r in range(ranks):
+        source.meta["rank"] = r
+        write_rank(str(folder), RankProfile(dict(source.meta), source.batch.take(np.arange(300))))
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("[1, 2]", "profile metadata is not a JSON object (it is a list)"),
+    ("null", "profile metadata is not a JSON object (it is null)"),
+    ('{"rank": "zero"}', "field 'rank' should be an integer, not a string"),
+    ('{"rank": [0]}', "field 'rank' should be an integer, not a list"),
+    ('{"rank": true}', "field 'rank' should be an integer, not a boolean"),
+    ('{"rank": 5}', "says rank 5, the file name rank 0"),
+    ('{"rank": 0, "resource": [1]}', "field 'resource' should be an object, not a list"),
+    ('{"rank": 0, "device_properties": "A100"}', "field 'device_properties' should be a list"),
+    ('{"rank": 0, "world_size": "8"}', "field 'world_size' should be an integer, not a string"),
+    ('{"rank": 0, ', "unreadable profile metadata"),
+    ("", "unreadable profile metadata"),
+])
+def test_corrupt_rank_metadata_is_one_line_and_exit_2(tmp_path, content, expected):
+    folder = tmp_path / "prof"
+    write_profile_folder(folder, ranks=1)
+    (folder / "rank-0.json").write_text(content)
+    result = run_cli("summary", str(folder))
+    assert result.returncode == 2 and result.stdout == ""
+    assert_one_line(result.stderr, folder / "rank-0.json", expected)
+
+
+def test_a_folder_with_bad_ranks_reports_the_good_ones_and_names_the_bad(tmp_path):
+    import os
+
+    folder = tmp_path / "prof"
+    write_profile_folder(folder, ranks=5)
+    (folder / "rank-0.json").write_text("[1, 2]")
+    (folder / "rank-1.json").write_text('{"rank": "one"}')
+    events = folder / "rank-2.00000.events"
+    events.write_bytes(events.read_bytes()[:700])  # truncated
+    (folder / "rank-3.json").unlink()
+    os.mkfifo(folder / "rank-3.json")  # a FIFO where the metadata belongs
+    result = run_cli("summary", "--format", "json", str(folder))
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 4, result.stderr
+    for line, (name, problem) in zip(lines, [
+            ("rank-0.json", "not a JSON object"), ("rank-1.json", "'rank' should be an integer"),
+            ("rank-2.00000.events", "not a readable event batch"), ("rank-3.json", "FIFO")]):
+        assert str(folder / name) in line and problem in line and "left out" in line, line
+    summary = json.loads(result.stdout)
+    assert [m["rank"] for m in summary["ranks_meta"]] == [4]
+    assert sum(summary["events"].values()) == 300  # rank 4's events, all of them
+
+
+def test_a_folder_with_no_good_rank_is_exit_2_with_every_file_named(tmp_path):
+    folder = tmp_path / "prof"
+    write_profile_folder(folder, ranks=2)
+    (folder / "rank-0.json").write_text("null")
+    (folder / "rank-1.00000.events").write_bytes(b"PK\x03\x04 not a zip")
+    result = run_cli("summary", str(folder))
+    assert result.returncode == 2 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 2 and "Traceback" not in result.stderr
+    assert str(folder / "rank-0.json") in lines[0] and str(folder / "rank-1.00000.events") in lines[1]
+
+
+@pytest.mark.parametrize("command", ["report", "export"])
+def test_report_and_export_also_leave_out_bad_ranks(tmp_path, command):
+    folder = tmp_path / "prof"
+    write_profile_folder(folder, ranks=2)
+    (folder / "rank-1.json").write_text("[1, 2]")
+    out = tmp_path / ("out.html" if command == "report" else "out.jsonl")
+    result = run_cli(command, str(folder), "-o" if command == "report" else "--output", str(out))
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert str(folder / "rank-1.json") in result.stderr and out.stat().st_size > 0

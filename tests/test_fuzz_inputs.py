@@ -196,3 +196,33 @@ def test_corrupt_deflate_stream_is_a_trace_error(tmp_path, saved_batch):
     data = bytearray(saved_batch)
     data[41] ^= 2  # inside header.json's deflate stream (found by the fuzz test above)
     assert _load_events_file(tmp_path, bytes(data)) is None  # a TraceError, not a profile
+
+
+META_KEYS = st.sampled_from(["rank", "world_size", "source", "host_name", "versions", "resource",
+                             "device_properties", "processes", "threads", "pid", "run_id", "other"])
+META = st.one_of(JSON_VALUE, st.dictionaries(META_KEYS, st.one_of(JSON_VALUE, st.just(0)), max_size=6))
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
+@given(meta=META)
+def test_any_rank_metadata_gives_a_usable_profile_or_a_trace_error(tmp_path_factory, saved_batch, meta):
+    """Whatever ``rank-0.json`` holds: the rank is read and summarized, or refused by name."""
+    from cuda_tracer.loading import load_profile
+    from otel_profiler.analysis.summary import summarize
+    from otel_profiler.otlp import key_value
+    from otel_profiler.span_attrs import resource_attributes
+    from otel_profiler.span_options import SpanOptions
+
+    folder = tmp_path_factory.mktemp("meta")
+    (folder / "rank-0.00000.events").write_bytes(saved_batch)
+    (folder / "rank-0.json").write_text(json.dumps(meta, allow_nan=True))
+    try:
+        profile = load_profile([str(folder)])
+    except TraceError as exc:
+        assert exc.path == str(folder / "rank-0.json")
+        return
+    rank = profile.ranks[0]
+    assert rank.rank == 0 and rank.meta["file"] == str(folder / "rank-0.json")
+    summarize(profile)
+    for key, value in resource_attributes(rank.meta, SpanOptions(), "run", 0).items():
+        key_value(key, value)

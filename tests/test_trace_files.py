@@ -160,10 +160,10 @@ READER_KILLED = """
 import os, signal, sys
 from cuda_tracer import loading
 read = loading.read_trace
-def read_or_die(path):  # the second file's reader dies as if the OOM killer took it
+def read_or_die(path, *args):  # the second file's reader dies as if the OOM killer took it
     if path.endswith("rank-1.json.gz"):
         os.kill(os.getpid(), signal.SIGKILL)
-    return read(path)
+    return read(path, *args)
 loading.read_trace = read_or_die
 try:
     loading.load_profile([sys.argv[1]], workers=2)

@@ -13,6 +13,28 @@ def add_inputs(parser) -> None:
     parser.add_argument("-j", "--jobs", type=count, default=None, metavar="N",
                         help="trace files read at once, one process each (default: as many as the "
                              "cores, the files and the free memory allow)")
+    parser.add_argument("--max-json-mb", type=count, default=None, metavar="MB",
+                        help="the most JSON text (MiB) one gzip trace may decompress to (default: "
+                             "100 times its compressed size, at least 64 MiB)")
+
+
+def load_inputs(args) -> tuple:
+    """The profile of ``args.inputs`` and the exit code so far: each unreadable rank file is named
+    on one line of stderr and left out (exit code 2, the other ranks are still used); raises
+    ``TraceError`` when nothing is readable."""
+    import sys
+
+    from cuda_tracer.loading import load_profile
+
+    max_text = args.max_json_mb << 20 if getattr(args, "max_json_mb", None) else None
+    profile = load_profile(args.inputs, workers=args.jobs, skip_bad=True, max_text_bytes=max_text)
+    if not profile.ranks and profile.refused:
+        for exc in profile.refused[:-1]:
+            print(f"otel-profiler: error: {exc}", file=sys.stderr)
+        raise profile.refused[-1]
+    for exc in profile.refused:
+        print(f"otel-profiler: error: {exc} (left out; the other ranks are used)", file=sys.stderr)
+    return profile, 2 if profile.refused else 0
 
 
 def count(text: str) -> int:

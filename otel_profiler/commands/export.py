@@ -13,13 +13,11 @@ import hashlib
 import os
 import sys
 
-from cuda_tracer.loading import load_profile
-
 from .. import config
 from ..exporter import Counters, ExportConfig, Pipeline, warn
 from ..sinks import PROTOCOLS, resolve_target
 from ..span_options import options_from_settings
-from . import add_inputs
+from . import add_inputs, load_inputs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -64,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         print("otel-profiler: error: give --endpoint or --output (or set OTEL_EXPORTER_OTLP_ENDPOINT)",
               file=sys.stderr)
         return 2
-    profile = load_profile(args.inputs, workers=args.jobs)
+    profile, status = load_inputs(args)
     options = options_from_settings(settings, "otel-profiler-export")
     options.service_name = args.service_name or options.service_name
     options.run_id = options.run_id or _run_id(profile.sources)
@@ -91,4 +89,4 @@ def run(args: argparse.Namespace) -> int:
     print(f"exported {c['spans_built']} spans of {len(profile.ranks)} rank(s) to {where}"
           + (f"; {c['spans_exported']} delivered" if target else "")
           + (f"; {c['spans_dropped']} dropped" if c["spans_dropped"] else ""), file=sys.stderr)
-    return 1 if c["spans_dropped"] else 0
+    return status or (1 if c["spans_dropped"] else 0)

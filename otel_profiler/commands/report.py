@@ -9,10 +9,8 @@ import sys
 
 from cuda_tracer.profile import TraceError
 
-from cuda_tracer.loading import load_profile
-
 from ..analysis.insights import Thresholds
-from . import add_inputs, add_thresholds
+from . import add_inputs, add_thresholds, load_inputs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         thresholds = Thresholds.parse(args.threshold)
     except ValueError as exc:
         raise TraceError("--threshold", str(exc)) from None
-    profile = load_profile(args.inputs, workers=args.jobs)
+    profile, status = load_inputs(args)
     try:
         if args.format == "perfetto":
             from ..report.perfetto import write_chrome_trace
@@ -48,4 +46,4 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise TraceError(args.output, f"cannot write ({exc.strerror or exc})") from None
     print(f"wrote {args.output}", file=sys.stderr)
-    return 0
+    return status

@@ -5,14 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cuda_tracer.loading import load_profile
-
 from cuda_tracer.profile import TraceError
 
 from ..analysis.insights import Thresholds, insights
 from ..analysis.summary import summarize
 from ..report.console import render_csv, render_json, render_table
-from . import add_inputs, add_thresholds
+from . import add_inputs, add_thresholds, load_inputs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         thresholds = Thresholds.parse(args.threshold)
     except ValueError as exc:
         raise TraceError("--threshold", str(exc)) from None
-    profile = load_profile(args.inputs, workers=args.jobs)
+    profile, status = load_inputs(args)
     summary = summarize(profile)
     summary["insights"] = insights(profile, summary, thresholds)
     if args.format == "json":
@@ -53,4 +51,4 @@ def run(args: argparse.Namespace) -> int:
             f.write(text + "\n")
     else:
         sys.stdout.write(text + "\n")
-    return 0
+    return status

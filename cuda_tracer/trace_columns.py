@@ -1,0 +1,239 @@
+"""Turning decoded trace-event fields into typed columns: integers from JSON values of any shape,
+exact decimal timestamps to integer ns, launch geometry and ``args`` columns of GPU ops and
+``[memory]`` events, and the side table of rare attributes. Every step is a C-level pass per field
+(no Python loop per event) except for the rare malformed value."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from itertools import compress, repeat
+from operator import attrgetter, is_not
+from typing import Any
+
+import numpy as np
+
+from .events import COLUMNS, MISSING, Kind, sync_kind_from_name
+from .trace_schema import PHASE_CODE
+
+
+def to_int(value: Any, default: int = MISSING) -> int:
+    """An integer from a JSON value that may be an int, a float, a numeric or hex string, or junk."""
+    if value is None or isinstance(value, bool):
+        return default
+    try:
+        if isinstance(value, str):
+            value = int(value, 0) if value[:2].lower() == "0x" else int(float(value))
+        elif type(value) is not int:
+            value = int(value)  # a float or Decimal is truncated; a list or object is junk
+    except (ArithmeticError, ValueError, TypeError):
+        return default
+    return value if -2**63 <= value < 2**63 else default
+
+
+def ints(values: list[Any]) -> np.ndarray:
+    """An int64 column from JSON values; None, junk and out-of-range numbers become MISSING.
+
+    Integer-valued fields default to MISSING in the schema, so the common case is one C-level
+    conversion; anything else (null, hex or label strings, huge numbers) takes the careful path.
+    """
+    try:
+        column = np.array(values, dtype=np.int64)
+        if column.ndim == 1:  # lists of equal length would make a 2-D array
+            return column
+    except (TypeError, ValueError, OverflowError):
+        pass
+    fixed = list(values)
+    is_int = np.fromiter(map(isinstance, values, repeat(int)), bool, len(values))
+    for i in np.flatnonzero(~is_int).tolist():  # labels, hex strings, floats, None: usually few
+        fixed[i] = to_int(fixed[i])
+    try:
+        return np.array(fixed, dtype=np.int64)
+    except OverflowError:  # an integer beyond int64
+        return np.array([to_int(v) for v in fixed], dtype=np.int64)
+
+
+NS_PER_UNIT = {"us": 1000, "ns": 1}
+
+
+def to_ns(values: list[Any], ns_per_unit: int) -> np.ndarray:
+    """Exact integer ns from decimal values in a unit (ints take a vectorised path, Decimals an
+    exact one)."""
+    if set(map(type, values)) <= {int}:
+        counts = np.array(values, dtype=np.int64)
+        if len(counts) and np.abs(counts).max() >= TIME_LIMIT_NS // ns_per_unit:
+            raise OverflowError("timestamp out of range")
+        return counts * ns_per_unit
+    ns = [scaled(v, ns_per_unit) for v in values]
+    if ns and max(map(abs, ns)) >= TIME_LIMIT_NS:
+        raise OverflowError("timestamp out of range")
+    return np.array(ns, dtype=np.int64)
+
+
+def field_columns(items: list[Any], fields: tuple[str, ...]) -> list[tuple]:
+    """One tuple per field holding that field of every struct (one C-level pass per field)."""
+    return [tuple(map(attrgetter(field), items)) for field in fields]
+
+
+def compress_columns(columns: list[tuple], keep: np.ndarray) -> list[tuple]:
+    mask = keep.tolist()
+    return [tuple(compress(c, mask)) for c in columns]
+
+
+def string_index(names: tuple) -> dict[str, int] | None:
+    """Each distinct name -> its position in first-seen order (the batch's string table), or None
+    when some name is not a string."""
+    try:
+        index: dict[str, int] = dict.fromkeys(names)
+    except TypeError:  # an unhashable name (a list, an object)
+        return None
+    if not all(type(name) is str for name in index):
+        return None
+    for i, name in enumerate(index):
+        index[name] = i
+    return index
+
+
+def collectives(extra: "Extras", rows: np.ndarray, args: list) -> None:
+    """Side-table attributes of the events that name a collective (NCCL kernels, param comms)."""
+    names = list(map(attrgetter("collective"), args))
+    if names.count(None) == len(names):
+        return
+    for j, value in enumerate(names):
+        if isinstance(value, str):
+            i, a = int(rows[j]), args[j]
+            extra.add(i, "collective", value)
+            extra.add_int(i, "in_nelems", a.in_nelems)
+            extra.add_int(i, "out_nelems", a.out_nelems)
+            extra.add_int(i, "group_size", a.group_size)
+            if isinstance(a.dtype, str):
+                extra.add(i, "dtype", a.dtype)
+
+
+def gpu_columns(col: dict[str, np.ndarray], extra: "Extras", rows: np.ndarray, args: list,
+                 pids: np.ndarray, tids: np.ndarray, names: tuple) -> None:
+    """Device, stream, launch geometry, bytes and sync details of the GPU ops at ``rows``."""
+    kinds = col["kind"][rows]
+    devices = ints(list(map(attrgetter("device"), args)))
+    streams = ints(list(map(attrgetter("stream"), args)))
+    # device/stream from args, else from the pid/tid Kineto files GPU ops under.
+    col["device"][rows] = np.where(devices != MISSING, devices, pids)
+    col["stream"][rows] = np.where(streams != MISSING, streams, tids)
+    kernels = np.flatnonzero(kinds == Kind.KERNEL)
+    kernel_args = list(map(args.__getitem__, kernels.tolist()))
+    kernel_rows = rows[kernels]
+    for axis in ("grid", "block"):
+        triples = int_triples(list(map(attrgetter(axis), kernel_args)))
+        for j, xyz in enumerate("xyz"):
+            col[f"{axis}_{xyz}"][kernel_rows] = triples[:, j]
+    for column, attr in (("registers", "registers"), ("shared_mem", "shared_memory"),
+                         ("graph_id", "graph_id")):
+        col[column][kernel_rows] = ints(list(map(attrgetter(attr), kernel_args)))
+    transfers = np.flatnonzero((kinds == Kind.MEMCPY) | (kinds == Kind.MEMSET))
+    col["bytes"][rows[transfers]] = ints([args[j].bytes for j in transfers.tolist()])
+    for j in np.flatnonzero(kinds == Kind.SYNC).tolist():
+        i, a = int(rows[j]), args[j]
+        sync_kind = a.sync_kind if isinstance(a.sync_kind, str) else names[i]
+        col["subkind"][i] = sync_kind_from_name(sync_kind)
+        extra.add_int(i, "wait_on_stream", a.wait_on_stream)
+        extra.add_int(i, "wait_on_event_record_correlation", a.wait_on_event_record)
+        extra.add_int(i, "wait_on_event_id", a.wait_on_event_id)
+
+
+def memory_columns(col: dict[str, np.ndarray], extra: "Extras", rows: np.ndarray,
+                    args: list) -> None:
+    """Bytes, device and allocator totals of ``[memory]`` events at ``rows``."""
+    col["bytes"][rows] = ints(list(map(attrgetter("mem_bytes"), args)))
+    col["device"][rows] = ints(list(map(attrgetter("mem_device_id"), args)))
+    for key, attr in (("total_allocated", "total_allocated"), ("total_reserved", "total_reserved"),
+                      ("device_type", "mem_device_type")):
+        extra.add_ints(rows, key, list(map(attrgetter(attr), args)))
+
+
+def int_triples(values: list[Any]) -> np.ndarray:
+    """An (n, 3) int64 array from [x, y, z] lists; anything else becomes MISSING."""
+    try:
+        out = np.array(values, dtype=np.int64)
+        if out.shape == (len(values), 3):
+            return out
+    except (TypeError, ValueError, OverflowError):
+        pass
+    return ints([v for value in values for v in _triple(value)]).reshape(-1, 3)
+
+
+def _triple(value: Any) -> tuple:
+    return tuple(value) if isinstance(value, list) and len(value) == 3 else (None, None, None)
+
+
+def times(ts: tuple, durs: tuple, phases: np.ndarray, base_ns: int,
+           ns_per_unit: int) -> tuple[np.ndarray, np.ndarray]:
+    start = to_ns(ts, ns_per_unit) + base_ns
+    # durs: absent is 0 by the schema; an explicit null is None
+    dur = to_ns(durs if None not in durs else [0 if d is None else d for d in durs], ns_per_unit)
+    dur[phases != PHASE_CODE["X"]] = 0
+    return start, dur
+
+
+TIME_LIMIT_NS = 2**62  # far beyond any real clock; keeps start + duration inside int64
+
+
+def typed(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Columns in their schema dtype; values that do not fit a narrower column become MISSING."""
+    out = {}
+    for name, dtype in COLUMNS.items():
+        values = columns[name]
+        if values.dtype != dtype:
+            info = np.iinfo(dtype)
+            values = np.where((values < info.min) | (values > info.max), MISSING, values).astype(dtype)
+        out[name] = values
+    return out
+
+
+def usable_time(ts: Any, dur: Any, ns_per_unit: int) -> bool:
+    try:
+        return (abs(scaled(ts, ns_per_unit)) < TIME_LIMIT_NS and
+                (dur is None or abs(scaled(dur, ns_per_unit)) < TIME_LIMIT_NS))
+    except (ArithmeticError, ValueError, TypeError):
+        return False
+
+
+def scaled(value: Any, ns_per_unit: int) -> int:
+    """``value`` in ns, exactly; a decimal exponent far past any clock is refused before ``int()``
+    would build a number of a million digits."""
+    if type(value) is Decimal and value.is_finite() and value.adjusted() > 20:
+        raise OverflowError("timestamp out of range")
+    return int(value * ns_per_unit)
+
+
+class Extras:
+    """Collects side-table attributes while sharing the batch's string table."""
+
+    def __init__(self, index: dict[str, int], strings: list[str]) -> None:
+        self.index, self.strings = index, strings
+        self.rows: list[int] = []
+        self.keys: list[int] = []
+        self.values: list[Any] = []
+
+    def key(self, key: str) -> int:
+        k = self.index.get(key)
+        if k is None:
+            k = self.index[key] = len(self.strings)
+            self.strings.append(key)
+        return k
+
+    def add(self, row: int, key: str, value: Any) -> None:
+        self.rows.append(row)
+        self.keys.append(self.key(key))
+        self.values.append(value)
+
+    def add_int(self, row: int, key: str, value: Any) -> None:
+        if value is not None:
+            self.add(row, key, to_int(value))
+
+    def add_ints(self, rows: np.ndarray, key: str, values: list[Any]) -> None:
+        """One attribute for many rows at once; rows whose value is None get none."""
+        present = np.fromiter(map(is_not, values, repeat(None)), bool, len(values))
+        kept = rows[present].tolist()
+        if kept:
+            self.rows.extend(kept)
+            self.keys.extend([self.key(key)] * len(kept))
+            self.values.extend(ints(list(compress(values, present))).tolist())

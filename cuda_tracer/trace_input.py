@@ -1,0 +1,120 @@
+"""Opening what a user names as a trace file, safely.
+
+- Only regular files are read: a FIFO, a device (``/dev/zero``), a socket or a folder is refused with
+  one clear error before anything can block or stream forever (the file is opened non-blocking and
+  checked with ``fstat``, so a path swapped for a FIFO after the check is refused too).
+- A gzip file's text is bounded: it may decompress to at most ``MAX_EXPANSION`` times its
+  compressed size (real Kineto traces compress 7 to 30 times), and never less than
+  ``MIN_TEXT_LIMIT``; the reader stops at the limit, so a gzip bomb costs one chunk of memory, not
+  its whole expansion. ``max_text_bytes`` (the command line's ``--max-json-mb``) sets the limit
+  explicitly instead.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import stat
+import zlib
+from typing import BinaryIO, Iterator
+
+from .profile import TraceError
+
+MAX_EXPANSION = 100
+"""The most JSON text per byte of gzip a trace file may hold, unless set explicitly."""
+
+MIN_TEXT_LIMIT = 64 << 20
+"""Small gzip files may always decompress to this much."""
+
+CHUNK_BYTES = 8 << 20
+"""Text is decompressed (and, when streamed, decoded) this many bytes at a time."""
+
+_NOT_REGULAR = ((stat.S_ISDIR, "is a directory, not a trace file"),
+                (stat.S_ISFIFO, "is a FIFO (named pipe), not a regular file: only files are read"),
+                (stat.S_ISCHR, "is a character device, not a regular file: only files are read"),
+                (stat.S_ISBLK, "is a block device, not a regular file: only files are read"),
+                (stat.S_ISSOCK, "is a socket, not a regular file: only files are read"))
+
+
+def _check_regular(path: str, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        problem = next((p for test, p in _NOT_REGULAR if test(mode)), "is not a regular file")
+        raise TraceError(path, problem)
+
+
+def open_regular(path: str) -> BinaryIO:
+    """``open(path, "rb")`` for a regular file only; raises ``TraceError`` for anything else,
+    without blocking (a FIFO with no writer would block a plain ``open``)."""
+    try:
+        _check_regular(path, os.stat(path).st_mode)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise TraceError(path, "no such file") from None
+    except IsADirectoryError:
+        raise TraceError(path, "is a directory, not a trace file") from None
+    except PermissionError:
+        raise TraceError(path, "cannot read (permission denied)") from None
+    except OSError as exc:
+        raise TraceError(path, f"cannot read ({exc.strerror or exc})") from None
+    try:
+        _check_regular(path, os.fstat(fd).st_mode)  # the path may have changed since the stat
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+def text_limit(compressed_bytes: int, max_text_bytes: int | None = None) -> int:
+    """The most text a gzip file of ``compressed_bytes`` may decompress to."""
+    if max_text_bytes:
+        return max_text_bytes
+    return max(MIN_TEXT_LIMIT, MAX_EXPANSION * compressed_bytes)
+
+
+def is_gzip(f: BinaryIO) -> bool:
+    head = f.read(2)
+    f.seek(0)
+    return head == b"\x1f\x8b"
+
+
+def text_chunks(path: str, max_text_bytes: int | None = None,
+                chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+    """The file's JSON text in chunks of at most ``chunk_bytes``, gunzipped when it is gzip (by
+    content, not by name). Raises ``TraceError`` for an unreadable file, corrupt gzip data, or text
+    beyond the limit (see the module docstring)."""
+    with open_regular(path) as f:
+        try:
+            if not is_gzip(f):
+                while chunk := f.read(chunk_bytes):
+                    yield chunk
+                return
+            limit = text_limit(os.fstat(f.fileno()).st_size, max_text_bytes)
+            total = 0
+            with gzip.GzipFile(fileobj=f, mode="rb") as z:
+                while chunk := z.read(min(chunk_bytes, limit + 1 - total)):
+                    total += len(chunk)
+                    if total > limit:
+                        raise TraceError(path, _too_large(limit, max_text_bytes))
+                    yield chunk
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise TraceError(path, f"corrupt or truncated gzip data ({exc})") from None
+        except OSError as exc:
+            raise TraceError(path, f"cannot read ({exc.strerror or exc})") from None
+
+
+def _too_large(limit: int, explicit: int | None) -> str:
+    mib = limit / (1 << 20)
+    if explicit:
+        return f"decompresses to more than {mib:,.0f} MiB of JSON (the --max-json-mb limit)"
+    return (f"decompresses to more than {mib:,.0f} MiB of JSON, over {MAX_EXPANSION} times its "
+            "compressed size (a gzip bomb?); give --max-json-mb to read it anyway")
+
+
+def read_text(path: str, max_text_bytes: int | None = None) -> bytearray:
+    """The file's whole JSON text (see ``text_chunks``); an empty file is a ``TraceError``."""
+    data = bytearray()  # grown in place: no second copy of the whole text
+    for chunk in text_chunks(path, max_text_bytes):
+        data += chunk
+    if not data or data.isspace():
+        raise TraceError(path, "empty file")
+    return data
