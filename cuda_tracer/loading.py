@@ -13,6 +13,7 @@ import os
 import threading
 from typing import Iterable
 
+from .jobs import check_one_job
 from .profile import Profile, RankProfile, TraceError
 from .profile_folder import is_profile_folder, read_profile_folder
 from .trace_files import is_trace_file, read_trace
@@ -23,7 +24,7 @@ PEAK_PER_TEXT_BYTE = 4  # a reader's peak memory per byte of JSON text (measured
 
 
 def load_profile(paths: Iterable[str], workers: int | None = 1, *, skip_bad: bool = False,
-                 max_text_bytes: int | None = None) -> Profile:
+                 max_text_bytes: int | None = None, one_job: bool = False) -> Profile:
     """Load trace files, folders of trace files, profile folders and TensorFlow profiles (``.xplane.pb``,
     a run folder or a TF logdir) into one profile.
 
@@ -32,7 +33,8 @@ def load_profile(paths: Iterable[str], workers: int | None = 1, *, skip_bad: boo
     first unusable input, in input order; with ``skip_bad``, an unreadable rank file is listed in
     ``Profile.refused`` instead (a path that does not exist or a folder without traces still
     raises). ``max_text_bytes``: the most JSON text one gzip trace may decompress to
-    (``trace_input.text_limit``).
+    (``trace_input.text_limit``). ``one_job``: raise ``TraceError`` when the ranks read are not
+    the ranks of one job (``jobs.check_one_job``).
     """
     tasks: list[tuple[str, str]] = []  # (what, path) in input order
     for path in paths:
@@ -63,6 +65,8 @@ def load_profile(paths: Iterable[str], workers: int | None = 1, *, skip_bad: boo
                 profile.ranks.append(result)
         profile.sources.append(path)
     _number_unranked(profile.ranks)
+    if one_job:
+        check_one_job(profile)
     return profile
 
 

@@ -21,13 +21,15 @@ def add_inputs(parser) -> None:
 def load_inputs(args) -> tuple:
     """The profile of ``args.inputs`` and the exit code so far: each unreadable rank file is named
     on one line of stderr and left out (exit code 2, the other ranks are still used); raises
-    ``TraceError`` when nothing is readable."""
+    ``TraceError`` when nothing is readable, or when the inputs are not the ranks of one job
+    (unless ``args.separate``)."""
     import sys
 
     from cuda_tracer.loading import load_profile
 
     max_text = args.max_json_mb << 20 if getattr(args, "max_json_mb", None) else None
-    profile = load_profile(args.inputs, workers=args.jobs, skip_bad=True, max_text_bytes=max_text)
+    profile = load_profile(args.inputs, workers=args.jobs, skip_bad=True, max_text_bytes=max_text,
+                           one_job=not getattr(args, "separate", False))
     if not profile.ranks and profile.refused:
         for exc in profile.refused[:-1]:
             print(f"otel-profiler: error: {exc}", file=sys.stderr)

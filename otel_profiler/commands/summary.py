@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from cuda_tracer.jobs import name_of, split_jobs
 from cuda_tracer.profile import TraceError
 
 from ..analysis.insights import Thresholds, insights
@@ -28,6 +29,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="longest name or cell before it is cut with … (table format; 0: never cut)")
     p.add_argument("-o", "--output", help="write to this file instead of standard output "
                                           "(default: standard output)")
+    p.add_argument("--separate", action="store_true",
+                   help="when the inputs are not the ranks of one job (different world sizes, the "
+                        "same rank twice, recorded at different times), summarize each job on its "
+                        "own instead of refusing them (JSON: {\"jobs\": [summary, ...]})")
     add_thresholds(p)
     p.set_defaults(func=run)
 
@@ -38,17 +43,41 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise TraceError("--threshold", str(exc)) from None
     profile, status = load_inputs(args)
-    summary = summarize(profile)
-    summary["insights"] = insights(profile, summary, thresholds)
-    if args.format == "json":
-        text = render_json(summary)
-    elif args.format == "csv":
-        text = render_csv(summary)
+    if args.separate:
+        text = _render_jobs(args, split_jobs(profile), thresholds)
     else:
-        text = render_table(summary, top=args.top, name_width=max(args.name_width, 0))
+        text = _render(args, _summary(profile, thresholds))
     if args.output:
         with open(args.output, "w") as f:
             f.write(text + "\n")
     else:
         sys.stdout.write(text + "\n")
     return status
+
+
+def _summary(profile, thresholds) -> dict:
+    summary = summarize(profile)
+    summary["insights"] = insights(profile, summary, thresholds)
+    return summary
+
+
+def _render(args: argparse.Namespace, summary: dict) -> str:
+    if args.format == "json":
+        return render_json(summary)
+    if args.format == "csv":
+        return render_csv(summary)
+    return render_table(summary, top=args.top, name_width=max(args.name_width, 0))
+
+
+def _render_jobs(args: argparse.Namespace, jobs: list, thresholds) -> str:
+    """Each job's summary on its own: a JSON object ``{"jobs": [...]}``, or one table (CSV) per job
+    under a heading that names its files."""
+    summaries = [_summary(job, thresholds) for job in jobs]
+    if args.format == "json":
+        return render_json({"jobs": summaries})
+    parts = []
+    for i, (job, summary) in enumerate(zip(jobs, summaries), 1):
+        heading = f"job {i} of {len(jobs)}: {', '.join(name_of(r) for r in job.ranks)}"
+        heading = f"# {heading}" if args.format == "csv" else f"{heading}\n{'=' * min(len(heading), 100)}"
+        parts.append(f"{heading}\n{_render(args, summary)}")
+    return "\n\n".join(parts)
