@@ -130,6 +130,7 @@ def gpu_columns(col: dict[str, np.ndarray], extra: "Extras", rows: np.ndarray, a
         col[column][kernel_rows] = ints(list(map(attrgetter(attr), kernel_args)))
     transfers = np.flatnonzero((kinds == Kind.MEMCPY) | (kinds == Kind.MEMSET))
     col["bytes"][rows[transfers]] = ints([args[j].bytes for j in transfers.tolist()])
+    extra.step += 1
     for j in np.flatnonzero(kinds == Kind.SYNC).tolist():
         i, a = int(rows[j]), args[j]
         sync_kind = a.sync_kind if isinstance(a.sync_kind, str) else names[i]
@@ -144,9 +145,11 @@ def memory_columns(col: dict[str, np.ndarray], extra: "Extras", rows: np.ndarray
     """Bytes, device and allocator totals of ``[memory]`` events at ``rows``."""
     col["bytes"][rows] = ints(list(map(attrgetter("mem_bytes"), args)))
     col["device"][rows] = ints(list(map(attrgetter("mem_device_id"), args)))
-    for key, attr in (("total_allocated", "total_allocated"), ("total_reserved", "total_reserved"),
-                      ("device_type", "mem_device_type")):
-        extra.add_ints(rows, key, list(map(attrgetter(attr), args)))
+    extra.step += 1
+    for sub, (key, attr) in enumerate((("total_allocated", "total_allocated"),
+                                       ("total_reserved", "total_reserved"),
+                                       ("device_type", "mem_device_type"))):
+        extra.add_ints(rows, key, list(map(attrgetter(attr), args)), sub)
 
 
 def int_triples(values: list[Any]) -> np.ndarray:
@@ -212,6 +215,8 @@ class Extras:
         self.rows: list[int] = []
         self.keys: list[int] = []
         self.values: list[Any] = []
+        self.order: list[int] = []  # the conversion step that added each entry (trace_assemble)
+        self.step = 0
 
     def key(self, key: str) -> int:
         k = self.index.get(key)
@@ -224,16 +229,19 @@ class Extras:
         self.rows.append(row)
         self.keys.append(self.key(key))
         self.values.append(value)
+        self.order.append(self.step * 8)
 
     def add_int(self, row: int, key: str, value: Any) -> None:
         if value is not None:
             self.add(row, key, to_int(value))
 
-    def add_ints(self, rows: np.ndarray, key: str, values: list[Any]) -> None:
-        """One attribute for many rows at once; rows whose value is None get none."""
+    def add_ints(self, rows: np.ndarray, key: str, values: list[Any], sub: int = 0) -> None:
+        """One attribute for many rows at once (the ``sub``-th such key of this step); rows whose
+        value is None get none."""
         present = np.fromiter(map(is_not, values, repeat(None)), bool, len(values))
         kept = rows[present].tolist()
         if kept:
             self.rows.extend(kept)
             self.keys.extend([self.key(key)] * len(kept))
             self.values.extend(ints(list(compress(values, present))).tolist())
+            self.order.extend([self.step * 8 + sub] * len(kept))

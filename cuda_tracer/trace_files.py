@@ -27,14 +27,17 @@ import msgspec
 
 import numpy as np
 
-from .events import COLUMNS, MISSING, EventBatch, Kind, memcpy_kind_from_name
+from .events import COLUMNS, MISSING, Kind, memcpy_kind_from_name
 from .profile import RankProfile, TraceError
 from .trace_columns import (NS_PER_UNIT, TIME_LIMIT_NS, Extras, collectives, compress_columns,
                             field_columns, gpu_columns, ints, memory_columns, string_index, times,
                             to_int, typed, usable_time)
-from .trace_input import read_text
-from .trace_schema import (GPU_ARGS, HOST_ARGS, LOOSE_DECODER, MEMORY_ARGS, METADATA_ARGS, PHASE_CODE,
-                           TAGGED_DECODER, Complete, Event, TraceFile, decode_args, phase_codes)
+from .trace_assemble import Part, assemble
+from .trace_input import read_text, text_chunks
+from .trace_stream import read_stream
+from .trace_times import decimal_ns
+from .trace_schema import (GPU_ARGS, HOST_ARGS, MEMORY_ARGS, METADATA_ARGS, PHASE_CODE,
+                           Complete, Event, TraceFile, decode_args, phase_codes, time_values)
 
 
 _KIND_BY_CATEGORY = {
@@ -72,9 +75,14 @@ read_bytes = read_text  # the file's whole JSON text (trace_input)
 def read_trace(path: str, max_text_bytes: int | None = None) -> RankProfile:
     """Read one Kineto/Chrome trace file into a ``RankProfile``. Raises ``TraceError``.
 
+    The text is decompressed, split at event boundaries, decoded and converted one chunk at a
+    time (``trace_stream``), so memory holds the columns and one chunk, not the whole file.
     ``max_text_bytes``: the most JSON text a gzip file may decompress to (``trace_input``)."""
     with _COLLECTOR_PAUSED:
-        return _read(path, read_text(path, max_text_bytes))  # _read owns the text (the raw args)
+        parts: list[Part] = []
+        doc = read_stream(path, text_chunks(path, max_text_bytes),
+                          lambda events: parts.append(convert_part(events)))
+        return finish(path, doc, parts)
 
 
 class _CollectorPause:
@@ -105,26 +113,6 @@ class _CollectorPause:
 _COLLECTOR_PAUSED = _CollectorPause()
 
 
-def _read(path: str, data: bytes) -> RankProfile:
-    try:
-        try:
-            doc = TAGGED_DECODER.decode(data)
-        except msgspec.ValidationError:  # an unusual phase or event: read it the loose way
-            doc = LOOSE_DECODER.decode(data)
-    except msgspec.ValidationError as exc:
-        raise TraceError(path, f"not a Chrome/Kineto trace ({exc})") from None
-    except msgspec.DecodeError as exc:
-        raise TraceError(path, f"invalid JSON ({exc})") from None
-    except RecursionError:
-        raise TraceError(path, "not a Chrome/Kineto trace (JSON nested too deeply)") from None
-    del data
-    if isinstance(doc, list):
-        doc = TraceFile(traceEvents=doc)
-    if doc.traceEvents is None:
-        raise TraceError(path, "not a Chrome/Kineto trace (no 'traceEvents' list)")
-    return _convert(path, doc)
-
-
 # ---------------------------------------------------------------------------- decoded events
 # Public names for sources that already hold Kineto-shaped events (the live Kineto source): they build
 # ``TraceEvent``s and convert them with ``events_to_profile``, the same conversion a file goes through.
@@ -142,8 +130,9 @@ def events_to_profile(events: list[TraceEvent], base_ns: int = 0, source: str = 
     ``source`` names the events in errors and in ``meta["source"]``. Raises ``TraceError`` when
     ``base_ns`` is not a plausible time.
     """
-    return _convert(source, TraceFile(traceEvents=list(events), baseTimeNanoseconds=base_ns),
-                    ns_per_unit=NS_PER_UNIT[unit])
+    ns_per_unit = NS_PER_UNIT[unit]
+    doc = TraceFile(traceEvents=[], baseTimeNanoseconds=base_ns)
+    return finish(source, doc, [convert_part(list(events), ns_per_unit)])
 
 
 def _base_ns(doc: TraceFile, path: str) -> int:
@@ -159,11 +148,33 @@ def _base_ns(doc: TraceFile, path: str) -> int:
 _EVENT_FIELDS = ("cat", "name", "ts", "dur", "pid", "tid", "args")
 
 
-def _convert(path: str, doc: TraceFile, ns_per_unit: int = 1000) -> RankProfile:
-    """Decoded events to columns. Each step is one C-level pass per field over all events; the rare
-    malformed event (no name, unusable time) is dropped and counted in ``skipped_events``."""
+def finish(path: str, doc: TraceFile, parts: list[Part]) -> RankProfile:
+    """The rank of a file whose events were converted into ``parts``; ``doc`` holds the file's
+    other fields (and possibly its last events, converted here)."""
     base_ns = _base_ns(doc, path)
-    all_events = doc.traceEvents
+    if doc.traceEvents:
+        parts.append(convert_part(doc.traceEvents))
+        doc.traceEvents = None
+    if not parts:
+        parts.append(convert_part([]))
+    batch, facts = assemble(parts)
+    if len(batch):
+        batch.columns["start_ns"] += base_ns
+        batch.columns["end_ns"] += base_ns
+    window = facts.window and [facts.window[0] + base_ns, facts.window[1] + base_ns]
+    meta = _file_meta(path, doc)
+    meta.update(processes=facts.processes, threads=facts.threads, profiler_window_ns=window,
+                flow_events=facts.flows, skipped_events=facts.skipped)
+    if len(batch):
+        batch.columns["rank"][:] = meta["rank"]
+    return RankProfile(meta=meta, batch=batch)
+
+
+def convert_part(all_events: list[Any], ns_per_unit: int = 1000) -> Part:
+    """Decoded events to columns (times relative to the file's base). Each step is one C-level pass
+    per field over all events; the rare malformed event (no name, unusable time) is dropped and
+    counted in ``skipped``."""
+    base_ns = 0
     ph = phase_codes(all_events)
     span = (ph == PHASE_CODE["X"]) | (ph == PHASE_CODE["i"]) | (ph == PHASE_CODE["I"])
     flows = int(np.isin(ph, [PHASE_CODE[p] for p in "sft"]).sum())
@@ -179,9 +190,14 @@ def _convert(path: str, doc: TraceFile, ns_per_unit: int = 1000) -> RankProfile:
         named = np.fromiter(map(isinstance, fields[1], repeat(str)), bool, len(phases))
         skipped += int((~named).sum())
         fields, phases = compress_columns(fields, named), phases[named]
-    # Times: exact decimal µs -> integer ns. Rows with unusable times are dropped (and counted).
+    # Times: exact decimal µs -> integer ns, all at once from the text when they are plain decimals
+    # within range, else value by value. Rows with unusable times are dropped (and counted).
     try:
-        start, dur = times(fields[2], fields[3], phases, base_ns, ns_per_unit)
+        fast = raw_times(fields[2], fields[3], phases, ns_per_unit)
+        if fast is None:
+            fields[2], fields[3] = time_values(fields[2]), time_values(fields[3])
+            fast = times(fields[2], fields[3], phases, base_ns, ns_per_unit)
+        start, dur = fast
     except (ArithmeticError, ValueError, TypeError):  # decimal errors are ArithmeticErrors
         good = np.fromiter(map(usable_time, fields[2], fields[3], repeat(ns_per_unit)), bool,
                            len(phases))
@@ -207,6 +223,7 @@ def _convert(path: str, doc: TraceFile, ns_per_unit: int = 1000) -> RankProfile:
     col["kind"], col["name"], col["start_ns"], col["end_ns"] = kinds, name_ids, start, start + dur
     col["subkind"] = np.zeros(n, np.uint8)
     pids, tids = ints(pids), ints(tids)
+    names_count = len(strings)
     extra = Extras(index, strings)
     for i, number in steps.items():
         extra.add(i, "step", number)
@@ -216,21 +233,15 @@ def _convert(path: str, doc: TraceFile, ns_per_unit: int = 1000) -> RankProfile:
     memcpy = np.flatnonzero(kinds == Kind.MEMCPY)
     direction = {n: memcpy_kind_from_name(strings[n]) for n in np.unique(name_ids[memcpy]).tolist()}
     col["subkind"][memcpy] = [direction[n] for n in name_ids[memcpy].tolist()]
+    extra.step = 40
     for i in np.flatnonzero(kinds == Kind.OTHER).tolist():
         if isinstance(cats[i], str):
             extra.add(i, "category", cats[i].lower())
     window = None
     for i in np.flatnonzero(kinds == Kind.PROFILER)[:1].tolist():
         window = [int(start[i]), int(start[i] + dur[i])]
-
-    batch = EventBatch(typed(col), extra.strings, np.asarray(extra.rows, np.int64),
-                       np.asarray(extra.keys, np.int32), extra.values)
-    meta = _file_meta(path, doc)
-    meta.update(processes=processes, threads=threads, profiler_window_ns=window, flow_events=flows,
-                skipped_events=skipped)
-    if len(batch):
-        batch.columns["rank"][:] = meta["rank"]
-    return RankProfile(meta=meta, batch=batch)
+    return Part(typed(col), extra.strings, names_count, extra.rows, extra.keys, extra.values,
+                extra.order, processes, threads, flows, skipped, window)
 
 
 def _arg_columns(col: dict[str, np.ndarray], extra: "Extras", raw_args: tuple, pids: np.ndarray,
@@ -242,7 +253,8 @@ def _arg_columns(col: dict[str, np.ndarray], extra: "Extras", raw_args: tuple, p
     memory = kinds == Kind.MEMORY
     groups = ((np.flatnonzero(gpu), GPU_ARGS), (np.flatnonzero(memory), MEMORY_ARGS),
               (np.flatnonzero(~gpu & ~memory), HOST_ARGS))
-    for rows, decoder in groups:
+    for group, (rows, decoder) in enumerate(groups, 1):
+        extra.step = 10 * group  # the order of side-table entries (trace_assemble)
         args = decode_args(raw_args, rows, decoder)
         external, legacy, correlation = (ints(list(map(attrgetter(field), args))) for field in
                                          ("external_id", "external_id_legacy", "correlation"))
@@ -321,3 +333,17 @@ def _step_numbers(kinds: np.ndarray, name_ids: np.ndarray, strings: list[str]) -
                           ((kinds == Kind.USER_ANNOTATION) | (kinds == Kind.CPU_OP)))
     return {row: numbers[name_id] for row, name_id in zip(rows.tolist(), name_ids[rows].tolist())}
 
+
+
+def raw_times(ts: tuple, durs: tuple, phases: np.ndarray,
+              ns_per_unit: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Start and duration in ns from the texts of ``ts``/``dur``, vectorized (``trace_times``), or
+    None when they are not all plain decimals within range (or not texts at all)."""
+    if not ts or type(ts[0]) is not msgspec.Raw or ns_per_unit != 1000:
+        return None
+    start = decimal_ns(ts)
+    dur = None if start is None else decimal_ns(durs)
+    if dur is None:
+        return None
+    dur[phases != PHASE_CODE["X"]] = 0
+    return start, dur

@@ -10,7 +10,9 @@ of becoming Python objects:
   all events of a group of kinds are decoded in one call (``decode_args``) into the narrow struct
   that group needs: most events need two ids, GPU ops a dozen fields.
 
-Timestamps decode as ``int`` or exact ``Decimal`` (never float).
+Timestamps stay their JSON text (``msgspec.Raw``) until ``trace_times`` turns a chunk's worth into
+exact integer nanoseconds at once (``time_values`` gives the exact ``int``/``Decimal`` values for
+the rare chunk that needs them; never a float).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 from decimal import Decimal
 from itertools import repeat
 from operator import attrgetter
-from typing import Any, Union
+from typing import Any, Sequence, Union
 
 import msgspec
 import numpy as np
@@ -74,6 +76,8 @@ class MetadataArgs(msgspec.Struct, gc=False):
 
 
 NO_ARGS = msgspec.Raw(b"{}")
+NO_TIME = msgspec.Raw(b"null")
+ZERO_TIME = msgspec.Raw(b"0")
 
 
 class EventFields(msgspec.Struct, gc=False):
@@ -85,8 +89,8 @@ class EventFields(msgspec.Struct, gc=False):
     name: Any = None
     pid: Any = MISSING
     tid: Any = MISSING
-    ts: int | Decimal | None = None
-    dur: int | Decimal | None = 0
+    ts: msgspec.Raw = NO_TIME  # the number's text: trace_times converts all of them at once
+    dur: msgspec.Raw = ZERO_TIME
     args: msgspec.Raw = NO_ARGS
 
 
@@ -146,6 +150,8 @@ class TaggedTraceFile(TraceFile, gc=False):
 
 TAGGED_DECODER = msgspec.json.Decoder(TaggedTraceFile | list[TAGGED_EVENT])
 LOOSE_DECODER = msgspec.json.Decoder(TraceFile | list[Event])
+TAGGED_EVENTS = msgspec.json.Decoder(list[TAGGED_EVENT])  # a piece of the event list (trace_stream)
+LOOSE_EVENTS = msgspec.json.Decoder(list[Event])
 
 # One decoder per group of kinds; each reads only the args fields that group needs.
 HOST_ARGS = msgspec.json.Decoder(list[HostArgs])
@@ -153,6 +159,35 @@ GPU_ARGS = msgspec.json.Decoder(list[GpuArgs])
 MEMORY_ARGS = msgspec.json.Decoder(list[MemoryArgs])
 METADATA_ARGS = msgspec.json.Decoder(MetadataArgs)
 _ENCODER = msgspec.json.Encoder()
+
+
+_TIME_VALUES = msgspec.json.Decoder(list[Union[int, Decimal, None]])
+_TIME_VALUE = msgspec.json.Decoder(Union[int, Decimal, None])
+UNUSABLE_TIME = object()
+"""A time that is no number (a string, a list): dropped with its event, as any unusable time."""
+
+
+def time_values(texts: Sequence[Any]) -> list[Any]:
+    """Timestamps as exact ``int``/``Decimal``/None values (the per-value path); texts that are no
+    number become ``UNUSABLE_TIME``. Values that are not ``msgspec.Raw`` pass unchanged."""
+    if not texts or type(texts[0]) is not msgspec.Raw:
+        return list(texts)
+    try:
+        values = _TIME_VALUES.decode(b"[" + b",".join(texts) + b"]")
+        if len(values) == len(texts):
+            return values
+    except (msgspec.MsgspecError, TypeError):
+        pass
+    return [_time_value(t) for t in texts]
+
+
+def _time_value(text: Any) -> Any:
+    if type(text) is not msgspec.Raw:
+        return text
+    try:
+        return _TIME_VALUE.decode(text)
+    except msgspec.MsgspecError:
+        return UNUSABLE_TIME
 
 
 def decode_args(raw_args: tuple, rows: np.ndarray, decoder: msgspec.json.Decoder) -> list:

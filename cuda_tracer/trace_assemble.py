@@ -1,0 +1,100 @@
+"""Joins the parts of a trace read chunk by chunk into one ``EventBatch``, exactly as if the whole
+file had been converted at once.
+
+Each part is one chunk's events converted on their own (``trace_files``), with its own string table
+(event names first, in first-seen order, then side-table keys) and its own side table, whose entries
+carry an order code (which step of the conversion added them). Joining them:
+
+- the string table is every part's event names in first-seen order, then the side-table keys in
+  the order the whole-file conversion would first use them;
+- side-table entries are ordered by (order code, row), as the whole-file conversion adds them;
+- each column is concatenated and the parts' copies freed one column at a time, so the peak is
+  the columns plus one column's parts, not twice the columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .events import COLUMNS, EventBatch
+
+
+@dataclass
+class Part:
+    """One chunk's events as columns: times relative to the file's ``baseTimeNanoseconds``."""
+
+    columns: dict[str, np.ndarray]
+    strings: list[str]
+    names: int  # strings[:names] are event names, the rest side-table keys
+    extra_row: list[int] = field(default_factory=list)
+    extra_key: list[int] = field(default_factory=list)
+    extra_value: list[Any] = field(default_factory=list)
+    extra_order: list[int] = field(default_factory=list)
+    processes: dict[str, str] = field(default_factory=dict)
+    threads: dict[str, str] = field(default_factory=dict)
+    flows: int = 0
+    skipped: int = 0
+    window: list[int] | None = None  # the first profiler event's [start, end]
+
+    def __len__(self) -> int:
+        return len(self.columns["kind"])
+
+
+def assemble(parts: list[Part]) -> tuple[EventBatch, Part]:
+    """One batch from ``parts`` (emptied as it goes), and a ``Part`` without columns holding the
+    merged per-file facts (process and thread names, counts, profiler window)."""
+    facts = Part(columns={}, strings=[], names=0)
+    for p in parts:
+        facts.processes.update(p.processes)
+        facts.threads.update(p.threads)
+        facts.flows += p.flows
+        facts.skipped += p.skipped
+        if facts.window is None:
+            facts.window = p.window
+    if len(parts) == 1:  # a single part is already in whole-file order
+        p = parts.pop()
+        return EventBatch(p.columns, p.strings, np.asarray(p.extra_row, np.int64),
+                          np.asarray(p.extra_key, np.int32), p.extra_value), facts
+    strings: list[str] = []
+    index: dict[str, int] = {}
+
+    def intern(s: str) -> int:
+        i = index.get(s)
+        if i is None:
+            i = index[s] = len(strings)
+            strings.append(s)
+        return i
+
+    remaps = [np.array([intern(s) for s in p.strings[:p.names]] +
+                       [-1] * (len(p.strings) - p.names), np.int64) for p in parts]
+    # side table: global rows, then the whole-file order (order code, row; stable within a row)
+    offsets = np.cumsum([0] + [len(p) for p in parts])
+    rows = np.concatenate([np.asarray(p.extra_row, np.int64) + off for p, off in zip(parts, offsets)])
+    order = np.concatenate([np.asarray(p.extra_order, np.int64) for p in parts])
+    local_keys = np.concatenate([np.asarray(p.extra_key, np.int64) for p in parts])
+    part_of = np.repeat(np.arange(len(parts)), [len(p.extra_row) for p in parts])
+    values = [v for p in parts for v in p.extra_value]
+    sort = np.lexsort((rows, order)) if len(rows) else np.zeros(0, np.int64)
+    width = max(len(p.strings) for p in parts) + 1
+    code = part_of[sort] * width + local_keys[sort]  # (part, local key) of each entry, in order
+    distinct, first = np.unique(code, return_index=True)
+    for c in distinct[np.argsort(first)].tolist():  # keys interned in order of first use
+        p, k = divmod(c, width)
+        if remaps[p][k] < 0:
+            remaps[p][k] = intern(parts[p].strings[k])
+    flat = np.concatenate(remaps)
+    starts = np.cumsum([0] + [len(r) for r in remaps[:-1]])
+    keys = flat[starts[part_of[sort]] + local_keys[sort]].astype(np.int32)
+    columns = {}
+    for name in COLUMNS:
+        pieces = [p.columns.pop(name) for p in parts]
+        if name == "name":
+            pieces = [remap[piece].astype(np.int32) for remap, piece in zip(remaps, pieces)]
+        columns[name] = np.concatenate(pieces)
+        del pieces
+    batch = EventBatch(columns, strings, rows[sort], keys, [values[i] for i in sort.tolist()])
+    parts.clear()
+    return batch, facts

@@ -1,0 +1,157 @@
+"""Reads a trace's JSON text as a stream: the ``traceEvents`` array is cut at event boundaries into
+pieces of about ``PIECE_BYTES``, each decoded (and handed on) while the next is still compressed.
+
+- The document's head, up to and including the ``[`` of ``traceEvents`` (or the ``[`` of a bare
+  event list), is kept aside; every other field of the file is in the head or after the array.
+- A piece ends before a ``,`` that stands between ``}`` and ``{``. Such a comma could also sit
+  inside a string or a nested value; then the piece does not decode, and an earlier boundary is
+  taken (a piece that decodes is a list of whole events: a cut inside a string or a nested value
+  always leaves one unclosed).
+- What is left at the end (the last events and the fields after the array) is decoded with the
+  head as one small document: the file's own fields.
+
+A text in which the head is not found (no ``traceEvents`` array near the start) is decoded whole,
+as are texts smaller than one piece.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Iterable
+
+import msgspec
+
+from .profile import TraceError
+from .trace_schema import LOOSE_DECODER, LOOSE_EVENTS, TAGGED_DECODER, TAGGED_EVENTS, TraceFile
+
+PIECE_BYTES = 8 << 20
+HEAD_LIMIT = 64 << 20  # where the event array must have begun for the text to be streamed
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_WHITESPACE = b" \t\r\n"
+_ANY = msgspec.json.Decoder()
+_ATTEMPTS = 8
+
+
+def read_stream(path: str, chunks: Iterable[bytes], on_events: Callable[[list], None],
+                piece_bytes: int = PIECE_BYTES) -> TraceFile:
+    """Decode ``chunks`` of a trace's text, handing each piece's decoded events to ``on_events``
+    in file order; returns the file's fields with the events not handed on. Raises ``TraceError``."""
+    it = iter(chunks)
+    buf = bytearray()
+    head_end = None
+    for chunk in it:
+        buf += chunk
+        head_end = _head_end(buf)
+        if head_end is not None:
+            break
+    if not head_end or head_end < 0:  # not streamable: the whole text as one document
+        for chunk in it:
+            buf += chunk
+        return decode_document(path, buf)
+    head = bytes(buf[:head_end])
+    del buf[:head_end]
+    consumed = head_end
+    for chunk in it:
+        buf += chunk
+        while len(buf) > piece_bytes:
+            cut = _decode_piece(path, buf, consumed, on_events)
+            if cut is None:
+                break  # one event longer than a piece: wait for more text
+            del buf[:cut + 1]
+            consumed += cut + 1
+    return decode_document(path, head + buf)
+
+
+def _head_end(buf: bytearray) -> int | None:
+    """Where the event array's contents start; None: not known yet; -1: not to be streamed."""
+    start = len(buf) - len(buf.lstrip(_WHITESPACE))
+    if start == len(buf):
+        return None
+    if buf[start] == ord("["):
+        return start + 1
+    if buf[start] != ord("{"):
+        return -1
+    m = _EVENTS_KEY.search(buf, start, HEAD_LIMIT)
+    if m is None:
+        return -1 if len(buf) >= HEAD_LIMIT else None
+    try:  # the key is the document's own, not text inside an earlier field
+        head = _ANY.decode(bytes(buf[:m.end()]) + b"]}")
+    except (msgspec.MsgspecError, RecursionError):
+        return -1
+    return m.end() if isinstance(head, dict) and head.get("traceEvents") == [] else -1
+
+
+def _boundaries(buf: bytearray, end: int):
+    """Positions of commas between ``}`` and ``{`` before ``end``, last first."""
+    i = end
+    while True:
+        i = buf.rfind(b"{", 0, i)
+        if i <= 0:
+            return
+        j = i - 1
+        while j > 0 and buf[j] in _WHITESPACE:
+            j -= 1
+        if buf[j] != ord(","):
+            continue
+        k = j - 1
+        while k > 0 and buf[k] in _WHITESPACE:
+            k -= 1
+        if buf[k] == ord("}"):
+            yield j
+        i = j
+
+
+def _decode_piece(path: str, buf: bytearray, consumed: int,
+                  on_events: Callable[[list], None]) -> int | None:
+    """Decode the events before the buffer's last boundary and hand them on; returns the
+    boundary's comma position, or None when there is none yet."""
+    first_error = None
+    for attempt, cut in enumerate(_boundaries(buf, len(buf))):
+        if attempt == _ATTEMPTS:
+            break
+        piece = b"[" + bytes(memoryview(buf)[:cut]) + b"]"
+        try:
+            events = _decode_events(piece)
+        except msgspec.DecodeError as exc:  # a cut inside a string or a nested value: go earlier
+            first_error = first_error or exc
+            continue
+        except msgspec.ValidationError as exc:
+            raise TraceError(path, f"not a Chrome/Kineto trace ({exc}, in the events after "
+                                   f"byte {consumed})") from None
+        except RecursionError:
+            raise TraceError(path, "not a Chrome/Kineto trace (JSON nested too deeply)") from None
+        del piece
+        on_events(events)
+        return cut
+    if first_error is not None:
+        raise TraceError(path, f"invalid JSON ({first_error}, in the events after byte {consumed})")
+    return None
+
+
+def _decode_events(piece: bytes) -> list:
+    try:
+        return TAGGED_EVENTS.decode(piece)
+    except msgspec.ValidationError:  # an unusual phase or event: read it the loose way
+        return LOOSE_EVENTS.decode(piece)
+
+
+def decode_document(path: str, data: Any) -> TraceFile:
+    """A whole trace document (or the head and tail of one) as a ``TraceFile``."""
+    if not data or data.isspace():
+        raise TraceError(path, "empty file")
+    try:
+        try:
+            doc = TAGGED_DECODER.decode(data)
+        except msgspec.ValidationError:  # an unusual phase or event: read it the loose way
+            doc = LOOSE_DECODER.decode(data)
+    except msgspec.ValidationError as exc:
+        raise TraceError(path, f"not a Chrome/Kineto trace ({exc})") from None
+    except msgspec.DecodeError as exc:
+        raise TraceError(path, f"invalid JSON ({exc})") from None
+    except RecursionError:
+        raise TraceError(path, "not a Chrome/Kineto trace (JSON nested too deeply)") from None
+    if isinstance(doc, list):
+        doc = TraceFile(traceEvents=doc)
+    if doc.traceEvents is None:
+        raise TraceError(path, "not a Chrome/Kineto trace (no 'traceEvents' list)")
+    return doc
