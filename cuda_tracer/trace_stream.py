@@ -29,7 +29,8 @@ HEAD_LIMIT = 64 << 20  # where the event array must have begun for the text to b
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _WHITESPACE = b" \t\r\n"
 _ANY = msgspec.json.Decoder()
-_ATTEMPTS = 8
+_ATTEMPTS = 32  # boundaries tried per piece (each a decode): bounds the work on adversarial text
+_ERROR_BYTE = re.compile(r"\(byte (\d+)\)")
 
 
 def read_stream(path: str, chunks: Iterable[bytes], on_events: Callable[[list], None],
@@ -103,17 +104,22 @@ def _boundaries(buf: bytearray, end: int):
 
 def _decode_piece(path: str, buf: bytearray, consumed: int,
                   on_events: Callable[[list], None]) -> int | None:
-    """Decode the events before the buffer's last boundary and hand them on; returns the
-    boundary's comma position, or None when there is none yet."""
-    first_error = None
+    """Decode the events before the buffer's last boundary that is one, and hand them on; returns
+    the boundary's comma position, or None when none is found yet (more text may hold one; text
+    that is not JSON is then reported by the decode of the rest)."""
+    error_at = len(buf) + 1  # boundaries at or after a JSON error are no use
     for attempt, cut in enumerate(_boundaries(buf, len(buf))):
         if attempt == _ATTEMPTS:
-            break
+            return None
+        if cut >= error_at:
+            continue
         piece = b"[" + bytes(memoryview(buf)[:cut]) + b"]"
         try:
             events = _decode_events(piece)
         except msgspec.DecodeError as exc:  # a cut inside a string or a nested value: go earlier
-            first_error = first_error or exc
+            m = _ERROR_BYTE.search(str(exc))
+            if m:
+                error_at = min(error_at, int(m.group(1)) - 1)
             continue
         except msgspec.ValidationError as exc:
             raise TraceError(path, f"not a Chrome/Kineto trace ({exc}, in the events after "
@@ -123,8 +129,6 @@ def _decode_piece(path: str, buf: bytearray, consumed: int,
         del piece
         on_events(events)
         return cut
-    if first_error is not None:
-        raise TraceError(path, f"invalid JSON ({first_error}, in the events after byte {consumed})")
     return None
 
 

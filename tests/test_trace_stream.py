@@ -1,0 +1,152 @@
+"""Streaming import: a trace read in pieces cut at event boundaries gives, column for column, the
+profile of the same trace decoded and converted whole; decimal timestamps converted from their
+text equal exact decimal arithmetic."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from decimal import Decimal
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import ALL_TRACES, trace
+from cuda_tracer.profile import TraceError
+from cuda_tracer.trace_files import convert_part, finish
+from cuda_tracer.trace_input import text_chunks
+from cuda_tracer.trace_stream import decode_document, read_stream
+from cuda_tracer.trace_times import decimal_ns
+
+
+def read_in_pieces(path: str, piece_bytes: int, chunk_bytes: int = 1 << 16):
+    """The profile of ``path`` read in pieces, and how many pieces were cut."""
+    parts = []
+    doc = read_stream(path, text_chunks(path, chunk_bytes=chunk_bytes),
+                      lambda events: parts.append(convert_part(events)), piece_bytes=piece_bytes)
+    cut = len(parts)
+    return finish(path, doc, parts), cut
+
+
+def read_whole(path: str):
+    text = b"".join(text_chunks(path))
+    return finish(path, decode_document(path, text), [])
+
+
+def assert_same(a, b) -> None:
+    assert a.meta == b.meta
+    for column, values in a.batch.columns.items():
+        assert values.dtype == b.batch.columns[column].dtype, column
+        np.testing.assert_array_equal(values, b.batch.columns[column], column)
+    assert a.batch.strings == b.batch.strings
+    np.testing.assert_array_equal(a.batch.extra_row, b.batch.extra_row)
+    np.testing.assert_array_equal(a.batch.extra_key, b.batch.extra_key)
+    assert a.batch.extra_value == b.batch.extra_value
+
+
+@pytest.mark.parametrize("path", ALL_TRACES, ids=lambda p: p.name[:40])
+def test_every_trace_read_in_pieces_equals_it_read_whole(path):
+    whole = read_whole(str(path))
+    size = len(b"".join(text_chunks(str(path))))
+    piece = max(4096, size // 7)
+    streamed, parts = read_in_pieces(str(path), piece_bytes=piece, chunk_bytes=piece // 3)
+    assert parts >= 3 or size < 40_000  # really cut into pieces
+    assert_same(streamed, whole)
+    assert len(whole.batch) > 0
+
+
+def test_pieces_cut_inside_strings_and_nested_values_are_not_taken(tmp_path):
+    """Event text full of `}, {` inside strings and nested lists: every cut there is refused."""
+    trap = '"}, {\\"ph\\": \\"X\\"}, {"'
+    events = [{"ph": "X", "cat": "kernel", "name": f"k{i % 7}{trap}", "ts": 1000 + i, "dur": 3,
+               "pid": 0, "tid": 7, "args": {"nested": [{"a": 1}, {"b": trap}], "stream": 7,
+                                             "correlation": i}}
+              for i in range(400)]
+    path = tmp_path / "trap.json"
+    path.write_text(json.dumps({"traceEvents": events, "baseTimeNanoseconds": 5}, indent=1))
+    whole = read_whole(str(path))
+    for piece in (300, 1000, 5000):
+        streamed, parts = read_in_pieces(str(path), piece, chunk_bytes=777)
+        assert parts > 3
+        assert_same(streamed, whole)
+    assert len(whole.batch) == 400 and whole.batch.names()[0] == "k0" + trap
+
+
+PIECE_EVENT = st.fixed_dictionaries({
+    "ph": st.sampled_from(["X", "X", "i", "M", "s", "f", "Q"]),
+    "name": st.text(alphabet='ab}{,[] "\\', max_size=12),
+    "ts": st.one_of(st.integers(0, 10**16), st.decimals(0, 10**13, places=3).map(float),
+                    st.sampled_from(["1e3", None, "x"])),
+    "dur": st.integers(0, 10**6),
+    "args": st.one_of(st.just({}), st.dictionaries(st.sampled_from(["stream", "l", "}, {"]),
+                                                   st.one_of(st.integers(), st.lists(st.dictionaries(
+                                                       st.text(alphabet="}{,", max_size=3),
+                                                       st.integers(), max_size=2), max_size=2)),
+                                                   max_size=3))})
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(events=st.lists(PIECE_EVENT, min_size=1, max_size=40), piece=st.integers(40, 2000),
+       indent=st.sampled_from([None, 0, 2]))
+def test_any_event_list_streams_as_it_reads_whole(tmp_path_factory, events, piece, indent):
+    path = tmp_path_factory.mktemp("pieces") / "t.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events, "traceName": "x"},
+                               indent=indent))
+    try:
+        whole = read_whole(str(path))
+    except TraceError:
+        with pytest.raises(TraceError):
+            read_in_pieces(str(path), piece, chunk_bytes=97)
+        return
+    streamed, _ = read_in_pieces(str(path), piece, chunk_bytes=97)
+    assert_same(streamed, whole)
+
+
+@pytest.mark.parametrize("path", ALL_TRACES, ids=lambda p: p.name[:40])
+def test_timestamps_from_text_equal_exact_decimal_arithmetic(path):
+    text = gzip.open(path).read()
+    values = re.findall(rb'"(?:ts|dur)": ?(-?[0-9.]+)[,}\s]', text)
+    assert values
+    assert decimal_ns(values).tolist() == [int(Decimal(v.decode()) * 1000) for v in values]
+
+
+@pytest.mark.parametrize("text, expected", [
+    (b"0", 0), (b"-0", 0), (b"1.5", 1500), (b"-1.0005", -1000), (b"12.3456789", 12345),
+    (b"0.0009", 0), (b"1712195495406752.797", 1712195495406752797), (b"-12.05", -12050),
+    (b"3.000000000000000001", 3000)])
+def test_decimal_texts_are_cut_below_a_nanosecond_as_decimal_arithmetic_does(text, expected):
+    assert decimal_ns([b"7", text]).tolist() == [7000, expected] == [
+        7000, int(Decimal(text.decode()) * 1000)]
+
+
+@pytest.mark.parametrize("text", [b"1e3", b"null", b'"5"', b"99999999999999999", b"4611686018427388",
+                                  b"1.00000000000000000000001"])
+def test_texts_outside_the_vectorized_path_are_left_to_the_exact_one(text):
+    assert decimal_ns([b"1", text]) is None
+
+
+def test_a_trace_with_exponents_and_nulls_still_reads_exactly(tmp_path):
+    path = tmp_path / "odd.json"
+    path.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "a", "ts": 1.5e3, "dur": null},'
+                    '{"ph": "X", "cat": "kernel", "name": "b", "ts": 2000.25, "dur": 1E1},'
+                    '{"ph": "X", "cat": "kernel", "name": "c", "ts": "late", "dur": 1}]}')
+    rank = read_whole(str(path))
+    assert rank.batch.start_ns.tolist() == [1_500_000, 2_000_250]
+    assert rank.batch.end_ns.tolist() == [1_500_000, 2_010_250]
+    assert rank.meta["skipped_events"] == 1
+
+
+def test_invalid_json_in_the_middle_of_a_streamed_trace_is_one_clear_error(tmp_path):
+    events = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "ts": i, "dur": 1} for i in range(3000)]
+    text = json.dumps({"traceEvents": events}, indent=1)
+    middle = text.index('"k1500"')
+    path = tmp_path / "broken.json"
+    path.write_text(text[:middle] + '"k1500" oops' + text[middle + 7:])
+    with pytest.raises(TraceError) as whole:
+        read_whole(str(path))
+    with pytest.raises(TraceError) as streamed:
+        read_in_pieces(str(path), 2000, chunk_bytes=1000)
+    assert "invalid JSON" in str(whole.value) and "invalid JSON" in str(streamed.value)
