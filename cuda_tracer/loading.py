@@ -11,20 +11,21 @@ from __future__ import annotations
 import glob
 import os
 import threading
-from typing import Iterable
+from typing import Callable, Iterable
 
 from .jobs import check_one_job
 from .profile import Profile, RankProfile, TraceError
 from .profile_folder import is_profile_folder, read_profile_folder
 from .trace_files import is_trace_file, read_trace
-from .trace_input import open_regular, text_limit
+from .trace_input import text_size
 from .xplane import XPLANE_SUFFIX, read_xplane, xplane_files
 
-PEAK_PER_TEXT_BYTE = 4  # a reader's peak memory per byte of JSON text (measured: 208 MiB for 54 MB)
+PEAK_PER_TEXT_BYTE = 1  # a reader's peak memory per byte of JSON text (columns and a piece)
 
 
 def load_profile(paths: Iterable[str], workers: int | None = 1, *, skip_bad: bool = False,
-                 max_text_bytes: int | None = None, one_job: bool = False) -> Profile:
+                 max_text_bytes: int | None = None, one_job: bool = False,
+                 progress: Callable[[int, int], None] | None = None) -> Profile:
     """Load trace files, folders of trace files, profile folders and TensorFlow profiles (``.xplane.pb``,
     a run folder or a TF logdir) into one profile.
 
@@ -34,7 +35,8 @@ def load_profile(paths: Iterable[str], workers: int | None = 1, *, skip_bad: boo
     ``Profile.refused`` instead (a path that does not exist or a folder without traces still
     raises). ``max_text_bytes``: the most JSON text one gzip trace may decompress to
     (``trace_input.text_limit``). ``one_job``: raise ``TraceError`` when the ranks read are not
-    the ranks of one job (``jobs.check_one_job``).
+    the ranks of one job (``jobs.check_one_job``). ``progress(done, total)``: called with each count
+    of input bytes read and the total to read.
     """
     tasks: list[tuple[str, str]] = []  # (what, path) in input order
     for path in paths:
@@ -55,7 +57,9 @@ def load_profile(paths: Iterable[str], workers: int | None = 1, *, skip_bad: boo
         else:
             tasks.append(("xplane" if path.endswith(XPLANE_SUFFIX) else "trace", path))
     profile = Profile()
-    for (_, path), results in zip(tasks, _read_all(tasks, workers, max_text_bytes)):
+    total = sum(_input_bytes(what, path) for what, path in tasks)
+    report = (lambda n: progress(n, total)) if progress else None
+    for (_, path), results in zip(tasks, _read_all(tasks, workers, max_text_bytes, report)):
         for result in results:
             if isinstance(result, TraceError):
                 if not skip_bad:
@@ -70,23 +74,33 @@ def load_profile(paths: Iterable[str], workers: int | None = 1, *, skip_bad: boo
     return profile
 
 
-def _read_one(what: str, path: str, max_text_bytes: int | None) -> list[RankProfile | TraceError]:
+def _read_one(what: str, path: str, max_text_bytes: int | None, piece_workers: int = 1,
+              progress: Callable[[int], None] | None = None) -> list[RankProfile | TraceError]:
     """The ranks of one input, each a ``RankProfile`` or the ``TraceError`` that refused it."""
     if what == "profile folder":
-        return read_profile_folder(path)
-    try:
-        rank = read_xplane(path) if what == "xplane" else read_trace(path, max_text_bytes)
-    except TraceError as exc:
-        return [exc]
-    rank.meta["file"] = path
-    return [rank]
+        ranks = read_profile_folder(path)
+    else:
+        try:
+            if what == "xplane":
+                rank = read_xplane(path)
+            else:
+                rank = read_trace(path, max_text_bytes, piece_workers, progress)
+                progress = None  # reported as read
+        except TraceError as exc:
+            return [exc]
+        rank.meta["file"] = path
+        ranks = [rank]
+    if progress is not None:
+        progress(_input_bytes(what, path))
+    return ranks
 
 
-def _read_all(tasks: list[tuple[str, str]], workers: int | None,
-              max_text_bytes: int | None) -> list[list[RankProfile | TraceError]]:
+def _read_all(tasks: list[tuple[str, str]], workers: int | None, max_text_bytes: int | None,
+              progress: Callable[[int], None] | None) -> list[list[RankProfile | TraceError]]:
     n = _worker_count(tasks, workers)
-    if n < 2:
-        return [_read_one(what, path, max_text_bytes) for what, path in tasks]
+    if n < 2:  # one file at a time; a large one's pieces by several processes
+        piece_workers = _cores() if workers is None else workers
+        return [_read_one(what, path, max_text_bytes, piece_workers, progress) for what, path in tasks]
     import multiprocessing  # only here: a single file should not pay for their import
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
@@ -97,15 +111,27 @@ def _read_all(tasks: list[tuple[str, str]], workers: int | None,
     try:
         futures = [pool.submit(_read_one, what, path, max_text_bytes) for what, path in tasks]
         out = []
-        for (_, path), future in zip(tasks, futures):  # the first error in input order wins
+        for (what, path), future in zip(tasks, futures):  # the first error in input order wins
             try:
                 out.append(future.result())
             except BrokenProcessPool:
                 raise TraceError(path, "not read: a reader process was killed (out of memory?); "
                                        "read fewer trace files at once") from None
+            if progress is not None:
+                progress(_input_bytes(what, path))
         return out
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _input_bytes(what: str, path: str) -> int:
+    """The size of an input's files (what progress counts)."""
+    try:
+        if what == "profile folder":
+            return sum(e.stat().st_size for e in os.scandir(path) if e.is_file(follow_symlinks=False))
+        return os.path.getsize(path) if os.path.isfile(path) else 0
+    except OSError:
+        return 0
 
 
 def _worker_count(tasks: list[tuple[str, str]], workers: int | None) -> int:
@@ -117,7 +143,7 @@ def _worker_count(tasks: list[tuple[str, str]], workers: int | None) -> int:
         try:
             import psutil
 
-            per_file = PEAK_PER_TEXT_BYTE * max(map(_text_size, traces))
+            per_file = PEAK_PER_TEXT_BYTE * max(map(text_size, traces))
             n = min(n, max(1, psutil.virtual_memory().available // max(per_file, 1)))
         except Exception:
             pass
@@ -130,22 +156,6 @@ def _cores() -> int:
         return len(os.sched_getaffinity(0)) or 1
     except (AttributeError, OSError):
         return os.cpu_count() or 1
-
-
-def _text_size(path: str) -> int:
-    """Bytes of JSON text in a trace file: a gzip file's own record of it (its last four bytes, the
-    size modulo 4 GiB, so not below 8 bytes per compressed byte for files that large), else the
-    file size."""
-    try:
-        with open_regular(path) as f:  # not a regular file: its reader will say so
-            size = os.fstat(f.fileno()).st_size
-            if f.read(2) != b"\x1f\x8b" or size < 18:
-                return size
-            f.seek(-4, os.SEEK_END)
-            recorded = int.from_bytes(f.read(4), "little")
-        return min(max(recorded, size, 8 * size if size > 2**28 else 0), text_limit(size))
-    except (OSError, TraceError):
-        return 0
 
 
 def _number_unranked(ranks: list[RankProfile]) -> None:

@@ -98,15 +98,15 @@ def collectives(extra: "Extras", rows: np.ndarray, args: list) -> None:
     names = list(map(attrgetter("collective"), args))
     if names.count(None) == len(names):
         return
-    for j, value in enumerate(names):
-        if isinstance(value, str):
-            i, a = int(rows[j]), args[j]
-            extra.add(i, "collective", value)
-            extra.add_int(i, "in_nelems", a.in_nelems)
-            extra.add_int(i, "out_nelems", a.out_nelems)
-            extra.add_int(i, "group_size", a.group_size)
-            if isinstance(a.dtype, str):
-                extra.add(i, "dtype", a.dtype)
+    named = np.fromiter(map(isinstance, names, repeat(str)), bool, len(names))
+    for j in np.flatnonzero(named).tolist():  # few: the collectives among all events
+        i, a = int(rows[j]), args[j]
+        extra.add(i, "collective", names[j])
+        extra.add_int(i, "in_nelems", a.in_nelems)
+        extra.add_int(i, "out_nelems", a.out_nelems)
+        extra.add_int(i, "group_size", a.group_size)
+        if isinstance(a.dtype, str):
+            extra.add(i, "dtype", a.dtype)
 
 
 def gpu_columns(col: dict[str, np.ndarray], extra: "Extras", rows: np.ndarray, args: list,

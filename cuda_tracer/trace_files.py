@@ -21,7 +21,7 @@ import re
 import threading
 from itertools import repeat
 from operator import attrgetter
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 
@@ -33,7 +33,8 @@ from .trace_columns import (NS_PER_UNIT, TIME_LIMIT_NS, Extras, collectives, com
                             field_columns, gpu_columns, ints, memory_columns, string_index, times,
                             to_int, typed, usable_time)
 from .trace_assemble import Part, assemble
-from .trace_input import read_text, text_chunks
+from .trace_input import read_text, text_chunks, text_size
+from .trace_parallel import MIN_PARALLEL_TEXT, can_fork, read_parallel
 from .trace_stream import read_stream
 from .trace_times import decimal_ns
 from .trace_schema import (GPU_ARGS, HOST_ARGS, MEMORY_ARGS, METADATA_ARGS, PHASE_CODE,
@@ -72,16 +73,22 @@ def is_trace_file(path: str) -> bool:
 read_bytes = read_text  # the file's whole JSON text (trace_input)
 
 
-def read_trace(path: str, max_text_bytes: int | None = None) -> RankProfile:
+def read_trace(path: str, max_text_bytes: int | None = None, workers: int = 1,
+               progress: Callable[[int], None] | None = None) -> RankProfile:
     """Read one Kineto/Chrome trace file into a ``RankProfile``. Raises ``TraceError``.
 
-    The text is decompressed, split at event boundaries, decoded and converted one chunk at a
-    time (``trace_stream``), so memory holds the columns and one chunk, not the whole file.
-    ``max_text_bytes``: the most JSON text a gzip file may decompress to (``trace_input``)."""
+    The text is decompressed, split at event boundaries, decoded and converted one piece at a
+    time (``trace_stream``), so memory holds the columns and a piece, not the whole file; with
+    ``workers`` > 1, a large file's pieces are decoded by that many processes (``trace_parallel``).
+    ``max_text_bytes``: the most JSON text a gzip file may decompress to (``trace_input``).
+    ``progress``: called with each count of the file's bytes read."""
+    chunks = text_chunks(path, max_text_bytes, progress=progress)
     with _COLLECTOR_PAUSED:
-        parts: list[Part] = []
-        doc = read_stream(path, text_chunks(path, max_text_bytes),
-                          lambda events: parts.append(convert_part(events)))
+        if workers > 1 and can_fork() and text_size(path) >= MIN_PARALLEL_TEXT:
+            doc, parts = read_parallel(path, chunks, workers)
+        else:
+            parts = []
+            doc = read_stream(path, chunks, lambda events: parts.append(convert_part(events)))
         return finish(path, doc, parts)
 
 

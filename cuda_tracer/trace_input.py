@@ -16,7 +16,7 @@ import gzip
 import os
 import stat
 import zlib
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Callable, Iterator
 
 from .profile import TraceError
 
@@ -71,21 +71,48 @@ def text_limit(compressed_bytes: int, max_text_bytes: int | None = None) -> int:
     return max(MIN_TEXT_LIMIT, MAX_EXPANSION * compressed_bytes)
 
 
+def text_size(path: str) -> int:
+    """Bytes of JSON text in a trace file, without reading it: a gzip file's own record of it (its
+    last four bytes, the size modulo 4 GiB, so not below 8 bytes per compressed byte for files that
+    large) within the limit, else the file size; 0 for a file that cannot be read."""
+    try:
+        with open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            if f.read(2) != b"\x1f\x8b" or size < 18:
+                return size
+            f.seek(-4, os.SEEK_END)
+            recorded = int.from_bytes(f.read(4), "little")
+        return min(max(recorded, size, 8 * size if size > 2**28 else 0), text_limit(size))
+    except (OSError, TraceError):
+        return 0
+
+
 def is_gzip(f: BinaryIO) -> bool:
     head = f.read(2)
     f.seek(0)
     return head == b"\x1f\x8b"
 
 
-def text_chunks(path: str, max_text_bytes: int | None = None,
-                chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+def text_chunks(path: str, max_text_bytes: int | None = None, chunk_bytes: int = CHUNK_BYTES,
+                progress: Callable[[int], None] | None = None) -> Iterator[bytes]:
     """The file's JSON text in chunks of at most ``chunk_bytes``, gunzipped when it is gzip (by
     content, not by name). Raises ``TraceError`` for an unreadable file, corrupt gzip data, or text
-    beyond the limit (see the module docstring)."""
+    beyond the limit (see the module docstring). ``progress`` is called with each count of the
+    file's own bytes read (compressed bytes for gzip)."""
     with open_regular(path) as f:
+        done = 0
+
+        def report() -> None:
+            nonlocal done
+            if progress is not None:
+                now = f.tell()
+                progress(now - done)
+                done = now
+
         try:
             if not is_gzip(f):
                 while chunk := f.read(chunk_bytes):
+                    report()
                     yield chunk
                 return
             limit = text_limit(os.fstat(f.fileno()).st_size, max_text_bytes)
@@ -95,6 +122,7 @@ def text_chunks(path: str, max_text_bytes: int | None = None,
                     total += len(chunk)
                     if total > limit:
                         raise TraceError(path, _too_large(limit, max_text_bytes))
+                    report()
                     yield chunk
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise TraceError(path, f"corrupt or truncated gzip data ({exc})") from None

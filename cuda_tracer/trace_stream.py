@@ -29,14 +29,18 @@ HEAD_LIMIT = 64 << 20  # where the event array must have begun for the text to b
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _WHITESPACE = b" \t\r\n"
 _ANY = msgspec.json.Decoder()
+_JSON_LIST = msgspec.json.Decoder(list[msgspec.Raw])  # checks a piece is a list, decodes nothing
 _ATTEMPTS = 32  # boundaries tried per piece (each a decode): bounds the work on adversarial text
 _ERROR_BYTE = re.compile(r"\(byte (\d+)\)")
 
 
-def read_stream(path: str, chunks: Iterable[bytes], on_events: Callable[[list], None],
-                piece_bytes: int = PIECE_BYTES) -> TraceFile:
+def read_stream(path: str, chunks: Iterable[bytes], on_events: Callable[[Any], None],
+                piece_bytes: int = PIECE_BYTES, decode: bool = True) -> TraceFile:
     """Decode ``chunks`` of a trace's text, handing each piece's decoded events to ``on_events``
-    in file order; returns the file's fields with the events not handed on. Raises ``TraceError``."""
+    in file order; returns the file's fields with the events not handed on. Raises ``TraceError``.
+
+    ``decode`` False: each piece is only checked to be a JSON list, and handed on as its text
+    (``b"[...]"``), for ``decode_events`` elsewhere (another process)."""
     it = iter(chunks)
     buf = bytearray()
     head_end = None
@@ -55,7 +59,7 @@ def read_stream(path: str, chunks: Iterable[bytes], on_events: Callable[[list], 
     for chunk in it:
         buf += chunk
         while len(buf) > piece_bytes:
-            cut = _decode_piece(path, buf, consumed, on_events)
+            cut = _decode_piece(path, buf, consumed, on_events, decode)
             if cut is None:
                 break  # one event longer than a piece: wait for more text
             del buf[:cut + 1]
@@ -102,8 +106,8 @@ def _boundaries(buf: bytearray, end: int):
         i = j
 
 
-def _decode_piece(path: str, buf: bytearray, consumed: int,
-                  on_events: Callable[[list], None]) -> int | None:
+def _decode_piece(path: str, buf: bytearray, consumed: int, on_events: Callable[[Any], None],
+                  decode: bool) -> int | None:
     """Decode the events before the buffer's last boundary that is one, and hand them on; returns
     the boundary's comma position, or None when none is found yet (more text may hold one; text
     that is not JSON is then reported by the decode of the rest)."""
@@ -115,7 +119,7 @@ def _decode_piece(path: str, buf: bytearray, consumed: int,
             continue
         piece = b"[" + bytes(memoryview(buf)[:cut]) + b"]"
         try:
-            events = _decode_events(piece)
+            events = decode_events(piece) if decode else _JSON_LIST.decode(piece)
         except msgspec.DecodeError as exc:  # a cut inside a string or a nested value: go earlier
             m = _ERROR_BYTE.search(str(exc))
             if m:
@@ -126,13 +130,15 @@ def _decode_piece(path: str, buf: bytearray, consumed: int,
                                    f"byte {consumed})") from None
         except RecursionError:
             raise TraceError(path, "not a Chrome/Kineto trace (JSON nested too deeply)") from None
-        del piece
-        on_events(events)
+        if decode:
+            del piece
+        on_events(events if decode else piece)
         return cut
     return None
 
 
-def _decode_events(piece: bytes) -> list:
+def decode_events(piece: bytes) -> list:
+    """A piece of the event list (``b"[...]"``) as events."""
     try:
         return TAGGED_EVENTS.decode(piece)
     except msgspec.ValidationError:  # an unusual phase or event: read it the loose way

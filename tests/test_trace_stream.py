@@ -150,3 +150,44 @@ def test_invalid_json_in_the_middle_of_a_streamed_trace_is_one_clear_error(tmp_p
     with pytest.raises(TraceError) as streamed:
         read_in_pieces(str(path), 2000, chunk_bytes=1000)
     assert "invalid JSON" in str(whole.value) and "invalid JSON" in str(streamed.value)
+
+
+READ_BY_PROCESSES = """
+import json, pickle, sys
+from cuda_tracer import trace_files, trace_input, trace_parallel, trace_stream
+trace_files.MIN_PARALLEL_TEXT = 0  # every file, however small
+trace_files.text_chunks = lambda path, limit=None, progress=None: trace_input.text_chunks(
+    path, limit, int(sys.argv[2]) // 2, progress)
+pieces = []
+
+def small_pieces(path, chunks, on_events, decode=True):
+    def counted(piece):
+        pieces.append(decode)
+        on_events(piece)
+    return trace_stream.read_stream(path, chunks, counted, int(sys.argv[2]), decode)
+
+trace_files.read_stream = trace_parallel.read_stream = small_pieces
+serial = trace_files.read_trace(sys.argv[1])
+parallel = trace_files.read_trace(sys.argv[1], workers=2)
+print(json.dumps({"serial": pieces.count(True), "parallel": pieces.count(False)}))
+pickle.dump((serial, parallel), open(sys.argv[3], "wb"))
+"""
+
+
+@pytest.mark.parametrize("name", ["tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+                                  "hta/nccl_parser_config/nccl_data.json.gz"])
+def test_pieces_decoded_by_reader_processes_equal_one_process(tmp_path, name):
+    """Run in a fresh interpreter (readers are forked only from a single-threaded process)."""
+    import pickle
+    import subprocess
+    import sys
+
+    out = tmp_path / "ranks.pickle"
+    result = subprocess.run([sys.executable, "-c", READ_BY_PROCESSES, str(trace(name)), "500000",
+                             str(out)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    pieces = json.loads(result.stdout)
+    assert pieces["parallel"] == pieces["serial"] >= 5  # the pool really converted pieces
+    serial, parallel = pickle.loads(out.read_bytes())
+    assert_same(parallel, serial)
+    assert len(serial.batch) > 10_000
