@@ -1,5 +1,7 @@
 """One module per ``otel-profiler`` subcommand; each defines ``register(subparsers)``."""
 
+import contextlib
+
 COMMANDS = ("summary", "report", "run", "trigger", "export", "replay", "stack")
 """Subcommand modules, in the order ``--help`` lists them."""
 
@@ -28,8 +30,10 @@ def load_inputs(args) -> tuple:
     from cuda_tracer.loading import load_profile
 
     max_text = args.max_json_mb << 20 if getattr(args, "max_json_mb", None) else None
-    profile = load_profile(args.inputs, workers=args.jobs, skip_bad=True, max_text_bytes=max_text,
-                           one_job=not getattr(args, "separate", False))
+    with progress_bar("reading", "B") as progress:
+        profile = load_profile(args.inputs, workers=args.jobs, skip_bad=True,
+                               max_text_bytes=max_text, one_job=not getattr(args, "separate", False),
+                               progress=progress)
     if not profile.ranks and profile.refused:
         for exc in profile.refused[:-1]:
             print(f"otel-profiler: error: {exc}", file=sys.stderr)
@@ -37,6 +41,37 @@ def load_inputs(args) -> tuple:
     for exc in profile.refused:
         print(f"otel-profiler: error: {exc} (left out; the other ranks are used)", file=sys.stderr)
     return profile, 2 if profile.refused else 0
+
+
+PROGRESS_DELAY_S = 2.0
+"""A progress bar shows only for work that takes longer than this."""
+
+
+@contextlib.contextmanager
+def progress_bar(what: str, unit: str):
+    """A progress bar on stderr (tqdm) for work longer than ``PROGRESS_DELAY_S``, when stderr is a
+    terminal; yields ``update(done, total)``, or None when there is no bar."""
+    import sys
+
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(desc=what, total=0, unit=unit, unit_scale=True, unit_divisor=1024 if unit == "B" else 1000,
+               delay=PROGRESS_DELAY_S, leave=False, file=sys.stderr)
+
+    def update(done: int, total: int) -> None:
+        if bar.total != total:
+            bar.total = total
+        bar.update(done)
+        if bar.n >= total:
+            bar.refresh()  # the last state shows, however soon after the one before
+
+    try:
+        yield update
+    finally:
+        bar.close()
 
 
 def count(text: str) -> int:

@@ -17,7 +17,7 @@ from .. import config
 from ..exporter import Counters, ExportConfig, Pipeline, warn
 from ..sinks import PROTOCOLS, resolve_target
 from ..span_options import options_from_settings
-from . import add_inputs, load_inputs
+from . import add_inputs, load_inputs, progress_bar
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -72,18 +72,15 @@ def run(args: argparse.Namespace) -> int:
                                  retry_s=float(values["OTEL_PROFILER_EXPORT_RETRY_S"]), span_options=options)
     counters = Counters()
     pipeline = Pipeline(export_config, counters)
-    tty = sys.stderr.isatty()
+    events = sum(len(rank.batch) for rank in profile.ranks)
     try:
-        for i, rank in enumerate(profile.ranks, 1):
-            if tty:
-                sys.stderr.write(f"\rexporting rank {rank.rank} ({i}/{len(profile.ranks)}), "
-                                 f"{len(rank.batch)} events ...")
-                sys.stderr.flush()
-            pipeline.handle(rank.meta, rank.batch)
+        with progress_bar("exporting", " events") as progress:
+            for rank in profile.ranks:
+                pipeline.handle(rank.meta, rank.batch)
+                if progress:
+                    progress(len(rank.batch), events)
     finally:
         pipeline.close()
-        if tty:
-            sys.stderr.write("\r\033[K")
     c = counters.snapshot()
     where = ", ".join(x for x in (target.describe() if target else "", args.output or "") if x)
     print(f"exported {c['spans_built']} spans of {len(profile.ranks)} rank(s) to {where}"
