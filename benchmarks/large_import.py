@@ -1,0 +1,143 @@
+"""Trace import at scale, side by side with Holistic Trace Analysis (HTA) 0.5.0, in one run.
+
+1. Every shared trace: the time to read it into memory, ours (``load_profile``) and HTA's
+   (``TraceAnalysis`` on a folder holding it), each in a fresh process after its imports, the
+   ratio per trace (target >= 8x).
+2. A 2M-event trace (``large_trace.py``: a shared trace's events repeated with shifted times and
+   ids, built once into ``benchmarks/.cache``): ``otel-profiler summary`` as a user runs it, whole
+   process (interpreter start to exit), in events per second of the file (target >= 700k/s) and
+   the peak resident memory of its process tree (sampled every 20 ms; target <= 600 MiB), for
+   ``-j 1`` and the default (its pieces decoded by as many processes as cores); HTA's load of the
+   same file beside it.
+
+    python benchmarks/large_import.py [--events 2000000] [--skip-hta-large] [--only-large]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+from large_trace import SHARED, large_trace  # noqa: E402
+
+OURS_LOAD = """
+import json, sys, time
+from cuda_tracer.loading import load_profile
+t = time.perf_counter()
+profile = load_profile([sys.argv[1]], workers=None)
+print(json.dumps({"seconds": time.perf_counter() - t, "events": len(profile.batch())}))
+"""
+
+HTA_LOAD = """
+import json, logging, os, shutil, sys, tempfile, time
+logging.disable(logging.CRITICAL)
+from hta.trace_analysis import TraceAnalysis
+folder = tempfile.mkdtemp()
+shutil.copy(sys.argv[1], os.path.join(folder, os.path.basename(sys.argv[1])))
+t = time.perf_counter()
+analyzer = TraceAnalysis(trace_dir=folder)
+seconds = time.perf_counter() - t
+shutil.rmtree(folder)
+print(json.dumps({"seconds": seconds}))
+"""
+
+
+def run_measured(cmd: list[str]) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS (MiB) of the whole process tree (sampled), and stdout."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    out = tempfile.TemporaryFile()
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env)
+    peak = 0
+    root = psutil.Process(proc.pid)
+    while proc.poll() is None:
+        try:
+            rss = root.memory_info().rss + sum(c.memory_info().rss for c in root.children(recursive=True))
+            peak = max(peak, rss)
+        except psutil.Error:
+            pass
+        time.sleep(0.02)
+    wall = time.perf_counter() - start
+    out.seek(0)
+    if proc.returncode:
+        raise SystemExit(f"{cmd[:4]} failed with exit code {proc.returncode}")
+    return wall, peak / 2**20, out.read().decode()
+
+
+def python(code: str, *args: str) -> dict:
+    _, peak, out = run_measured([sys.executable, "-c", code, *args])
+    return dict(json.loads(out.strip().splitlines()[-1]), peak_mib=peak)
+
+
+def every_shared_trace() -> None:
+    print("1. every shared trace: read into memory, after imports (s); one fresh process each")
+    print(f"{'trace':48} {'events':>8} {'ours':>7} {'HTA':>7} {'ratio':>6}")
+    ratios = []
+    for path in sorted(Path(SHARED).rglob("*.json.gz")):
+        ours = python(OURS_LOAD, str(path))
+        hta = python(HTA_LOAD, str(path))
+        ratios.append(hta["seconds"] / ours["seconds"])
+        print(f"{path.name[:48]:48} {ours['events']:8d} {ours['seconds']:7.3f} {hta['seconds']:7.3f} "
+              f"{ratios[-1]:5.1f}x")
+    print(f"lowest ratio {min(ratios):.1f}x, median {sorted(ratios)[len(ratios) // 2]:.1f}x "
+          "(target >= 8x on every trace)")
+
+
+def large(events: int, with_hta: bool) -> None:
+    path = large_trace(events)
+    n = _file_events(path)
+    print(f"\n2. {os.path.basename(path)}: {n:,} events, {os.path.getsize(path) / 2**20:.0f} MiB gzip")
+    print(f"{'run':44} {'wall (s)':>9} {'events/s':>10} {'peak MiB':>9}")
+    rows = []
+    for label, jobs in (("otel-profiler summary -j 1", ["-j", "1"]), ("otel-profiler summary", [])):
+        wall, peak, _ = run_measured([sys.executable, "-m", "otel_profiler", "summary", *jobs,
+                                      "--format", "json", "-o", os.devnull, path])
+        rows.append((label, wall, peak))
+    if with_hta:
+        wall, peak, _ = run_measured([sys.executable, "-c", HTA_LOAD, path])
+        rows.append(("HTA 0.5.0 TraceAnalysis load (whole process)", wall, peak))
+    for label, wall, peak in rows:
+        print(f"{label:44} {wall:9.1f} {n / wall:10,.0f} {peak:9.0f}")
+    if with_hta:
+        print(f"speed-up vs HTA: {rows[-1][1] / rows[1][1]:.1f}x (default), "
+              f"{rows[-1][1] / rows[0][1]:.1f}x (-j 1); targets: >= 700k events/s, <= 600 MiB")
+    load = os.getloadavg()[0]
+    print(f"load average during the run: {load:.1f} on {os.cpu_count()} cores "
+          "(figures scale with the CPU time left to this benchmark)")
+
+
+def _file_events(path: str) -> int:
+    """Events in the file's traceEvents (every phase), counted from its text."""
+    import gzip
+
+    n = 0
+    with gzip.open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            n += chunk.count(b'"ph":')
+    return n
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=2_000_000)
+    parser.add_argument("--skip-hta-large", action="store_true")
+    parser.add_argument("--only-large", action="store_true")
+    args = parser.parse_args()
+    if not args.only_large:
+        every_shared_trace()
+    large(args.events, not args.skip_hta_large)
+
+
+if __name__ == "__main__":
+    main()
