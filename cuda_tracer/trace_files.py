@@ -238,7 +238,7 @@ def convert_part(all_events: list[Any], ns_per_unit: int = 1000) -> Part:
     col["pid"] = np.where(gpu, MISSING, pids)
     col["tid"] = np.where(gpu, MISSING, tids)
     memcpy = np.flatnonzero(kinds == Kind.MEMCPY)
-    direction = {n: memcpy_kind_from_name(strings[n]) for n in np.unique(name_ids[memcpy]).tolist()}
+    direction = {n: memcpy_kind_from_name(strings[n]) for n in set(name_ids[memcpy].tolist())}
     col["subkind"][memcpy] = [direction[n] for n in name_ids[memcpy].tolist()]
     extra.step = 40
     for i in np.flatnonzero(kinds == Kind.OTHER).tolist():
