@@ -31,30 +31,37 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 from large_trace import SHARED, large_trace  # noqa: E402
 
+CPU = ("(lambda u, c: u.ru_utime + u.ru_stime + c.ru_utime + c.ru_stime)("
+       "resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN))")
+
 OURS_LOAD = """
-import json, sys, time
+import json, resource, sys, time
 from cuda_tracer.loading import load_profile
-t = time.perf_counter()
+cpu, t = %s, time.perf_counter()
 profile = load_profile([sys.argv[1]], workers=None)
-print(json.dumps({"seconds": time.perf_counter() - t, "events": len(profile.batch())}))
-"""
+print(json.dumps({"seconds": time.perf_counter() - t, "cpu": %s - cpu, "events": len(profile.batch())}))
+""" % (CPU, CPU)
 
 HTA_LOAD = """
-import json, logging, os, shutil, sys, tempfile, time
+import json, logging, os, resource, shutil, sys, tempfile, time
 logging.disable(logging.CRITICAL)
 from hta.trace_analysis import TraceAnalysis
 folder = tempfile.mkdtemp()
 shutil.copy(sys.argv[1], os.path.join(folder, os.path.basename(sys.argv[1])))
-t = time.perf_counter()
+cpu, t = %s, time.perf_counter()
 analyzer = TraceAnalysis(trace_dir=folder)
-seconds = time.perf_counter() - t
+seconds, cpu = time.perf_counter() - t, %s - cpu
 shutil.rmtree(folder)
-print(json.dumps({"seconds": seconds}))
-"""
+print(json.dumps({"seconds": seconds, "cpu": cpu}))
+""" % (CPU, CPU)
 
 
-def run_measured(cmd: list[str]) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS (MiB) of the whole process tree (sampled), and stdout."""
+def run_measured(cmd: list[str]) -> tuple[float, float, str, float]:
+    """Wall seconds, peak RSS (MiB) of the whole process tree (sampled), stdout, and CPU seconds
+    of the tree (user + system)."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     env = dict(os.environ, PYTHONPATH=str(REPO))
     out = tempfile.TemporaryFile()
     start = time.perf_counter()
@@ -69,46 +76,53 @@ def run_measured(cmd: list[str]) -> tuple[float, float, str]:
             pass
         time.sleep(0.02)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     out.seek(0)
     if proc.returncode:
         raise SystemExit(f"{cmd[:4]} failed with exit code {proc.returncode}")
-    return wall, peak / 2**20, out.read().decode()
+    return wall, peak / 2**20, out.read().decode(), cpu
 
 
 def python(code: str, *args: str) -> dict:
-    _, peak, out = run_measured([sys.executable, "-c", code, *args])
+    _, peak, out, _ = run_measured([sys.executable, "-c", code, *args])
     return dict(json.loads(out.strip().splitlines()[-1]), peak_mib=peak)
 
 
 def every_shared_trace() -> None:
-    print("1. every shared trace: read into memory, after imports (s); one fresh process each")
-    print(f"{'trace':48} {'events':>8} {'ours':>7} {'HTA':>7} {'ratio':>6}")
-    ratios = []
+    print("1. every shared trace: read into memory, after imports; one fresh process each;")
+    print("   wall seconds and CPU seconds (user + system, readers included)")
+    print(f"{'trace':44} {'events':>7} {'ours':>6} {'HTA':>6} {'ratio':>6} {'ours cpu':>8} "
+          f"{'HTA cpu':>7} {'ratio':>6}")
+    ratios, cpu_ratios = [], []
     for path in sorted(Path(SHARED).rglob("*.json.gz")):
         ours = python(OURS_LOAD, str(path))
         hta = python(HTA_LOAD, str(path))
         ratios.append(hta["seconds"] / ours["seconds"])
-        print(f"{path.name[:48]:48} {ours['events']:8d} {ours['seconds']:7.3f} {hta['seconds']:7.3f} "
-              f"{ratios[-1]:5.1f}x")
-    print(f"lowest ratio {min(ratios):.1f}x, median {sorted(ratios)[len(ratios) // 2]:.1f}x "
-          "(target >= 8x on every trace)")
+        cpu_ratios.append(hta["cpu"] / max(ours["cpu"], 1e-3))
+        print(f"{path.name[:44]:44} {ours['events']:7d} {ours['seconds']:6.2f} {hta['seconds']:6.2f} "
+              f"{ratios[-1]:5.1f}x {ours['cpu']:8.2f} {hta['cpu']:7.2f} {cpu_ratios[-1]:5.1f}x")
+    for name, r in (("wall", ratios), ("CPU", cpu_ratios)):
+        print(f"{name}: lowest ratio {min(r):.1f}x, median {sorted(r)[len(r) // 2]:.1f}x "
+              "(target >= 8x on every trace)")
 
 
 def large(events: int, with_hta: bool) -> None:
     path = large_trace(events)
     n = _file_events(path)
     print(f"\n2. {os.path.basename(path)}: {n:,} events, {os.path.getsize(path) / 2**20:.0f} MiB gzip")
-    print(f"{'run':44} {'wall (s)':>9} {'events/s':>10} {'peak MiB':>9}")
+    print(f"{'run (whole process)':40} {'wall (s)':>8} {'events/s':>9} {'CPU (s)':>8} "
+          f"{'ev/CPU-s':>9} {'peak MiB':>8}")
     rows = []
     for label, jobs in (("otel-profiler summary -j 1", ["-j", "1"]), ("otel-profiler summary", [])):
-        wall, peak, _ = run_measured([sys.executable, "-m", "otel_profiler", "summary", *jobs,
-                                      "--format", "json", "-o", os.devnull, path])
-        rows.append((label, wall, peak))
+        wall, peak, _, cpu = run_measured([sys.executable, "-m", "otel_profiler", "summary", *jobs,
+                                           "--format", "json", "-o", os.devnull, path])
+        rows.append((label, wall, peak, cpu))
     if with_hta:
-        wall, peak, _ = run_measured([sys.executable, "-c", HTA_LOAD, path])
-        rows.append(("HTA 0.5.0 TraceAnalysis load (whole process)", wall, peak))
-    for label, wall, peak in rows:
-        print(f"{label:44} {wall:9.1f} {n / wall:10,.0f} {peak:9.0f}")
+        wall, peak, _, cpu = run_measured([sys.executable, "-c", HTA_LOAD, path])
+        rows.append(("HTA 0.5.0 TraceAnalysis load", wall, peak, cpu))
+    for label, wall, peak, cpu in rows:
+        print(f"{label:40} {wall:8.1f} {n / wall:9,.0f} {cpu:8.1f} {n / cpu:9,.0f} {peak:8.0f}")
     if with_hta:
         print(f"speed-up vs HTA: {rows[-1][1] / rows[1][1]:.1f}x (default), "
               f"{rows[-1][1] / rows[0][1]:.1f}x (-j 1); targets: >= 700k events/s, <= 600 MiB")

@@ -6,11 +6,12 @@ Covers every generation of the PyTorch profiler's output: the 2021 categories (`
 timestamps and ns-resolution decimal timestamps relative to ``baseTimeNanoseconds``, ROCm ``hip*``
 launches and CPU-only traces.
 
-The file is decoded against the typed schema of ``trace_schema`` (only the fields we use, one struct
-per phase, ``args`` decoded per kind once the kinds are known). Conversion to columns is then a few
-C-level passes per field (no Python loop per event), with the cycle collector paused. Timestamps are
-decoded as ``Decimal`` so that ``"1712195495519695.8"`` µs becomes exactly ``1712195495519695800`` ns
-(a float would be 50 ns off).
+The text is read as a stream (``trace_stream``): pieces of the event list are decoded against the
+typed schema of ``trace_schema`` (only the fields we use, one struct per phase, ``args`` decoded per
+kind once the kinds are known) and converted to columns (``convert_part``: a few C-level passes per
+field, no Python loop per event, the cycle collector paused); ``trace_assemble`` joins the pieces
+in whole-file order. Timestamps are converted from their decimal text (``trace_times``), so that
+``"1712195495519695.8"`` µs becomes exactly ``1712195495519695800`` ns (a float would be 50 ns off).
 """
 
 from __future__ import annotations
