@@ -7,7 +7,7 @@
   compressed size (real Kineto traces compress 7 to 30 times), and never less than
   ``MIN_TEXT_LIMIT``; the reader stops at the limit, so a gzip bomb costs one chunk of memory, not
   its whole expansion. ``max_text_bytes`` (the command line's ``--max-json-mb``) sets the limit
-  explicitly instead.
+  explicitly instead. Gzip is decompressed by ISA-L (``isal``) when it is installed.
 """
 
 from __future__ import annotations
@@ -19,6 +19,14 @@ import zlib
 from typing import BinaryIO, Callable, Iterator
 
 from .profile import TraceError
+
+try:  # ISA-L's gzip reader: the same results, about three times faster than zlib's
+    from isal.igzip import GzipFile
+    from isal.isal_zlib import error as _IsalError
+except ImportError:  # pragma: no cover - isal is a dependency; zlib still reads every file
+    GzipFile = gzip.GzipFile
+    _IsalError = zlib.error
+_GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, _IsalError)
 
 MAX_EXPANSION = 100
 """The most JSON text per byte of gzip a trace file may hold, unless set explicitly."""
@@ -117,14 +125,14 @@ def text_chunks(path: str, max_text_bytes: int | None = None, chunk_bytes: int =
                 return
             limit = text_limit(os.fstat(f.fileno()).st_size, max_text_bytes)
             total = 0
-            with gzip.GzipFile(fileobj=f, mode="rb") as z:
+            with GzipFile(fileobj=f, mode="rb") as z:
                 while chunk := z.read(min(chunk_bytes, limit + 1 - total)):
                     total += len(chunk)
                     if total > limit:
                         raise TraceError(path, _too_large(limit, max_text_bytes))
                     report()
                     yield chunk
-        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        except _GZIP_ERRORS as exc:
             raise TraceError(path, f"corrupt or truncated gzip data ({exc})") from None
         except OSError as exc:
             raise TraceError(path, f"cannot read ({exc.strerror or exc})") from None
