@@ -13,9 +13,9 @@ def add_inputs(parser) -> None:
                              "files, a profile folder written by `otel-profiler run`, or a TensorFlow "
                              "profile (.xplane.pb or its logdir); several may be given")
     parser.add_argument("-j", "--jobs", type=count, default=None, metavar="N",
-                        help="processes reading traces: several files at once, or the pieces of "
-                             "one large file (default: as many as the cores, the files and the "
-                             "free memory allow; 1: one process)")
+                        help="processes reading traces: several files at once (default: as many as the "
+                             "cores, the files and the free memory allow), or the pieces of one large "
+                             "file (only when N > 1 is given; 1: one process)")
     parser.add_argument("--max-json-mb", type=count, default=None, metavar="MB",
                         help="the most JSON text (MiB) one gzip trace may decompress to (default: "
                              "100 times its compressed size, at least 64 MiB)")
