@@ -100,6 +100,7 @@ def tables(summary: dict, top: int = 20, full_names: bool = True) -> list[Table]
         out.append(Table(f"{title} (top {top})", ("Instances", *_STATS, "Name"),
                          [(r["instances"], *_stat_cells(r), r["name"]) for r in summary[key][:top]],
                          title[0].lower() + title[1:] if title.startswith("U") else title))
+    out.extend(operator_tables(summary, top, full_names))
     steps = summary["steps"]
     d = steps["duration_us"]
     source = f", from {steps['source']}" if steps.get("source") else ""
@@ -112,6 +113,36 @@ def tables(summary: dict, top: int = 20, full_names: bool = True) -> list[Table]
                          ("Severity", "Scope", "Rule", "Evidence", "Recommendation"),
                          [(i["severity"], i["scope"], i["rule"], i["evidence"], i["recommendation"])
                           for i in summary["insights"]], "insights (no rule fired)"))
+    return out
+
+
+def operator_tables(summary: dict, top: int, full_names: bool) -> list[Table]:
+    """The operator view: operators by the GPU time of the kernels they launched, and the kernels
+    of CUDA graphs and compiled regions."""
+    ops = summary.get("operators")
+    if not ops:
+        return []
+    lost = ops["unattributed"]
+    title = (f"Operators (top {top} of {len(ops['by_name'])}; {ops['attributed_us']:,.0f} of "
+             f"{ops['kernel_total_us']:,.0f} us of kernel time attributed")
+    missing = lost["no_launch"]["kernels"] + lost["no_operator"]["kernels"]
+    title += f"; {missing} kernels without an operator)" if missing else ")"
+
+    def top_kernel(r: dict) -> str:
+        if not r["top_kernels"]:
+            return "-"
+        k = r["top_kernels"][0]
+        return k["name"] if full_names else k["name"][:60]
+
+    out = [Table(title, ("GPU %", "Self GPU (us)", "Total GPU (us)", "Calls", "Self CPU (us)",
+                         "Total CPU (us)", "Kernels", "Name", "Top kernel"),
+                 [(r["gpu_pct"], r["self_gpu_us"], r["total_gpu_us"], r["calls"], r["self_cpu_us"],
+                   r["total_cpu_us"], r["kernels"], r["name"], top_kernel(r))
+                  for r in ops["by_name"][:top]], "operators (aten::*, record_function)")]
+    if ops["regions"]:
+        out.append(Table("Kernels of CUDA graphs and compiled regions",
+                         ("Kind", "Kernels", "GPU (us)", "Region"),
+                         [(r["kind"], r["kernels"], r["gpu_us"], r["name"]) for r in ops["regions"]]))
     return out
 
 

@@ -1,6 +1,6 @@
 """Builds the self-contained HTML report: one file holding the data (JSON, timeline columns as base64
 typed arrays) and the inlined CSS and JavaScript from ``assets/`` (``report.js``: helpers, dashboard,
-tables, insights; ``timeline.js``: the canvas timeline; ``page.js``: tabs); it needs no network to
+tables, insights; ``operators.js``: the operator view; ``timeline.js``: the canvas timeline; ``page.js``: tabs); it needs no network to
 open.
 
 Untrusted names (kernels, annotations) travel only inside the JSON data block, with every ``<``
@@ -91,7 +91,7 @@ def report_data(profile: Profile, thresholds: Thresholds | None = None,
     }
 
 
-_SCRIPTS = ("report.js", "timeline.js", "page.js")  # helpers and tabs, the timeline, the page: in order
+_SCRIPTS = ("report.js", "operators.js", "timeline.js", "page.js")  # helpers and tabs, the timeline, the page: in order
 
 
 def _asset(name: str) -> str:

@@ -1,0 +1,65 @@
+"""The Operators tab of the HTML report in real headless Chromium: its rows equal the summary's
+operator view, a click shows the operator's kernels, regions are listed; no console errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from cuda_tracer.loading import load_profile
+from otel_profiler.analysis.summary import summarize
+from otel_profiler.report.html import write_report
+
+from conftest import trace
+from test_report_browser import _collect_logs, _open, browser  # noqa: F401  (fixture)
+
+from selenium.webdriver.common.by import By  # noqa: E402  (test_report_browser skips without it)
+
+NEG = "hta/negative_queue_length_values_check/rank0.json.gz"  # CUDA graph and compiled regions
+CPU_ONLY = "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ops")
+    out = {}
+    for key, rel in (("neg", NEG), ("cpu", CPU_ONLY)):
+        profile = load_profile([str(trace(rel))])
+        html = folder / f"{key}.html"
+        write_report(profile, str(html))
+        out[key] = (html.as_uri(), summarize(profile))
+    return out
+
+
+def test_operator_table_and_drill_down(browser, pages):  # noqa: F811
+    url, summary = pages["neg"]
+    _open(browser, url)
+    browser.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=operators]").click()
+    table = browser.find_element(By.ID, "stat-operators")
+    rows = table.find_elements(By.CSS_SELECTOR, "tbody tr")
+    expected = summary["operators"]["by_name"]
+    assert len(rows) == len(expected)
+    first = rows[0].find_elements(By.TAG_NAME, "td")
+    assert first[-1].get_attribute("data-value") == expected[0]["name"]
+    assert float(first[1].get_attribute("data-value")) == pytest.approx(expected[0]["self_gpu_us"])
+    rows[0].click()
+    details = browser.find_element(By.ID, "op-details")
+    assert details.find_element(By.TAG_NAME, "h2").text == expected[0]["name"]
+    shown = [(td.get_attribute("title").split("\n\n")[0],
+              float(tr.find_elements(By.TAG_NAME, "td")[2].get_attribute("data-value")))
+             for tr in details.find_elements(By.CSS_SELECTOR, "tbody tr")
+             for td in tr.find_elements(By.CSS_SELECTOR, "td.name")]
+    assert shown == [(k["name"], pytest.approx(k["gpu_us"])) for k in expected[0]["top_kernels"]]
+    regions = browser.find_element(By.ID, "op-regions").find_elements(By.TAG_NAME, "h3")
+    assert [h.text.split(" (")[0] for h in regions] == [g["name"] for g in summary["operators"]["regions"]]
+    assert _collect_logs(browser) == []
+
+
+def test_cpu_only_profile_lists_operators_without_gpu_time(browser, pages):  # noqa: F811
+    url, summary = pages["cpu"]
+    _open(browser, url)
+    browser.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=operators]").click()
+    rows = browser.find_elements(By.CSS_SELECTOR, "#stat-operators tbody tr")
+    assert len(rows) == len(summary["operators"]["by_name"]) > 0
+    rows[0].click()
+    assert "launched no kernel" in browser.find_element(By.ID, "op-details").text
+    assert _collect_logs(browser) == []
