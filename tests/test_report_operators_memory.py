@@ -63,3 +63,27 @@ def test_cpu_only_profile_lists_operators_without_gpu_time(browser, pages):  # n
     rows[0].click()
     assert "launched no kernel" in browser.find_element(By.ID, "op-details").text
     assert _collect_logs(browser) == []
+
+
+def test_diff_page_shows_the_diff(browser, tmp_path):  # noqa: F811
+    import json
+    import subprocess
+    import sys
+
+    base, new = (str(trace(f"hta/trace_filter/sampled_rank-{i}.json.gz")) for i in (0, 1))
+    page, data = tmp_path / "diff.html", tmp_path / "diff.json"
+    for fmt, out in (("html", page), ("json", data)):
+        subprocess.run([sys.executable, "-m", "otel_profiler", "diff", base, new, "--format", fmt,
+                        "-o", str(out)], check=True, capture_output=True, timeout=600)
+    d = json.loads(data.read_text())
+    _open(browser, page.as_uri())
+    titles = [h.text for h in browser.find_elements(By.CSS_SELECTOR, "section h2")]
+    assert titles[0] == "Steps" and any(t.startswith("Kernels by time change") for t in titles)
+    rows = browser.find_elements(By.XPATH, "//section[h2[text()='GPU time by kernel class (us)']]//tbody/tr")
+    first = rows[0].find_elements(By.TAG_NAME, "td")
+    assert first[0].text == "kernels total_us"
+    assert float(first[3].get_attribute("data-value")) == pytest.approx(d["kernels"]["total_us"]["delta"])
+    assert "up" in first[3].get_attribute("class")
+    shown = json.loads(browser.find_element(By.ID, "diff-data").get_attribute("textContent"))
+    assert shown == d
+    assert _collect_logs(browser) == []

@@ -1,6 +1,6 @@
 """One module per ``otel-profiler`` subcommand; each defines ``register(subparsers)``."""
 
-COMMANDS = ("summary", "report", "run", "trigger", "export", "replay", "stack")
+COMMANDS = ("summary", "report", "diff", "run", "trigger", "export", "replay", "stack")
 """Subcommand modules, in the order ``--help`` lists them."""
 
 

@@ -203,6 +203,12 @@ def _table_lines(table: Table, name_width: int) -> list[str]:
             *(line(r) for r in cells), ""]
 
 
+def table_text(title: str, header: Sequence[str], rows: list[Sequence[Any]], name_width: int = 90
+               ) -> str:
+    """One table as text, the way ``render_table`` draws each section."""
+    return "\n".join(_table_lines(Table(title, header, rows), name_width))
+
+
 def _insight_lines(insights: list[dict], title: str, width: int) -> list[str]:
     lines = [f"== {title}"]
     for i in insights:
