@@ -1,5 +1,7 @@
-"""The Operators tab of the HTML report in real headless Chromium: its rows equal the summary's
-operator view, a click shows the operator's kernels, regions are listed; no console errors."""
+"""The Operators and Memory tabs of the HTML report, and the ``diff`` page, in real headless
+Chromium: the operator rows equal the summary's operator view, a click shows the operator's kernels,
+regions are listed; the memory chart draws and the peak table equals the summary; the diff page
+shows the diff; no console errors."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from test_report_browser import _collect_logs, _open, browser  # noqa: F401  (fi
 from selenium.webdriver.common.by import By  # noqa: E402  (test_report_browser skips without it)
 
 NEG = "hta/negative_queue_length_values_check/rank0.json.gz"  # CUDA graph and compiled regions
+QWEN = "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"  # [memory] events
 CPU_ONLY = "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
 
 
@@ -22,7 +25,7 @@ CPU_ONLY = "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
 def pages(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ops")
     out = {}
-    for key, rel in (("neg", NEG), ("cpu", CPU_ONLY)):
+    for key, rel in (("neg", NEG), ("cpu", CPU_ONLY), ("mem", QWEN)):
         profile = load_profile([str(trace(rel))])
         html = folder / f"{key}.html"
         write_report(profile, str(html))
@@ -86,4 +89,30 @@ def test_diff_page_shows_the_diff(browser, tmp_path):  # noqa: F811
     assert "up" in first[3].get_attribute("class")
     shown = json.loads(browser.find_element(By.ID, "diff-data").get_attribute("textContent"))
     assert shown == d
+    assert _collect_logs(browser) == []
+
+
+def test_memory_tab_chart_and_peak(browser, pages):  # noqa: F811
+    url, summary = pages["mem"]
+    _open(browser, url)
+    browser.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=memory]").click()
+    chart = browser.find_element(By.ID, "mem-chart")
+    path = chart.find_element(By.CSS_SELECTOR, "path.allocated").get_attribute("d")
+    assert path.count("H") > 100 and chart.find_element(By.CSS_SELECTOR, "path.reserved")
+    assert chart.size["height"] > 100
+    for device, d in summary["memory"]["devices"].items():
+        shown = browser.find_element(By.CSS_SELECTOR,
+                                     f"[data-metric='memory.devices.{device}.peak.allocated_bytes']")
+        assert int(shown.get_attribute("data-value")) == d["peak"]["allocated_bytes"]
+        assert "MiB" in shown.text or "GiB" in shown.text
+    rows = browser.find_elements(By.CSS_SELECTOR, "#mem-largest tbody tr")
+    assert len(rows) == sum(len(d["largest_allocations"]) for d in summary["memory"]["devices"].values())
+    assert _collect_logs(browser) == []
+
+
+def test_memory_tab_says_what_is_missing(browser, pages):  # noqa: F811
+    _open(browser, pages["neg"][0])
+    browser.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=memory]").click()
+    assert "profile_memory=True" in browser.find_element(By.ID, "no-memory").text
+    assert not browser.find_elements(By.ID, "mem-chart")
     assert _collect_logs(browser) == []

@@ -101,6 +101,7 @@ def tables(summary: dict, top: int = 20, full_names: bool = True) -> list[Table]
                          [(r["instances"], *_stat_cells(r), r["name"]) for r in summary[key][:top]],
                          title[0].lower() + title[1:] if title.startswith("U") else title))
     out.extend(operator_tables(summary, top, full_names))
+    out.extend(memory_tables(summary, top))
     steps = summary["steps"]
     d = steps["duration_us"]
     source = f", from {steps['source']}" if steps.get("source") else ""
@@ -143,6 +144,34 @@ def operator_tables(summary: dict, top: int, full_names: bool) -> list[Table]:
         out.append(Table("Kernels of CUDA graphs and compiled regions",
                          ("Kind", "Kernels", "GPU (us)", "Region"),
                          [(r["kind"], r["kernels"], r["gpu_us"], r["name"]) for r in ops["regions"]]))
+    return out
+
+
+def _mib(b: Any) -> Any:
+    return "-" if b is None else round(b / 2**20, 1)
+
+
+def memory_tables(summary: dict, top: int) -> list[Table]:
+    """GPU memory: the peak per device, allocated per step with its growth, the largest allocations."""
+    devices = (summary.get("memory") or {}).get("devices") or {}
+    out = [Table("GPU memory (MiB; from the allocator's [memory] events)",
+                 ("Device", "Peak allocated", "Reserved at peak", "Peak reserved", "Final allocated",
+                  "Peak step", "Peak operator", "Allocations", "Baseline"),
+                 [(k, _mib(d["peak"]["allocated_bytes"]), _mib(d["peak"]["reserved_bytes"]),
+                   _mib(d["peak_reserved_bytes"]), _mib(d["final_allocated_bytes"]),
+                   "-" if d["peak"]["step"] is None else d["peak"]["step"], d["peak"]["operator"] or "-",
+                   d["allocations"], d["baseline"]) for k, d in devices.items()],
+                 "GPU memory events (profile_memory)")]
+    steps = [(k, s["step"], _mib(s["peak_allocated_bytes"]), _mib(s["end_allocated_bytes"]),
+              _mib(s["growth_bytes"])) for k, d in devices.items() for s in d["steps"]]
+    if steps:
+        out.append(Table("GPU memory per step (MiB; growth: allocated at the step's end minus at the "
+                         "end of the step before)",
+                         ("Device", "Step", "Peak allocated", "Allocated at end", "Growth"), steps))
+    big = [(k, _mib(a["bytes"]), "-" if a["step"] is None else a["step"], a["operator"] or "-")
+           for k, d in devices.items() for a in d["largest_allocations"][:top]]
+    if big:
+        out.append(Table("Largest GPU allocations (MiB)", ("Device", "Size", "Step", "Operator"), big))
     return out
 
 

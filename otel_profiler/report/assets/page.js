@@ -16,6 +16,7 @@ for (const b of document.querySelectorAll("#tabs button")) b.addEventListener("c
 buildDashboard();
 buildStatistics();
 buildOperators();
+buildMemory();
 buildInsights();
 window.otelReport = {Timeline, showTab, data: DATA};
 if (location.hash.length > 1) showTab(location.hash.slice(1));
