@@ -8,10 +8,12 @@ import gzip
 import json
 from collections import defaultdict
 
+import numpy as np
 import pytest
 
+from cuda_tracer.events import Kind
 from cuda_tracer.loading import load_profile
-from otel_profiler.analysis.operators import STEP_ROW, operators
+from otel_profiler.analysis.operators import STEP_ROW, operator_rows, operators, parents
 from otel_profiler.analysis.summary import summarize
 from otel_profiler.report.console import render_table
 
@@ -132,3 +134,36 @@ def test_summary_table_shows_operators():
     text = render_table(summary, top=5)
     assert "== Operators (top 5 of" in text
     assert summary["operators"]["by_name"][0]["name"] in text
+
+
+def _parents_by_stack(batch, ops, points):
+    """The nesting found the plain way: a stack per thread, events in start order."""
+    rows = np.concatenate([ops, points])
+    start = batch.start_ns[rows]
+    end = np.concatenate([batch.end_ns[ops], start[len(ops):]])
+    is_point = np.r_[np.zeros(len(ops), bool), np.ones(len(points), bool)]
+    order = np.lexsort((is_point, -end, start, batch.tid[rows], batch.pid[rows], batch.rank[rows]))
+    out = np.full(len(rows), -1, np.int64)
+    stack, thread = [], None
+    for k in order.tolist():
+        key = (int(batch.rank[rows[k]]), int(batch.pid[rows[k]]), int(batch.tid[rows[k]]))
+        if key != thread:
+            stack, thread = [], key
+        while stack and end[stack[-1]] <= start[k]:
+            stack.pop()
+        if stack and end[k] <= end[stack[-1]]:
+            out[k] = stack[-1]
+        if not is_point[k]:
+            stack.append(k)
+    return out[:len(ops)], out[len(ops):]
+
+
+@pytest.mark.parametrize("path", ALL_TRACES, ids=lambda p: p.name)
+def test_nesting_equals_a_stack_walk(path):
+    batch = load_profile([str(path)]).batch()
+    ops = operator_rows(batch)
+    launches = np.flatnonzero(np.isin(batch.kind, [Kind.RUNTIME, Kind.DRIVER]))
+    got_ops, got_points = parents(batch, ops, launches)
+    want_ops, want_points = _parents_by_stack(batch, ops, launches)
+    assert (got_ops == want_ops).all()
+    assert (got_points == want_points).all()

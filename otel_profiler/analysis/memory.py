@@ -68,11 +68,12 @@ def gpu_memory_rows(batch: EventBatch) -> dict[str, np.ndarray]:
 
 def _devices(batch: EventBatch, rows: np.ndarray, multi_rank: bool) -> list[tuple[str, np.ndarray]]:
     """(key, positions into ``rows``) per (rank, device)."""
-    pairs = np.stack([batch.rank[rows], batch.device[rows]], 1) if len(rows) else np.zeros((0, 2), int)
+    key = (batch.rank[rows].astype(np.int64) << 32) | batch.device[rows].astype(np.int64)
+    uniq, inv = np.unique(key, return_inverse=True)
     out = []
-    for rank, device in np.unique(pairs, axis=0).tolist():
-        at = np.flatnonzero((pairs[:, 0] == rank) & (pairs[:, 1] == device))
-        out.append((f"{rank}:{device}" if multi_rank else str(device), at))
+    for i, k in enumerate(uniq.tolist()):
+        rank, device = k >> 32, k & 0xFFFFFFFF
+        out.append((f"{rank}:{device}" if multi_rank else str(device), np.flatnonzero(inv == i)))
     return out
 
 

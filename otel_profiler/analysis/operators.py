@@ -46,28 +46,33 @@ def parents(batch: EventBatch, ops: np.ndarray, points: np.ndarray | None = None
             ) -> tuple[np.ndarray, np.ndarray]:
     """For each row of ``ops``: the index (into ``ops``) of its innermost enclosing operator on the
     same thread, or -1; and the same for each row of ``points`` (events such as launch calls, placed
-    at their start time), which are never parents themselves."""
+    at their start time), which are never parents themselves.
+
+    In start order (longer first at equal starts) the parent of an event is the nearest earlier
+    operator on its thread that *encloses* it (ends after it starts and not before it ends). Found
+    for all events at once by pointer jumping: each pointer starts at the previous event and jumps
+    to that event's pointer while it does not enclose; every event skipped encloses nothing the
+    jumped-from event does not."""
     points = np.zeros(0, np.int64) if points is None else points
     rows = np.concatenate([ops, points])
     start = batch.start_ns[rows]
     end = np.concatenate([batch.end_ns[ops], start[len(ops):]])
     is_point = np.r_[np.zeros(len(ops), bool), np.ones(len(points), bool)]
     order = np.lexsort((is_point, -end, start, batch.tid[rows], batch.pid[rows], batch.rank[rows]))
+    s, e, pt = start[order], end[order], is_point[order]
     thread = np.stack([batch.rank[rows], batch.pid[rows], batch.tid[rows]], 1)[order]
-    new_thread = np.r_[True, (np.diff(thread, axis=0) != 0).any(1)].tolist()
-    s, e, idx = start[order].tolist(), end[order].tolist(), order.tolist()
-    point = is_point[order].tolist()
+    first = np.r_[True, (np.diff(thread, axis=0) != 0).any(1)] if len(rows) else np.zeros(0, bool)
+    ptr = np.arange(-1, len(rows) - 1)
+    ptr[first] = -1
+    live = np.flatnonzero(ptr >= 0)
+    while len(live):
+        p = ptr[live]
+        miss = pt[p] | (e[p] < e[live]) | (e[p] <= s[live])
+        live = live[miss]
+        ptr[live] = ptr[ptr[live]]
+        live = live[ptr[live] >= 0]
     out = np.full(len(rows), -1, np.int64)
-    stack: list[int] = []  # positions in sorted order
-    for k in range(len(idx)):
-        if new_thread[k]:
-            stack.clear()
-        while stack and e[stack[-1]] <= s[k]:
-            stack.pop()
-        if stack and e[k] <= e[stack[-1]]:
-            out[idx[k]] = idx[stack[-1]]
-        if not point[k]:
-            stack.append(k)
+    out[order] = np.where(ptr >= 0, order[np.maximum(ptr, 0)], -1)
     return out[:len(ops)], out[len(ops):]
 
 
@@ -85,7 +90,7 @@ def operator_of_gpu_op(batch: EventBatch, corr: Correlation, ops: np.ndarray) ->
     table_keys = (batch.rank[ops[table]].astype(np.int64) << _KEY_SHIFT) | ext[ops[table]]
     launches = launch[linked]
     keys = (batch.rank[launches].astype(np.int64) << _KEY_SHIFT) | ext[launches]
-    order = np.argsort(table_keys, kind="stable")
+    order = np.argsort(table_keys)  # external ids of operators are unique
     sorted_keys = table_keys[order]
     pos = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
     op = ops[table[order[pos]]]
@@ -193,8 +198,9 @@ def _top_kernels(batch: EventBatch, rows: np.ndarray, durs: np.ndarray, group: n
     """Per group index: its ``top`` kernels by total time, ``{name, raw_name, count, gpu_us}``."""
     if not len(rows):
         return {}
-    kname = batch.name[rows].astype(np.int64)
-    pairs, inv = np.unique(np.stack([group, kname], 1), axis=0, return_inverse=True)
+    keys, inv = np.unique((group.astype(np.int64) << 32) | batch.name[rows].astype(np.int64),
+                          return_inverse=True)
+    pairs = np.stack([keys >> 32, keys & 0xFFFFFFFF], 1)
     inv = inv.reshape(-1)
     sums = np.bincount(inv, weights=durs, minlength=len(pairs))
     counts = np.bincount(inv, minlength=len(pairs))
@@ -222,22 +228,29 @@ def _regions(batch: EventBatch, ops: np.ndarray, parent: np.ndarray, krows: np.n
             kinds[labels[text]] = kind
         return labels[text]
 
+    def assign(at: np.ndarray, texts: list[str], kind: str) -> None:
+        """Give the kernels ``at`` the regions named ``texts`` (one per kernel), by distinct text."""
+        uniq, inv = np.unique(np.asarray(texts, dtype=object), return_inverse=True)
+        ids = np.array([label(str(t), kind) for t in uniq.tolist()], np.int64)
+        region[at] = ids[inv.reshape(-1)]
+
     graph = batch.graph_id[krows]
-    graph_launch = {i for i, s in enumerate(batch.strings) if "GraphLaunch" in s}
-    for k in np.flatnonzero((graph != MISSING) | np.isin(
-            np.where(launch >= 0, batch.name[np.maximum(launch, 0)], -1),
-            np.fromiter(graph_launch, np.int64, len(graph_launch)))).tolist():
-        gid = int(graph[k])
-        region[k] = label(f"CUDA graph {gid}" if gid != MISSING else "CUDA graph", "cuda_graph")
+    graph_launch = np.array([i for i, s in enumerate(batch.strings) if "GraphLaunch" in s], np.int64)
+    in_graph = np.flatnonzero((graph != MISSING) | np.isin(
+        np.where(launch >= 0, batch.name[np.maximum(launch, 0)], -1), graph_launch))
+    if len(in_graph):
+        assign(in_graph, [f"CUDA graph {g}" if g != MISSING else "CUDA graph"
+                          for g in graph[in_graph].tolist()], "cuda_graph")
     compiled = _compiled_ancestor(batch, ops, parent)
-    for k in np.flatnonzero((region < 0) & (kop >= 0)).tolist():
-        anc = compiled[kop[k]]
-        if anc >= 0:
-            region[k] = label(batch.strings[int(batch.name[ops[anc]])], "compiled")
-    names = batch.strings
-    for k in np.flatnonzero((region < 0) & (kop < 0)).tolist():
-        if names[int(batch.name[krows[k]])].startswith("triton_"):
-            region[k] = label("[compiled, no operator]", "compiled")
+    anc = np.full(len(kop), -1, np.int64)
+    anc[kop >= 0] = compiled[kop[kop >= 0]]
+    in_region = np.flatnonzero((region < 0) & (anc >= 0))
+    if len(in_region):
+        assign(in_region, batch.names(ops[anc[in_region]]), "compiled")
+    loose = np.flatnonzero((region < 0) & (kop < 0))
+    triton = [k for k, n in zip(loose.tolist(), batch.names(krows[loose])) if n.startswith("triton_")]
+    if triton:
+        assign(np.asarray(triton, np.int64), ["[compiled, no operator]"] * len(triton), "compiled")
     inside = region >= 0
     if not inside.any():
         return []
