@@ -124,8 +124,9 @@ def operator_tables(summary: dict, top: int, full_names: bool) -> list[Table]:
     if not ops:
         return []
     lost = ops["unattributed"]
-    title = (f"Operators (top {top} of {len(ops['by_name'])}; {ops['attributed_us']:,.0f} of "
-             f"{ops['kernel_total_us']:,.0f} us of kernel time attributed")
+    title = (f"Operators ({min(top, len(ops['by_name']))} of {len(ops['by_name'])} names; "
+             f"{_fmt(float(ops['attributed_us']))} of "
+             f"{_fmt(float(ops['kernel_total_us']))} us of kernel time attributed")
     missing = lost["no_launch"]["kernels"] + lost["no_operator"]["kernels"]
     title += f"; {missing} kernels without an operator)" if missing else ")"
 
