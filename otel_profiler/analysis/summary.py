@@ -26,6 +26,17 @@ Shape (all times in µs, every section present even when empty)::
      "annotations": [{name, instances, total_us, ...}], "gpu_annotations": [...],
      "steps": {count, duration_us: {p50,p90,p99,max,mean,count}, items: [{step, start_ns, duration_us}],
                source},   # top level only: where live steps came from (ranks_meta[].step_source)
+     "operators": {count, kernel_total_us, attributed_us,
+                   attributed_by: {external_id, enclosing_operator},
+                   unattributed: {no_launch: {kernels, gpu_us}, no_operator: {kernels, gpu_us}},
+                   by_name: [{name, calls, total_cpu_us, self_cpu_us, self_gpu_us, total_gpu_us,
+                              kernels, gpu_pct, top_kernels: [{name, raw_name, count, gpu_us}]}],
+                   regions: [{name, kind: "cuda_graph"|"compiled", kernels, gpu_us, top_kernels}]},
+     "memory": {events, devices: {device: {baseline: "absolute"|"window_start", events, allocations,
+                frees, peak: {allocated_bytes, reserved_bytes, time_ns, step, operator},
+                peak_reserved_bytes, final_allocated_bytes,
+                steps: [{step, peak_allocated_bytes, end_allocated_bytes, growth_bytes}],
+                largest_allocations: [{bytes, time_ns, step, operator}]}}},
      "ranks": {rank: <this same shape for one rank>}   # only for multi-rank profiles
     }
 
@@ -39,6 +50,10 @@ form (template arguments folded). ``grid``/``block`` are a kernel's most frequen
 "sync"``), blocking copies such as ``cudaMemcpy`` or ``hipMemcpyWithStream`` (``"copy"``) and
 stream waits (``null``: the host does not wait); ``host_blocked_us`` sums the host-blocking ones.
 ``platform`` names the GPU API of the trace (``runtime_api`` lists ``cuda*`` or ``hip*`` calls).
+``operators``: the operator view, each kernel's time given to the innermost operator that launched
+it (``self_gpu_us``; ``total_gpu_us`` adds the operator's descendants); definitions in
+``otel_profiler.analysis.operators``. ``memory``: GPU memory from the allocator's ``[memory]``
+events (bytes; empty without ``profile_memory``); definitions in ``otel_profiler.analysis.memory``.
 """
 
 from __future__ import annotations
@@ -52,6 +67,8 @@ from cuda_tracer.events import EventBatch, Kind, MemcpyKind, SyncKind
 from cuda_tracer.profile import Profile
 
 from ..names import demangle, short_names
+from .memory import memory
+from .operators import operators
 from .breakdown import class_times, classify, idle_breakdown, temporal_breakdown, KERNEL_CLASSES
 from .platform import SYNC_API, blocking_call, platform_of
 from .stats import describe_us, group_durations, launch_geometry, percentiles_us
@@ -178,6 +195,8 @@ def summarize_batch(batch: EventBatch, multi_rank: bool = False) -> dict[str, An
     out["annotations"] = _by_name(batch, Kind.USER_ANNOTATION, durations)
     out["gpu_annotations"] = _by_name(batch, Kind.GPU_USER_ANNOTATION, durations)
     out["steps"] = _steps(batch)
+    out["operators"] = operators(batch, corr)
+    out["memory"] = memory(batch, multi_rank=multi_rank)
     return out
 
 

@@ -2,7 +2,7 @@
 
 import contextlib
 
-COMMANDS = ("summary", "report", "run", "trigger", "export", "replay", "stack")
+COMMANDS = ("summary", "report", "diff", "run", "trigger", "export", "replay", "stack")
 """Subcommand modules, in the order ``--help`` lists them."""
 
 

@@ -100,6 +100,8 @@ def tables(summary: dict, top: int = 20, full_names: bool = True) -> list[Table]
         out.append(Table(f"{title} (top {top})", ("Instances", *_STATS, "Name"),
                          [(r["instances"], *_stat_cells(r), r["name"]) for r in summary[key][:top]],
                          title[0].lower() + title[1:] if title.startswith("U") else title))
+    out.extend(operator_tables(summary, top, full_names))
+    out.extend(memory_tables(summary, top))
     steps = summary["steps"]
     d = steps["duration_us"]
     source = f", from {steps['source']}" if steps.get("source") else ""
@@ -112,6 +114,65 @@ def tables(summary: dict, top: int = 20, full_names: bool = True) -> list[Table]
                          ("Severity", "Scope", "Rule", "Evidence", "Recommendation"),
                          [(i["severity"], i["scope"], i["rule"], i["evidence"], i["recommendation"])
                           for i in summary["insights"]], "insights (no rule fired)"))
+    return out
+
+
+def operator_tables(summary: dict, top: int, full_names: bool) -> list[Table]:
+    """The operator view: operators by the GPU time of the kernels they launched, and the kernels
+    of CUDA graphs and compiled regions."""
+    ops = summary.get("operators")
+    if not ops:
+        return []
+    lost = ops["unattributed"]
+    title = (f"Operators ({min(top, len(ops['by_name']))} of {len(ops['by_name'])} names; "
+             f"{_fmt(float(ops['attributed_us']))} of "
+             f"{_fmt(float(ops['kernel_total_us']))} us of kernel time attributed")
+    missing = lost["no_launch"]["kernels"] + lost["no_operator"]["kernels"]
+    title += f"; {missing} kernels without an operator)" if missing else ")"
+
+    def top_kernel(r: dict) -> str:
+        if not r["top_kernels"]:
+            return "-"
+        k = r["top_kernels"][0]
+        return k["name"] if full_names else k["name"][:60]
+
+    out = [Table(title, ("GPU %", "Self GPU (us)", "Total GPU (us)", "Calls", "Self CPU (us)",
+                         "Total CPU (us)", "Kernels", "Name", "Top kernel"),
+                 [(r["gpu_pct"], r["self_gpu_us"], r["total_gpu_us"], r["calls"], r["self_cpu_us"],
+                   r["total_cpu_us"], r["kernels"], r["name"], top_kernel(r))
+                  for r in ops["by_name"][:top]], "operators (aten::*, record_function)")]
+    if ops["regions"]:
+        out.append(Table("Kernels of CUDA graphs and compiled regions",
+                         ("Kind", "Kernels", "GPU (us)", "Region"),
+                         [(r["kind"], r["kernels"], r["gpu_us"], r["name"]) for r in ops["regions"]]))
+    return out
+
+
+def _mib(b: Any) -> Any:
+    return "-" if b is None else round(b / 2**20, 1)
+
+
+def memory_tables(summary: dict, top: int) -> list[Table]:
+    """GPU memory: the peak per device, allocated per step with its growth, the largest allocations."""
+    devices = (summary.get("memory") or {}).get("devices") or {}
+    out = [Table("GPU memory (MiB; from the allocator's [memory] events)",
+                 ("Device", "Peak allocated", "Reserved at peak", "Peak reserved", "Final allocated",
+                  "Peak step", "Peak operator", "Allocations", "Baseline"),
+                 [(k, _mib(d["peak"]["allocated_bytes"]), _mib(d["peak"]["reserved_bytes"]),
+                   _mib(d["peak_reserved_bytes"]), _mib(d["final_allocated_bytes"]),
+                   "-" if d["peak"]["step"] is None else d["peak"]["step"], d["peak"]["operator"] or "-",
+                   d["allocations"], d["baseline"]) for k, d in devices.items()],
+                 "GPU memory events (profile_memory)")]
+    steps = [(k, s["step"], _mib(s["peak_allocated_bytes"]), _mib(s["end_allocated_bytes"]),
+              _mib(s["growth_bytes"])) for k, d in devices.items() for s in d["steps"]]
+    if steps:
+        out.append(Table("GPU memory per step (MiB; growth: allocated at the step's end minus at the "
+                         "end of the step before)",
+                         ("Device", "Step", "Peak allocated", "Allocated at end", "Growth"), steps))
+    big = [(k, _mib(a["bytes"]), "-" if a["step"] is None else a["step"], a["operator"] or "-")
+           for k, d in devices.items() for a in d["largest_allocations"][:top]]
+    if big:
+        out.append(Table("Largest GPU allocations (MiB)", ("Device", "Size", "Step", "Operator"), big))
     return out
 
 
@@ -170,6 +231,12 @@ def _table_lines(table: Table, name_width: int) -> list[str]:
 
     return [f"== {table.title}", line(table.header), "  ".join("-" * w for w in widths),
             *(line(r) for r in cells), ""]
+
+
+def table_text(title: str, header: Sequence[str], rows: list[Sequence[Any]], name_width: int = 90
+               ) -> str:
+    """One table as text, the way ``render_table`` draws each section."""
+    return "\n".join(_table_lines(Table(title, header, rows), name_width))
 
 
 def _insight_lines(insights: list[dict], title: str, width: int) -> list[str]:

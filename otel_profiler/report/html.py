@@ -1,6 +1,6 @@
 """Builds the self-contained HTML report: one file holding the data (JSON, timeline columns as base64
 typed arrays) and the inlined CSS and JavaScript from ``assets/`` (``report.js``: helpers, dashboard,
-tables, insights; ``timeline.js``: the canvas timeline; ``page.js``: tabs); it needs no network to
+tables, insights; ``operators.js``: the operator view; ``memory.js``: GPU memory; ``timeline.js``: the canvas timeline; ``page.js``: tabs); it needs no network to
 open.
 
 Untrusted names (kernels, annotations) travel only inside the JSON data block, with every ``<``
@@ -24,6 +24,7 @@ from cuda_tracer.profile import Profile
 
 from ..analysis.activity import annotation_durations, cpu_active, precision_times, utilization_over_time
 from ..analysis.insights import Thresholds, insights, thresholds_doc
+from ..analysis.memory import memory_timeline
 from ..analysis.summary import summarize
 from ..names import demangle, short_names
 from .tracks import assign_tracks
@@ -84,6 +85,7 @@ def report_data(profile: Profile, thresholds: Thresholds | None = None,
             "cpu_active": cpu_active(batch),
             "precision": precision_times(summary["kernels"]["by_name"]),
             "annotations": annotation_durations(batch),
+            "memory": memory_timeline(batch, multi_rank="ranks" in summary),
         },
         "thresholds": thresholds_doc() if thresholds is None else
         [dict(t, value=getattr(thresholds, t["name"])) for t in thresholds_doc()],
@@ -91,7 +93,7 @@ def report_data(profile: Profile, thresholds: Thresholds | None = None,
     }
 
 
-_SCRIPTS = ("report.js", "timeline.js", "page.js")  # helpers and tabs, the timeline, the page: in order
+_SCRIPTS = ("report.js", "operators.js", "memory.js", "timeline.js", "page.js")  # helpers and tabs, the timeline, the page: in order
 
 
 def _asset(name: str) -> str:

@@ -15,6 +15,8 @@ document.getElementById("subtitle").textContent = `${DATA.title} · generated ${
 for (const b of document.querySelectorAll("#tabs button")) b.addEventListener("click", () => showTab(b.dataset.tab));
 buildDashboard();
 buildStatistics();
+buildOperators();
+buildMemory();
 buildInsights();
 window.otelReport = {Timeline, showTab, data: DATA};
 if (location.hash.length > 1) showTab(location.hash.slice(1));

@@ -1,0 +1,150 @@
+"""Run-vs-run comparison: the difference of two summaries (``analysis.summary``), the JSON contract
+behind ``otel-profiler diff BASE NEW``.
+
+Every compared figure is ``{"base": b, "new": n, "delta": n - b, "pct": 100 * (n - b) / b}`` (``pct``
+is ``null`` when ``b`` is 0); a figure one side lacks counts as 0 there. Times in µs, sizes in bytes.
+
+Shape::
+
+    {"schema": "otel-profiler.diff/1", "base": {sources, platform}, "new": {sources, platform},
+     "steps": {count, p50_us, mean_us, max_us: <figure>},
+     "devices": {device: {span_us, busy_us, idle_us, idle_pct, compute_us, compute_pct,
+                          non_compute_us, non_compute_pct: <figure>}},
+     "kernel_classes": {compute|communication|memory: <figure>},
+     "kernels": {count, total_us: <figure>,
+                 by_name: [{name, raw_name, short_name, status: added|removed|changed|same,
+                            total_us, instances, avg_us: <figure>}]},
+     "launch": {delay_us|latency_us: {p50, p90, p99, mean: <figure>}, matched_gpu_ops: <figure>},
+     "memcpy": {direction|Memset: {count, bytes, total_us: <figure>}},
+     "memory": {device: {peak_allocated_bytes, peak_reserved_bytes: <figure>}},
+     "operators": [{name, status, calls, self_gpu_us, total_gpu_us, self_cpu_us: <figure>}]}
+
+Devices pair by key (two single-device runs on different devices pair as ``"<base>/<new>"``).
+Rows of ``kernels.by_name`` (keyed by the recorded name) and ``operators`` (keyed by name) are ordered
+by the size of the time change, largest first. A row is ``added`` when only NEW has it, ``removed``
+when only BASE has it, ``changed`` when its time or count differ, else ``same``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SCHEMA = "otel-profiler.diff/1"
+DEVICE_FIELDS = ("span_us", "busy_us", "idle_us", "idle_pct", "compute_us", "compute_pct",
+                 "non_compute_us", "non_compute_pct")
+
+
+def figure(base: float | None, new: float | None) -> dict[str, Any]:
+    b, n = base or 0, new or 0
+    return {"base": b, "new": n, "delta": n - b, "pct": 100.0 * (n - b) / b if b else None}
+
+
+def _fields(base: dict | None, new: dict | None, fields: tuple[str, ...]) -> dict[str, dict]:
+    base, new = base or {}, new or {}
+    return {f: figure(base.get(f), new.get(f)) for f in fields}
+
+
+def _keyed(base: dict, new: dict, fields: tuple[str, ...]) -> dict[str, dict]:
+    return {k: _fields(base.get(k), new.get(k), fields) for k in [*base, *(k for k in new if k not in base)]}
+
+
+def _rows(base: list[dict], new: list[dict], key: str, fields: tuple[str, ...], time: str,
+          keep: tuple[str, ...] = ()) -> list[dict]:
+    """Rows matched by ``key``, each field a figure, ``status`` set, by time change then name."""
+    b, n = {r[key]: r for r in base}, {r[key]: r for r in new}
+    out = []
+    for k in [*b, *(k for k in n if k not in b)]:
+        rb, rn = b.get(k), n.get(k)
+        row = {c: (rn or rb).get(c) for c in (key, *keep)}
+        row.update(_fields(rb, rn, fields))
+        row["status"] = ("added" if rb is None else "removed" if rn is None else
+                         "changed" if any(row[f]["delta"] for f in fields) else "same")
+        out.append(row)
+    out.sort(key=lambda r: (-abs(r[time]["delta"]), -r[time]["new"], str(r[key])))
+    return out
+
+
+def _memcpy(summary: dict) -> dict[str, dict]:
+    return {**summary.get("memcpy", {}), "Memset": summary.get("memset", {})}
+
+
+def _steps(summary: dict) -> dict:
+    steps = summary.get("steps") or {}
+    d = steps.get("duration_us") or {}
+    return {"count": steps.get("count", 0), "p50_us": d.get("p50"), "mean_us": d.get("mean"),
+            "max_us": d.get("max")}
+
+
+def _memory(summary: dict) -> dict[str, dict]:
+    devices = (summary.get("memory") or {}).get("devices") or {}
+    return {k: {"peak_allocated_bytes": v.get("peak", {}).get("allocated_bytes"),
+                "peak_reserved_bytes": v.get("peak_reserved_bytes")} for k, v in devices.items()}
+
+
+def _paired(base: dict, new: dict) -> tuple[dict, dict]:
+    """Per-device figures keyed alike; two single-device runs on different devices are paired under
+    one key, ``"<base device>/<new device>"``."""
+    if len(base) == 1 and len(new) == 1 and set(base) != set(new):
+        key = f"{next(iter(base))}/{next(iter(new))}"
+        return {key: next(iter(base.values()))}, {key: next(iter(new.values()))}
+    return base, new
+
+
+def diff(base: dict, new: dict) -> dict[str, Any]:
+    """The comparison of two summaries (see the module docstring)."""
+    kb, kn = base["kernels"], new["kernels"]
+    launch = {m: _fields(base["launch"].get(m), new["launch"].get(m), ("p50", "p90", "p99", "mean"))
+              for m in ("delay_us", "latency_us")}
+    launch["matched_gpu_ops"] = figure(base["launch"]["matched_gpu_ops"], new["launch"]["matched_gpu_ops"])
+    ob, on = base.get("operators") or {}, new.get("operators") or {}
+    return {
+        "schema": SCHEMA,
+        "base": {"sources": base.get("sources", []), "platform": base.get("platform")},
+        "new": {"sources": new.get("sources", []), "platform": new.get("platform")},
+        "steps": _fields(_steps(base), _steps(new), ("count", "p50_us", "mean_us", "max_us")),
+        "devices": _keyed(*_paired(base["devices"], new["devices"]), DEVICE_FIELDS),
+        "kernel_classes": _fields(kb["by_class"], kn["by_class"], ("compute", "communication", "memory")),
+        "kernels": {"count": figure(kb["count"], kn["count"]),
+                    "total_us": figure(kb["total_us"], kn["total_us"]),
+                    "by_name": _rows(kb["by_name"], kn["by_name"], "raw_name",
+                                     ("total_us", "instances", "avg_us"), "total_us",
+                                     keep=("name", "short_name", "class"))},
+        "launch": launch,
+        "memcpy": _keyed(_memcpy(base), _memcpy(new), ("count", "bytes", "total_us")),
+        "memory": _keyed(_memory(base), _memory(new), ("peak_allocated_bytes", "peak_reserved_bytes")),
+        "operators": _rows(ob.get("by_name", []), on.get("by_name", []), "name",
+                           ("calls", "self_gpu_us", "total_gpu_us", "self_cpu_us"), "self_gpu_us"),
+    }
+
+
+def tables(d: dict, top: int = 20) -> list[tuple[str, tuple[str, ...], list[tuple]]]:
+    """The comparison as (title, header, rows) tables, in reading order, for text and CSV."""
+    def fig(label: str, f: dict) -> tuple:
+        return (label, f["base"], f["new"], f["delta"], "-" if f["pct"] is None else f"{f['pct']:+.1f}%")
+
+    head = ("Figure", "Base", "New", "Delta", "Change")
+    out = [("Steps", head, [fig(k, v) for k, v in d["steps"].items()])]
+    out.append(("GPU temporal breakdown (per device)", head,
+                [fig(f"{dev} {k}", v) for dev, fields in d["devices"].items() for k, v in fields.items()]))
+    out.append(("GPU time by kernel class (us)", head,
+                [fig("kernels total_us", d["kernels"]["total_us"]), fig("kernels count", d["kernels"]["count"]),
+                 *(fig(k, v) for k, v in d["kernel_classes"].items())]))
+    for title, rows, label in (("Kernels", d["kernels"]["by_name"], "short_name"),
+                               ("Operators", d["operators"], "name")):
+        fields = [k for k, v in rows[0].items() if isinstance(v, dict)] if rows else []
+        changed = [r for r in rows if r["status"] != "same"]
+        out.append((f"{title} by time change (top {top} of {len(changed)} changed; "
+                    f"{sum(r['status'] == 'added' for r in rows)} added, "
+                    f"{sum(r['status'] == 'removed' for r in rows)} removed)",
+                    ("Status", *(f"{f} {s}" for f in fields[:2] for s in ("base", "new", "delta")), "Name"),
+                    [(r["status"], *(r[f][s] for f in fields[:2] for s in ("base", "new", "delta")),
+                      r.get(label) or r.get("name")) for r in changed[:top]]))
+    out.append(("Launch delay and latency (us)", head,
+                [fig(f"{m} {p}", v) for m in ("delay_us", "latency_us") for p, v in d["launch"][m].items()]
+                + [fig("matched_gpu_ops", d["launch"]["matched_gpu_ops"])]))
+    out.append(("Memory copies and sets", head,
+                [fig(f"{op} {k}", v) for op, fields in d["memcpy"].items() for k, v in fields.items()
+                 if v["base"] or v["new"]]))
+    out.append(("GPU memory peak (bytes)", head,
+                [fig(f"{dev} {k}", v) for dev, fields in d["memory"].items() for k, v in fields.items()]))
+    return out

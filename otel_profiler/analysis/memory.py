@@ -1,0 +1,187 @@
+"""GPU memory from the allocator's ``[memory]`` events of a trace (``profile_memory=True``).
+
+Each event records one allocation (``Bytes`` > 0) or free (< 0) and the allocator's totals after it:
+``Total Allocated`` (bytes held by tensors) and ``Total Reserved`` (bytes the caching allocator holds
+from the driver). Events of the CPU (``Device Type`` 0) are left out. Per device:
+
+- ``peak``: the largest ``Total Allocated``, when it happened, in which step, and the operator that
+  made the allocation that reached it (the innermost operator enclosing that event on its thread).
+- ``peak_reserved_bytes``: the largest ``Total Reserved``.
+- ``steps``: per ``ProfilerStep#N`` range, the peak allocated in it, what was allocated at its end,
+  and the growth from the end of the step before (memory that stays allocated step after step is
+  the sign of a leak).
+- ``largest_allocations``: the biggest single allocations with their time, step and operator.
+
+Older traces record no totals: there ``baseline`` is ``"window_start"`` and allocated bytes are the
+running sum of the sizes from the first event (what was allocated before the window is unknown),
+reserved bytes are null; otherwise ``baseline`` is ``"absolute"``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from cuda_tracer.events import MISSING, EventBatch, Kind
+
+from .operators import operator_rows
+
+LARGEST = 10
+TIMELINE_POINTS = 1500
+
+
+def _extra_column(batch: EventBatch, key: str, rows: np.ndarray) -> np.ndarray:
+    """Integer side-table attribute ``key`` for ``rows`` (ascending; MISSING where absent)."""
+    out = np.full(len(rows), MISSING, np.int64)
+    key_id = batch.name_id(key)
+    if key_id < 0 or not len(rows):
+        return out
+    hits = np.flatnonzero(batch.extra_key == key_id)
+    pos = np.searchsorted(rows, batch.extra_row[hits])
+    inside = pos < len(rows)
+    inside[inside] = rows[pos[inside]] == batch.extra_row[hits][inside]
+    values = np.array([batch.extra_value[i] for i in hits[inside].tolist()], np.int64)
+    out[pos[inside]] = values
+    return out
+
+
+def gpu_memory_rows(batch: EventBatch) -> dict[str, np.ndarray]:
+    """The GPU ``[memory]`` events in time order with their totals: rows, allocated, reserved,
+    and ``relative`` (True for events whose trace records no totals: their allocated bytes are the
+    running sum of ``Bytes`` on their device from the first event, reserved is MISSING)."""
+    rows = np.flatnonzero(batch.kind == Kind.MEMORY)
+    dtype = _extra_column(batch, "device_type", rows)
+    rows = rows[(dtype != 0) & (batch.device[rows] >= 0)]
+    allocated = _extra_column(batch, "total_allocated", rows)  # rows in ascending order here
+    reserved = _extra_column(batch, "total_reserved", rows)
+    order = np.argsort(batch.start_ns[rows], kind="stable")
+    rows, allocated, reserved = rows[order], allocated[order], reserved[order]
+    relative = allocated == MISSING
+    if relative.any():  # older traces: totals from the sizes, per device
+        key = (batch.rank[rows].astype(np.int64) << 32) | batch.device[rows]
+        for k in np.unique(key[relative]).tolist():
+            at = np.flatnonzero((key == k) & relative)
+            allocated[at] = np.cumsum(batch.bytes[rows[at]])
+    return {"rows": rows, "allocated": allocated, "reserved": reserved, "relative": relative}
+
+
+def _devices(batch: EventBatch, rows: np.ndarray, multi_rank: bool) -> list[tuple[str, np.ndarray]]:
+    """(key, positions into ``rows``) per (rank, device)."""
+    key = (batch.rank[rows].astype(np.int64) << 32) | batch.device[rows].astype(np.int64)
+    uniq, inv = np.unique(key, return_inverse=True)
+    out = []
+    for i, k in enumerate(uniq.tolist()):
+        rank, device = k >> 32, k & 0xFFFFFFFF
+        out.append((f"{rank}:{device}" if multi_rank else str(device), np.flatnonzero(inv == i)))
+    return out
+
+
+class _Context:
+    """Finds the step and the innermost operator of single events (a few per device)."""
+
+    def __init__(self, batch: EventBatch):
+        self.batch = batch
+        self.ops = operator_rows(batch)
+        self.ops = self.ops[batch.kind[self.ops] != Kind.STEP]
+        steps = np.flatnonzero(batch.kind == Kind.STEP)
+        numbers = batch.extra("step")
+        self.steps = sorted(((int(batch.rank[r]), int(batch.start_ns[r]), int(batch.end_ns[r]),
+                              numbers.get(int(r), -1)) for r in steps.tolist()))
+
+    def step_of(self, rank: int, t: int) -> int | None:
+        for r, start, end, number in self.steps:
+            if r == rank and start <= t <= end:
+                return number
+        return None
+
+    def operator_of(self, row: int) -> str | None:
+        b, ops = self.batch, self.ops
+        t = b.start_ns[row]
+        holds = ops[(b.rank[ops] == b.rank[row]) & (b.pid[ops] == b.pid[row]) &
+                    (b.tid[ops] == b.tid[row]) & (b.start_ns[ops] <= t) & (t <= b.end_ns[ops])]
+        if not len(holds):
+            return None
+        inner = holds[np.lexsort((b.end_ns[holds] * -1, b.start_ns[holds]))[-1]]
+        return b.strings[int(b.name[inner])]
+
+    def place(self, row: int) -> dict[str, Any]:
+        b = self.batch
+        return {"time_ns": int(b.start_ns[row]), "step": self.step_of(int(b.rank[row]), int(b.start_ns[row])),
+                "operator": self.operator_of(row)}
+
+
+def memory(batch: EventBatch, multi_rank: bool = False, largest: int = LARGEST) -> dict[str, Any]:
+    """``{events, devices: {device: {events, allocations, frees, peak: {allocated_bytes,
+    reserved_bytes, time_ns, step, operator}, peak_reserved_bytes, final_allocated_bytes,
+    steps: [{step, peak_allocated_bytes, end_allocated_bytes, growth_bytes}],
+    largest_allocations: [{bytes, time_ns, step, operator}]}}}`` (see the module docstring)."""
+    m = gpu_memory_rows(batch)
+    rows = m["rows"]
+    out: dict[str, Any] = {"events": int(len(rows)), "devices": {}}
+    if not len(rows):
+        return out
+    ctx = _Context(batch)
+    nbytes = batch.bytes[rows]
+    for key, at in _devices(batch, rows, multi_rank):
+        alloc, reserved, r = m["allocated"][at], m["reserved"][at], rows[at]
+        peak = int(np.argmax(alloc))
+        sizes = nbytes[at]
+        big = np.argsort(-sizes, kind="stable")[:largest]
+        relative = bool(m["relative"][at].all())
+        res_max = None if relative else int(reserved.max())
+        out["devices"][key] = {
+            "baseline": "window_start" if relative else "absolute",
+            "events": int(len(at)), "allocations": int((sizes > 0).sum()), "frees": int((sizes < 0).sum()),
+            "peak": {"allocated_bytes": int(alloc[peak]),
+                     "reserved_bytes": None if relative else int(reserved[peak]),
+                     **ctx.place(int(r[peak]))},
+            "peak_reserved_bytes": res_max,
+            "final_allocated_bytes": int(alloc[-1]),
+            "steps": _steps(batch, ctx, r, alloc),
+            "largest_allocations": [{"bytes": int(sizes[i]), **ctx.place(int(r[i]))}
+                                    for i in big.tolist() if sizes[i] > 0],
+        }
+    return out
+
+
+def _steps(batch: EventBatch, ctx: _Context, rows: np.ndarray, alloc: np.ndarray) -> list[dict]:
+    rank = int(batch.rank[rows[0]])
+    t = batch.start_ns[rows]
+    out, before = [], None
+    for r, start, end, number in ctx.steps:
+        if r != rank:
+            continue
+        lo, hi = np.searchsorted(t, start, "left"), np.searchsorted(t, end, "right")
+        end_alloc = int(alloc[hi - 1]) if hi > 0 else None
+        out.append({"step": number, "peak_allocated_bytes": int(alloc[lo:hi].max()) if hi > lo else None,
+                    "end_allocated_bytes": end_alloc,
+                    "growth_bytes": end_alloc - before if end_alloc is not None and before is not None
+                    else None})
+        before = end_alloc
+    return out
+
+
+def memory_timeline(batch: EventBatch, multi_rank: bool = False, points: int = TIMELINE_POINTS
+                    ) -> dict[str, dict]:
+    """Per device the allocated and reserved bytes over time for a chart: ``{t_us, allocated,
+    reserved}`` (µs from the first event of the batch), at most ``points`` buckets, each holding its
+    largest values so no peak is lost."""
+    m = gpu_memory_rows(batch)
+    rows = m["rows"]
+    out: dict[str, dict] = {}
+    if not len(rows):
+        return out
+    t0 = int(batch.start_ns.min())
+    for key, at in _devices(batch, rows, multi_rank):
+        t = batch.start_ns[rows[at]] - t0
+        alloc, reserved = m["allocated"][at], m["reserved"][at]
+        if len(t) > points:
+            edges = np.linspace(t[0], t[-1] + 1, points + 1)
+            starts = np.unique(np.searchsorted(t, edges[:-1]))
+            starts = starts[starts < len(t)]
+            t, alloc, reserved = (t[starts], np.maximum.reduceat(alloc, starts),
+                                  np.maximum.reduceat(reserved, starts))
+        out[key] = {"t_us": (t / 1e3).tolist(), "allocated": alloc.tolist(),
+                    "reserved": None if m["relative"][at].all() else reserved.tolist()}
+    return out

@@ -1,0 +1,279 @@
+"""The operator view: every PyTorch operator (``aten::*``, autograd nodes, user annotations), its calls,
+CPU time, and the GPU time of the kernels it launched, with the kernels of CUDA graphs and compiled
+regions gathered under their graph or region.
+
+Definitions:
+
+- Operators are the CPU ops, user annotations (``record_function``) and ``ProfilerStep#N`` ranges of a
+  trace (step ranges are folded into one ``ProfilerStep#*`` row). Nesting is by time on one thread:
+  an operator's *parent* is the innermost operator on the same (rank, pid, tid) that encloses it.
+- **Total CPU time**: the sum of an operator's durations; **self CPU time**: that minus the time of
+  its direct children.
+- A kernel is attributed to one operator, the *innermost*: kernel -> launch call (CUPTI correlation
+  id, see ``cuda_tracer.correlate``) -> the operator whose external id equals the launch call's.
+  **Self GPU time** is the time of the kernels attributed to an operator, **total GPU time** adds
+  those of its descendants. Self GPU times therefore sum to at most the kernel total; kernels with
+  no launch call in the trace, or whose launch names no operator, are counted apart.
+- **Regions**: kernels of a CUDA graph (a ``graph id`` on the kernel, or launched by a graph launch
+  call) are gathered per graph; kernels whose operator runs inside a compiled region
+  (``Torch-Compiled Region``, ``CompiledFunction``, ``## Call CompiledFxGraph``) per region;
+  Inductor/Triton kernels (``triton_*``) with no operator under ``[compiled, no operator]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from cuda_tracer.correlate import Correlation, correlate
+from cuda_tracer.events import MISSING, EventBatch, Kind
+
+from ..names import demangle
+
+OPERATOR_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.STEP)
+COMPILED_MARKERS = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
+STEP_ROW = "ProfilerStep#*"
+TOP_KERNELS = 5
+_KEY_SHIFT = 40
+
+
+def operator_rows(batch: EventBatch) -> np.ndarray:
+    return np.flatnonzero(np.isin(batch.kind, np.asarray(OPERATOR_KINDS, np.uint8)))
+
+
+def parents(batch: EventBatch, ops: np.ndarray, points: np.ndarray | None = None
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """For each row of ``ops``: the index (into ``ops``) of its innermost enclosing operator on the
+    same thread, or -1; and the same for each row of ``points`` (events such as launch calls, placed
+    at their start time), which are never parents themselves.
+
+    In start order (longer first at equal starts) the parent of an event is the nearest earlier
+    operator on its thread that *encloses* it (ends after it starts and not before it ends). Found
+    for all events at once by pointer jumping: each pointer starts at the previous event and jumps
+    to that event's pointer while it does not enclose; every event skipped encloses nothing the
+    jumped-from event does not."""
+    points = np.zeros(0, np.int64) if points is None else points
+    rows = np.concatenate([ops, points])
+    start = batch.start_ns[rows]
+    end = np.concatenate([batch.end_ns[ops], start[len(ops):]])
+    is_point = np.r_[np.zeros(len(ops), bool), np.ones(len(points), bool)]
+    order = np.lexsort((is_point, -end, start, batch.tid[rows], batch.pid[rows], batch.rank[rows]))
+    s, e, pt = start[order], end[order], is_point[order]
+    thread = np.stack([batch.rank[rows], batch.pid[rows], batch.tid[rows]], 1)[order]
+    first = np.r_[True, (np.diff(thread, axis=0) != 0).any(1)] if len(rows) else np.zeros(0, bool)
+    ptr = np.arange(-1, len(rows) - 1)
+    ptr[first] = -1
+    live = np.flatnonzero(ptr >= 0)
+    while len(live):
+        p = ptr[live]
+        miss = pt[p] | (e[p] < e[live]) | (e[p] <= s[live])
+        live = live[miss]
+        ptr[live] = ptr[ptr[live]]
+        live = live[ptr[live] >= 0]
+    out = np.full(len(rows), -1, np.int64)
+    out[order] = np.where(ptr >= 0, order[np.maximum(ptr, 0)], -1)
+    return out[:len(ops)], out[len(ops):]
+
+
+def operator_of_gpu_op(batch: EventBatch, corr: Correlation, ops: np.ndarray) -> np.ndarray:
+    """For each GPU op of ``corr.gpu_rows``: the index (into ``ops``) of the operator whose external
+    id equals its launch call's and whose time span holds the call, or -1."""
+    out = np.full(len(corr.gpu_rows), -1, np.int64)
+    launch = corr.launch_of_gpu
+    linked = np.flatnonzero(launch >= 0)
+    ext = batch.external_id
+    has_ext = ext[ops] != MISSING
+    if not len(linked) or not has_ext.any():
+        return out
+    table = np.flatnonzero(has_ext)
+    table_keys = (batch.rank[ops[table]].astype(np.int64) << _KEY_SHIFT) | ext[ops[table]]
+    launches = launch[linked]
+    keys = (batch.rank[launches].astype(np.int64) << _KEY_SHIFT) | ext[launches]
+    order = np.argsort(table_keys)  # external ids of operators are unique
+    sorted_keys = table_keys[order]
+    pos = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    op = ops[table[order[pos]]]
+    found = (sorted_keys[pos] == keys) & (ext[launches] != MISSING) & \
+        (batch.start_ns[op] <= batch.start_ns[launches]) & (batch.start_ns[launches] <= batch.end_ns[op])
+    out[linked[found]] = table[order[pos[found]]]
+    return out
+
+
+def _op_names(batch: EventBatch, ops: np.ndarray) -> np.ndarray:
+    """Name id of each operator, ``ProfilerStep#N`` folded into one name (id ``len(strings)``)."""
+    names = batch.name[ops].astype(np.int64)
+    names[batch.kind[ops] == Kind.STEP] = len(batch.strings)
+    return names
+
+
+def _name(batch: EventBatch, name_id: int) -> str:
+    return STEP_ROW if name_id == len(batch.strings) else batch.strings[name_id]
+
+
+def operators(batch: EventBatch, corr: Correlation | None = None, top_kernels: int = TOP_KERNELS
+              ) -> dict[str, Any]:
+    """The operator table (see the module docstring): ``{count, kernel_total_us, attributed_us,
+    unattributed: {...}, by_name: [...], regions: [...]}``, rows by total GPU time, then CPU time."""
+    corr = corr if corr is not None else correlate(batch)
+    ops = operator_rows(batch)
+    is_kernel = batch.kind[corr.gpu_rows] == Kind.KERNEL
+    krows = corr.gpu_rows[is_kernel]
+    klaunch = corr.launch_of_gpu[is_kernel]
+    kop = operator_of_gpu_op(batch, corr, ops)[is_kernel]
+    by_time = np.flatnonzero((kop < 0) & (klaunch >= 0))
+    launches, where = np.unique(klaunch[by_time], return_inverse=True)
+    parent, launch_op = parents(batch, ops, launches)
+    kop[by_time] = launch_op[where.reshape(-1)]
+    dur = batch.duration_ns
+    op_dur = dur[ops].astype(np.float64)
+    child_time = np.zeros(len(ops))
+    has_parent = parent >= 0
+    np.add.at(child_time, parent[has_parent], op_dur[has_parent])
+
+    kdur = dur[krows].astype(np.float64)
+    self_gpu = np.zeros(len(ops))
+    np.add.at(self_gpu, kop[kop >= 0], kdur[kop >= 0])
+    total_gpu = _inclusive(self_gpu, parent)
+
+    names = _op_names(batch, ops)
+    uniq, inverse = np.unique(names, return_inverse=True)
+    n = len(uniq)
+
+    def per_name(values: np.ndarray) -> np.ndarray:
+        return np.bincount(inverse, weights=values, minlength=n)
+
+    calls = np.bincount(inverse, minlength=n)
+    total_cpu, self_cpu = per_name(op_dur), per_name(op_dur - child_time)
+    self_g, total_g = per_name(self_gpu), per_name(total_gpu)
+    kernel_count = np.bincount(inverse[kop[kop >= 0]], minlength=n) if len(kop) else np.zeros(n, int)
+    top = _top_kernels(batch, krows[kop >= 0], kdur[kop >= 0], inverse[kop[kop >= 0]], top_kernels)
+    kernel_total = float(kdur.sum()) / 1e3
+    rows = [{"name": _name(batch, int(uniq[i])), "calls": int(calls[i]),
+             "total_cpu_us": total_cpu[i] / 1e3, "self_cpu_us": self_cpu[i] / 1e3,
+             "self_gpu_us": self_g[i] / 1e3, "total_gpu_us": total_g[i] / 1e3,
+             "kernels": int(kernel_count[i]),
+             "gpu_pct": 100.0 * self_g[i] / 1e3 / kernel_total if kernel_total else 0.0,
+             "top_kernels": top.get(i, [])} for i in range(n)]
+    rows.sort(key=lambda r: (-r["self_gpu_us"], -r["total_gpu_us"], -r["total_cpu_us"], r["name"]))
+    orphan = klaunch < 0
+    no_op = (kop < 0) & ~orphan
+    by_time_found = int((kop[by_time] >= 0).sum())
+    return {"count": int(len(ops)), "kernel_total_us": kernel_total,
+            "attributed_us": float(kdur[kop >= 0].sum()) / 1e3,
+            "attributed_by": {"external_id": int((kop >= 0).sum()) - by_time_found,
+                              "enclosing_operator": by_time_found},
+            "unattributed": {"no_launch": {"kernels": int(orphan.sum()),
+                                           "gpu_us": float(kdur[orphan].sum()) / 1e3},
+                             "no_operator": {"kernels": int(no_op.sum()),
+                                             "gpu_us": float(kdur[no_op].sum()) / 1e3}},
+            "by_name": rows,
+            "regions": _regions(batch, ops, parent, krows, klaunch, kop, kdur, top_kernels)}
+
+
+def _inclusive(self_gpu: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Self values summed up the parent chain, deepest level first."""
+    total = self_gpu.copy()
+    if not (parent >= 0).any():
+        return total
+    depth = _depths(parent)
+    for level in range(int(depth.max()), 0, -1):
+        at = np.flatnonzero(depth == level)
+        np.add.at(total, parent[at], total[at])
+    return total
+
+
+def _depths(parent: np.ndarray) -> np.ndarray:
+    depth = np.zeros(len(parent), np.int64)
+    cur = parent.copy()
+    while (cur >= 0).any():
+        live = cur >= 0
+        depth[live] += 1
+        cur[live] = parent[cur[live]]
+    return depth
+
+
+def _top_kernels(batch: EventBatch, rows: np.ndarray, durs: np.ndarray, group: np.ndarray,
+                 top: int) -> dict[int, list[dict]]:
+    """Per group index: its ``top`` kernels by total time, ``{name, raw_name, count, gpu_us}``."""
+    if not len(rows):
+        return {}
+    keys, inv = np.unique((group.astype(np.int64) << 32) | batch.name[rows].astype(np.int64),
+                          return_inverse=True)
+    pairs = np.stack([keys >> 32, keys & 0xFFFFFFFF], 1)
+    inv = inv.reshape(-1)
+    sums = np.bincount(inv, weights=durs, minlength=len(pairs))
+    counts = np.bincount(inv, minlength=len(pairs))
+    out: dict[int, list[dict]] = {}
+    for p in np.lexsort((-sums, pairs[:, 0])).tolist():
+        g = int(pairs[p, 0])
+        lst = out.setdefault(g, [])
+        if len(lst) < top:
+            raw = batch.strings[int(pairs[p, 1])]
+            lst.append({"name": demangle(raw), "raw_name": raw, "count": int(counts[p]),
+                        "gpu_us": float(sums[p]) / 1e3})
+    return out
+
+
+def _regions(batch: EventBatch, ops: np.ndarray, parent: np.ndarray, krows: np.ndarray,
+             launch: np.ndarray, kop: np.ndarray, kdur: np.ndarray, top: int) -> list[dict]:
+    """Kernels gathered by CUDA graph and by compiled region (see the module docstring)."""
+    region = np.full(len(krows), -1, np.int64)
+    labels: dict[str, int] = {}
+    kinds: dict[int, str] = {}
+
+    def label(text: str, kind: str) -> int:
+        if text not in labels:
+            labels[text] = len(labels)
+            kinds[labels[text]] = kind
+        return labels[text]
+
+    def assign(at: np.ndarray, texts: list[str], kind: str) -> None:
+        """Give the kernels ``at`` the regions named ``texts`` (one per kernel), by distinct text."""
+        uniq, inv = np.unique(np.asarray(texts, dtype=object), return_inverse=True)
+        ids = np.array([label(str(t), kind) for t in uniq.tolist()], np.int64)
+        region[at] = ids[inv.reshape(-1)]
+
+    graph = batch.graph_id[krows]
+    graph_launch = np.array([i for i, s in enumerate(batch.strings) if "GraphLaunch" in s], np.int64)
+    in_graph = np.flatnonzero((graph != MISSING) | np.isin(
+        np.where(launch >= 0, batch.name[np.maximum(launch, 0)], -1), graph_launch))
+    if len(in_graph):
+        assign(in_graph, [f"CUDA graph {g}" if g != MISSING else "CUDA graph"
+                          for g in graph[in_graph].tolist()], "cuda_graph")
+    compiled = _compiled_ancestor(batch, ops, parent)
+    anc = np.full(len(kop), -1, np.int64)
+    anc[kop >= 0] = compiled[kop[kop >= 0]]
+    in_region = np.flatnonzero((region < 0) & (anc >= 0))
+    if len(in_region):
+        assign(in_region, batch.names(ops[anc[in_region]]), "compiled")
+    loose = np.flatnonzero((region < 0) & (kop < 0))
+    triton = [k for k, n in zip(loose.tolist(), batch.names(krows[loose])) if n.startswith("triton_")]
+    if triton:
+        assign(np.asarray(triton, np.int64), ["[compiled, no operator]"] * len(triton), "compiled")
+    inside = region >= 0
+    if not inside.any():
+        return []
+    top_k = _top_kernels(batch, krows[inside], kdur[inside], region[inside], top)
+    gpu = np.bincount(region[inside], weights=kdur[inside], minlength=len(labels))
+    count = np.bincount(region[inside], minlength=len(labels))
+    out = [{"name": text, "kind": kinds[i], "kernels": int(count[i]), "gpu_us": float(gpu[i]) / 1e3,
+            "top_kernels": top_k.get(i, [])} for text, i in labels.items()]
+    return sorted(out, key=lambda r: -r["gpu_us"])
+
+
+def _compiled_ancestor(batch: EventBatch, ops: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """For each operator: the index of the outermost compiled-region operator enclosing it (itself
+    included), or -1."""
+    marked = {i for i, s in enumerate(batch.strings) if s.startswith(COMPILED_MARKERS)}
+    out = np.full(len(ops), -1, np.int64)
+    if not marked:
+        return out
+    is_marked = np.isin(batch.name[ops], np.fromiter(marked, np.int64, len(marked)))
+    cur = np.arange(len(ops))
+    while (cur >= 0).any():
+        live = cur >= 0
+        hit = live & is_marked[np.maximum(cur, 0)]
+        out[hit] = cur[hit]  # later (outer) hits overwrite inner ones
+        cur[live] = parent[cur[live]]
+    return out

@@ -1,0 +1,63 @@
+"""``otel-profiler diff BASE NEW``: what changed between two runs (trace files or profile folders)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from cuda_tracer.loading import load_profile
+
+from ..analysis.diff import diff, tables
+from ..analysis.summary import summarize
+from ..report.console import render_json, table_text
+from . import count
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "diff", help="compare two runs: step time, GPU breakdown, kernels, operators, memory",
+        description="Compare a BASE run with a NEW one (each a Kineto trace file, a folder of "
+                    "per-rank traces or a profile folder written by `otel-profiler run`): every "
+                    "figure with its base and new value, the change and the change in percent.")
+    p.add_argument("base", metavar="BASE", help="the run to compare against (trace file or folder)")
+    p.add_argument("new", metavar="NEW", help="the run to compare (trace file or folder)")
+    p.add_argument("--format", choices=("table", "json", "html"), default="table",
+                   help="table: text for a person (changed rows only); json: every figure (the "
+                        "documented diff schema); html: a self-contained comparison page")
+    p.add_argument("--top", type=int, default=20,
+                   help="rows per kernel and operator table (table and html formats)")
+    p.add_argument("--name-width", type=int, default=90, metavar="N",
+                   help="longest name before it is cut with … (table format; 0: never cut)")
+    p.add_argument("-o", "--output", help="write to this file instead of standard output "
+                                          "(default: standard output)")
+    p.add_argument("-j", "--jobs", type=count, default=None, metavar="N",
+                   help="trace files read at once per run, one process each (default: as many as "
+                        "the cores, the files and the free memory allow)")
+    p.set_defaults(func=run)
+
+
+def compare(base: str, new: str, jobs: int | None = None) -> dict:
+    """The diff of two runs given by path."""
+    return diff(summarize(load_profile([base], workers=jobs)),
+                summarize(load_profile([new], workers=jobs)))
+
+
+def run(args: argparse.Namespace) -> int:
+    d = compare(args.base, args.new, args.jobs)
+    if args.format == "json":
+        text = render_json(d)
+    elif args.format == "html":
+        from ..report.diff_html import render_diff_html
+
+        text = render_diff_html(d, top=args.top)
+    else:
+        width = max(args.name_width, 0)
+        text = "\n".join([f"base: {', '.join(d['base']['sources'])}",
+                          f"new:  {', '.join(d['new']['sources'])}", ""] +
+                         [table_text(t, h, rows, width) for t, h, rows in tables(d, args.top) if rows])
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    else:
+        sys.stdout.write(text + "\n")
+    return 0

@@ -1,0 +1,52 @@
+// otel-profiler HTML report: the Operators tab (operators by the GPU time of the kernels they
+// launched; click an operator for its top kernels) and the kernels of CUDA graphs and compiled regions.
+"use strict";
+
+function kernelTable(kernels) {
+  const t = el("table", {}, el("thead", {}, el("tr", {}, ...["Kernel", "Count", "GPU time"].map(h => el("th", {text: h})))));
+  const body = el("tbody");
+  for (const k of kernels)
+    body.append(el("tr", {}, el("td", {"class": "name", title: fullName(k), text: k.name}),
+      el("td", {"class": "num", "data-value": String(k.count), text: fmtNum(k.count)}),
+      el("td", {"class": "num", "data-value": String(k.gpu_us), text: fmtUs(k.gpu_us)})));
+  t.append(body);
+  return t;
+}
+
+function buildOperators() {
+  const root = document.getElementById("operators");
+  const O = S.operators;
+  if (!O || !O.by_name.length) {
+    root.append(el("p", {"class": "note missing", id: "no-operators", text: "No PyTorch operators in this profile (no cpu_op or record_function events)."}));
+    return;
+  }
+  const lost = O.unattributed;
+  root.append(el("p", {"class": "note", text:
+    `${fmtUs(O.attributed_us)} of ${fmtUs(O.kernel_total_us)} kernel time attributed to the innermost operator that launched it` +
+    ` (${O.attributed_by.external_id} kernels by external id, ${O.attributed_by.enclosing_operator} by the enclosing operator);` +
+    ` ${lost.no_launch.kernels} kernels have no launch call in the trace, ${lost.no_operator.kernels} no operator. Click an operator for its kernels.`}));
+  const details = el("div", {"class": "card", id: "op-details"}, el("em", {text: "Click an operator for the kernels it launched."}));
+  const table = sortableTable("stat-operators", `Operators (${O.by_name.length} names, ${O.count} calls)`,
+    [["gpu_pct", "GPU %"], ["self_gpu_us", "Self GPU (µs)"], ["total_gpu_us", "Total GPU (µs)"], ["calls", "Calls"],
+     ["self_cpu_us", "Self CPU (µs)"], ["total_cpu_us", "Total CPU (µs)"], ["kernels", "Kernels"], ["name", "Name"]], O.by_name);
+  const byName = new Map(O.by_name.map(r => [r.name, r]));
+  table.addEventListener("click", e => {
+    const tr = e.target.closest("tbody tr");
+    if (!tr) return;
+    const r = byName.get(tr.lastElementChild.dataset.value);
+    if (!r) return;
+    for (const row of table.querySelectorAll("tbody tr.selected")) row.classList.remove("selected");
+    tr.classList.add("selected");
+    details.replaceChildren(el("h2", {text: r.name}),
+      el("div", {"class": "note", text: `${fmtNum(r.calls)} calls · self GPU ${fmtUs(r.self_gpu_us)} · total GPU (with the operators it calls) ${fmtUs(r.total_gpu_us)} · self CPU ${fmtUs(r.self_cpu_us)}`}),
+      r.top_kernels.length ? kernelTable(r.top_kernels) : el("p", {text: "It launched no kernel itself."}));
+  });
+  root.append(table, details);
+  if (O.regions.length) {
+    const regions = el("div", {"class": "card stat-card", id: "op-regions"}, el("h2", {text: "Kernels of CUDA graphs and compiled regions"}));
+    for (const g of O.regions)
+      regions.append(el("h3", {text: `${g.name} (${g.kind === "cuda_graph" ? "CUDA graph" : "compiled region"}): ${fmtNum(g.kernels)} kernels, ${fmtUs(g.gpu_us)}`}),
+        kernelTable(g.top_kernels));
+    root.append(regions);
+  }
+}
