@@ -22,6 +22,18 @@ class ConfigError(ValueError):
     pass
 
 
+class FeatureOff(ConfigError):
+    """A bad value that turns one feature off (an OTLP endpoint: no export of that signal), not
+    profiling: ``load`` reports it in ``Settings.notices`` and keeps ``off_value``."""
+
+    def __init__(self, message: str, off_value: Any) -> None:
+        super().__init__(message)
+        self.off_value = off_value
+
+
+DAY_S = 86400.0
+
+
 @dataclass(frozen=True)
 class Variable:
     name: str
@@ -52,6 +64,11 @@ def parse_bool(text: str) -> bool:
     raise ConfigError("expected true or false")
 
 
+def _bounded(parse: Callable[[str], Any], minimum: Any, maximum: Any) -> Callable[[str], Any]:
+    parse.minimum, parse.maximum = minimum, maximum  # type: ignore[attr-defined]  (for bounds_table)
+    return parse
+
+
 def parse_int(minimum: int | None = None, maximum: int | None = None) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
@@ -63,10 +80,10 @@ def parse_int(minimum: int | None = None, maximum: int | None = None) -> Callabl
         if maximum is not None and value > maximum:
             raise ConfigError(f"must be at most {maximum}")
         return value
-    return parse
+    return _bounded(parse, minimum, maximum)
 
 
-def parse_float(minimum: float | None = None) -> Callable[[str], float]:
+def parse_float(minimum: float | None = None, maximum: float | None = None) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
             value = float(text.strip())
@@ -76,8 +93,10 @@ def parse_float(minimum: float | None = None) -> Callable[[str], float]:
             raise ConfigError("expected a finite number")
         if minimum is not None and value < minimum:
             raise ConfigError(f"must be at least {minimum}")
+        if maximum is not None and value > maximum:
+            raise ConfigError(f"must be at most {maximum:g}")
         return value
-    return parse
+    return _bounded(parse, minimum, maximum)
 
 
 def parse_choice(*choices: str) -> Callable[[str], str]:
@@ -91,6 +110,17 @@ def parse_choice(*choices: str) -> Callable[[str], str]:
 
 def parse_str(text: str) -> str:
     return text.strip()
+
+
+def parse_endpoint(text: str) -> str:
+    """An OTLP endpoint: empty (unset), an http(s):// URL with a host, or host:port for gRPC."""
+    from .sinks import INVALID_ENDPOINT, endpoint_problem
+
+    value = text.strip()
+    problem = endpoint_problem(value) if value else None
+    if problem:
+        raise FeatureOff(f"{problem}; nothing is exported to it", INVALID_ENDPOINT)
+    return value
 
 
 def parse_key_values(text: str) -> dict[str, str]:
@@ -182,15 +212,15 @@ define("OTEL_PROFILER_ACTIVITIES", Activities(ACTIVITY_GROUPS["gpu"]), parse_act
        "What detailed windows capture: gpu (kernel,memcpy,memset,sync,runtime,driver) and/or cpu_op.")
 define("OTEL_PROFILER_STEPS", StepRange((1, 11)), parse_step_range,
        "Detailed capture for steps START:STOP (STOP excluded); off for none.")
-define("OTEL_PROFILER_EVERY_STEPS", 0, parse_int(minimum=0),
+define("OTEL_PROFILER_EVERY_STEPS", 0, parse_int(minimum=0, maximum=10_000_000),
        "Also capture a window every N steps (0: off).")
-define("OTEL_PROFILER_WINDOW_STEPS", 5, parse_int(minimum=1),
+define("OTEL_PROFILER_WINDOW_STEPS", 5, parse_int(minimum=1, maximum=100_000),
        "Length in steps of windows opened by EVERY_STEPS, a signal, the trigger port or a slow step.")
-define("OTEL_PROFILER_WINDOW_PART_STEPS", 100, parse_int(minimum=1),
+define("OTEL_PROFILER_WINDOW_PART_STEPS", 100, parse_int(minimum=1, maximum=100_000),
        "A detailed window is handed over in parts of this many steps, so long windows stay bounded.")
-define("OTEL_PROFILER_DURATION_S", 0.0, parse_float(minimum=0.0),
+define("OTEL_PROFILER_DURATION_S", 0.0, parse_float(minimum=0.0, maximum=DAY_S),
        "Also capture the first N seconds of the run in detail (0: off).")
-define("OTEL_PROFILER_SLOW_STEP_FACTOR", 3.0, parse_float(minimum=0.0),
+define("OTEL_PROFILER_SLOW_STEP_FACTOR", 3.0, parse_float(minimum=0.0, maximum=1000.0),
        "Capture the next steps when one step takes this many times the recent median (0: off).")
 define("OTEL_PROFILER_SIGNAL", True, parse_bool,
        "SIGUSR2 opens a detailed window on a running job (only if the program has no SIGUSR2 handler).")
@@ -201,9 +231,9 @@ define("OTEL_PROFILER_AUTO_STEPS", True, parse_bool,
        "(off when the code calls step()).")
 define("OTEL_PROFILER_NVTX", False, parse_bool,
        "Also emit annotate() ranges as NVTX ranges (Nsight Systems) when torch sees a GPU.")
-define("OTEL_PROFILER_FLUSH_EVENTS", 200_000, parse_int(minimum=1000),
+define("OTEL_PROFILER_FLUSH_EVENTS", 200_000, parse_int(minimum=1000, maximum=100_000_000),
        "Write a part to the profile folder once this many annotation/step events are buffered.")
-define("OTEL_PROFILER_FLUSH_INTERVAL_S", 60.0, parse_float(minimum=0.1),
+define("OTEL_PROFILER_FLUSH_INTERVAL_S", 60.0, parse_float(minimum=0.1, maximum=DAY_S),
        "Write buffered events to the profile folder at least this often.")
 define("OTEL_PROFILER_SUMMARY_AT_EXIT", True, parse_bool,
        "Each profiled process writes summary.json and names its folder on exit (`run` turns this "
@@ -265,7 +295,7 @@ def parse_compression(text: str) -> str:
 for _prefix, _what in (("OTEL_EXPORTER_OTLP_", "all signals"), ("OTEL_EXPORTER_OTLP_TRACES_", "traces"),
                        ("OTEL_EXPORTER_OTLP_METRICS_", "metrics")):
     _general = _prefix == "OTEL_EXPORTER_OTLP_"
-    define(f"{_prefix}ENDPOINT", "" if _general else None, parse_str,
+    define(f"{_prefix}ENDPOINT", "" if _general else None, parse_endpoint,
            f"OTLP endpoint for {_what} (URL; set it to turn export on). "
            + ("HTTP appends /v1/traces or /v1/metrics." if _general else "Used as is."))
     define(f"{_prefix}PROTOCOL", "http/protobuf" if _general else None, parse_protocol,
@@ -273,7 +303,7 @@ for _prefix, _what in (("OTEL_EXPORTER_OTLP_", "all signals"), ("OTEL_EXPORTER_O
     define(f"{_prefix}HEADERS", {} if _general else None, parse_key_values,
            f"Request headers for {_what}, key=value pairs separated by commas (values never logged).",
            secret=True)
-    define(f"{_prefix}TIMEOUT", 10000 if _general else None, parse_int(minimum=1),
+    define(f"{_prefix}TIMEOUT", 10000 if _general else None, parse_int(minimum=1, maximum=600_000),
            f"Timeout of one OTLP export request for {_what}, in milliseconds.")
     define(f"{_prefix}COMPRESSION", "none" if _general else None, parse_compression,
            f"Compression of OTLP requests for {_what}: gzip or none.")
@@ -289,17 +319,17 @@ for _prefix, _what in (("OTEL_EXPORTER_OTLP_", "all signals"), ("OTEL_EXPORTER_O
 # The profiler's own export switches.
 define("OTEL_PROFILER_OTLP_FILE", "", parse_str,
        "Also write spans as OTLP JSON lines (Collector file-exporter format) to this file.")
-define("OTEL_PROFILER_SPAN_BUDGET", 2000, parse_int(minimum=10),
+define("OTEL_PROFILER_SPAN_BUDGET", 2000, parse_int(minimum=10, maximum=1_000_000),
        "Spans per trace (step): the costliest GPU ops are spans, the rest aggregated per kernel name.")
-define("OTEL_PROFILER_SPAN_WINDOW_S", 10.0, parse_float(minimum=0.001),
+define("OTEL_PROFILER_SPAN_WINDOW_S", 10.0, parse_float(minimum=0.001, maximum=DAY_S),
        "Events outside every step are grouped into traces of windows this long (seconds).")
-define("OTEL_PROFILER_EXPORT_QUEUE", 64, parse_int(minimum=1),
+define("OTEL_PROFILER_EXPORT_QUEUE", 64, parse_int(minimum=1, maximum=10_000),
        "Batches the exporter process may have queued; more are dropped (and counted), never waited for.")
 define("OTEL_PROFILER_SPOOL_DIR", "", parse_str,
        "Where undeliverable OTLP requests are spooled (default: OTEL_PROFILER_OUTPUT_DIR/otlp-spool).")
-define("OTEL_PROFILER_SPOOL_MAX_MB", 1024, parse_int(minimum=0),
+define("OTEL_PROFILER_SPOOL_MAX_MB", 1024, parse_int(minimum=0, maximum=1 << 20),
        "Size limit of the spool in MiB; requests beyond it are dropped (and counted).")
-define("OTEL_PROFILER_EXPORT_RETRY_S", 30.0, parse_float(minimum=0.0),
+define("OTEL_PROFILER_EXPORT_RETRY_S", 30.0, parse_float(minimum=0.0, maximum=DAY_S),
        "How long one request is retried (exponential backoff) before it is spooled.")
 
 
@@ -314,7 +344,7 @@ def parse_basic_auth(text: str) -> str:
 
 define("OTEL_PROFILER_METRICS", True, parse_bool,
        "Compute metrics (system samplers, profile-derived) when a Prometheus port or an OTLP endpoint is set.")
-define("OTEL_PROFILER_METRICS_INTERVAL_S", 1.0, parse_float(minimum=0.05),
+define("OTEL_PROFILER_METRICS_INTERVAL_S", 1.0, parse_float(minimum=0.05, maximum=3600.0),
        "Seconds between two samples of GPU (NVML) and CPU (psutil) metrics.")
 define("OTEL_PROFILER_PROMETHEUS_PORT", 0, parse_int(minimum=0, maximum=65535),
        "Serve /metrics on this port plus LOCAL_RANK (0: no Prometheus endpoint).")
@@ -335,7 +365,7 @@ define("OTEL_EXPORTER_PROMETHEUS_HOST", "localhost", parse_str,
        "OTEL_PROFILER_PROMETHEUS_PORT is 0).")
 define("OTEL_EXPORTER_PROMETHEUS_PORT", 9464, parse_int(minimum=1, maximum=65535),
        "Port (plus LOCAL_RANK) of the /metrics endpoint OTEL_METRICS_EXPORTER=prometheus serves.")
-define("OTEL_METRIC_EXPORT_INTERVAL", 60000, parse_int(minimum=100),
+define("OTEL_METRIC_EXPORT_INTERVAL", 60000, parse_int(minimum=100, maximum=86_400_000),
        "Milliseconds between two OTLP metric exports (each sends the cumulative values so far).")
 
 
@@ -343,7 +373,8 @@ define("OTEL_METRIC_EXPORT_INTERVAL", 60000, parse_int(minimum=100),
 @dataclass
 class Settings:
     values: dict[str, Any]
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # unusable: profiling turns itself off
+    notices: list[str] = field(default_factory=list)  # one feature off, or a name not known
 
     @property
     def ok(self) -> bool:
@@ -358,6 +389,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {}
     warnings: list[str] = []
+    notices: list[str] = []
     for var in VARIABLES.values():
         raw = env.get(var.name)
         if raw is None:
@@ -366,10 +398,52 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         try:
             values[var.name] = var.parse(raw)
         except ConfigError as exc:
-            shown = "<hidden>" if var.secret else repr(raw)
-            warnings.append(f"{var.name}={shown}: {exc}")
-            values[var.name] = var.default
-    return Settings(values, warnings)
+            shown = "<hidden>" if var.secret else _shown(raw)
+            (notices if isinstance(exc, FeatureOff) else warnings).append(f"{var.name}={shown}: {exc}")
+            values[var.name] = exc.off_value if isinstance(exc, FeatureOff) else var.default
+    notices += unknown_names(env)
+    return Settings(values, warnings, notices)
+
+
+def _shown(raw: str) -> str:
+    """A value as a warning may show it: quoted, printable, short."""
+    from .sinks import safe_text
+
+    return repr(safe_text(raw, 80))
+
+
+def unknown_names(env: Mapping[str, str]) -> list[str]:
+    """One notice per ``OTEL_PROFILER_*`` variable that is set but not defined (a typo is
+    otherwise silently ignored), with the closest defined name."""
+    import difflib
+
+    known = [n for n in VARIABLES if n.startswith("OTEL_PROFILER_")]
+    out = []
+    for name in sorted(env):
+        if name.startswith("OTEL_PROFILER_") and name not in VARIABLES and name not in IGNORED_NAMES:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            out.append(f"{name} is not a known setting{hint}; it is ignored")
+    return out
+
+
+def _number(x: Any) -> str:
+    return f"{x:g}" if isinstance(x, float) else f"{x:_}".replace("_", " ")
+
+
+IGNORED_NAMES = frozenset({"OTEL_PROFILER_TEST_TRACES"})
+"""Set in this project's own test runs (where the test traces are), not a profiler setting."""
+
+
+def bounds_table() -> str:
+    """The numeric settings with their accepted range, as a Markdown table."""
+    lines = ["| Variable | Default | At least | At most |", "|---|---|---|---|"]
+    for var in VARIABLES.values():
+        low, high = getattr(var.parse, "minimum", None), getattr(var.parse, "maximum", None)
+        if high is not None:
+            default = var.default if var.default is not None else "(general setting)"
+            lines.append(f"| `{var.name}` | `{default}` | `{_number(low)}` | `{_number(high)}` |")
+    return "\n".join(lines)
 
 
 def markdown_table() -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from cuda_tracer.private_files import open_private
 from cuda_tracer.events import EventBatch
-from cuda_tracer.profile import RankProfile, write_rank
+from cuda_tracer.profile import PROFILE_EVENTS, PROFILE_META, RankProfile, write_rank
 from cuda_tracer.loading import load_profile
 
 
@@ -47,10 +47,23 @@ class RankWriter:
         if not self.claim():
             return False
         meta = dict(meta, parts=self.parts + 1, events=self.events + len(batch))
-        write_rank(self.folder, RankProfile(meta=meta, batch=batch), part=self.parts)
+        try:
+            write_rank(self.folder, RankProfile(meta=meta, batch=batch), part=self.parts)
+        except OSError:  # a full disk: leave no half-written temporary file behind
+            for name in (PROFILE_EVENTS.format(rank=self.rank, part=self.parts),
+                         PROFILE_META.format(rank=self.rank)):
+                _remove(os.path.join(self.folder, name + ".tmp"))
+            raise
         self.parts += 1
         self.events += len(batch)
         return True
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
 
 
 def _lock(path: str) -> bool:
@@ -98,7 +111,11 @@ def write_summary(folder: str) -> dict[str, Any] | None:
         return None
     summary = summarize(profile)
     tmp = os.path.join(folder, "summary.json.tmp")
-    with open_private(tmp, "w") as f:
-        json.dump(summary, f, indent=1, default=str)
-    os.replace(tmp, os.path.join(folder, "summary.json"))
+    try:
+        with open_private(tmp, "w") as f:
+            json.dump(summary, f, indent=1, default=str)
+        os.replace(tmp, os.path.join(folder, "summary.json"))
+    except OSError:
+        _remove(tmp)
+        raise
     return summary

@@ -48,6 +48,8 @@ _forked_child = False
 _fork_hooks_installed = False
 MAX_WINDOWS_IN_META = 1000
 FLUSH_POLL_S = 0.2
+CLOSE_NETWORK_S = 5.0
+"""At exit, the exporter keeps sending this long at most; then what is not delivered is spooled."""
 EXPORTER_CHILD_ENV = "_OTEL_PROFILER_EXPORTER_CHILD"
 """Set (internally) in the environment our exporter process is spawned with: no session starts there."""
 
@@ -72,6 +74,8 @@ def start_session(origin: str, overrides: Mapping[str, Any] | None = None,
             problems = _apply_overrides(env, overrides or {})
             settings = config.load(env)
             problems += settings.warnings
+            for notice in settings.notices:  # one feature off or a name unknown: profiling goes on
+                warn(notice)
             if problems:
                 warn("profiling is off because of invalid settings: " + "; ".join(problems))
                 return None
@@ -166,6 +170,7 @@ class Session(StepSources):
         self._in_signal = False  # closing from the SIGTERM handler: take no lock we can avoid
         self._closing = False  # inside close(): a failing last flush still warns
         self._failed = False
+        self._write_failed = False  # a part could not be written (said once)
         self._rank_known = "RANK" in os.environ
 
     # ------------------------------------------------------------------ lifecycle
@@ -236,9 +241,13 @@ class Session(StepSources):
             if self._exporter is not None:
                 if self.metrics is not None:
                     self.metrics.export_now(last=True)  # the last OTLP metrics, after the last batch
-                self._exporter.close(timeout_s=5.0)
+                self._exporter.close(timeout_s=CLOSE_NETWORK_S)
             if self.settings["OTEL_PROFILER_SUMMARY_AT_EXIT"] and self.writer.parts:
-                write_summary(self.folder)
+                try:
+                    write_summary(self.folder)
+                except OSError as exc:
+                    self._cannot_write(exc)
+                    return
                 print(f"otel-profiler: profile of rank {self.rank} written to {self.folder} "
                       f"(`otel-profiler summary {self.folder}`)", file=sys.stderr)
         except Exception as exc:
@@ -487,9 +496,12 @@ class Session(StepSources):
                     return
                 batch.columns["rank"][:] = self.rank
                 meta = self.meta()
-                if not self.writer.write(meta, batch):  # another live process holds this rank
-                    self._stop_quietly()
-                    return
+                try:
+                    if not self.writer.write(meta, batch):  # another live process holds this rank
+                        self._stop_quietly()
+                        return
+                except OSError as exc:  # the folder is unusable or the disk full: export goes on
+                    self._cannot_write(exc)
                 if self.metrics is not None:
                     self.metrics.observe_batch(batch, meta)
                 if not self._exporter_made:
@@ -500,6 +512,14 @@ class Session(StepSources):
                     self._exporter.submit(meta, batch)
         except Exception as exc:
             self._fail(exc)
+
+    def _cannot_write(self, exc: OSError) -> None:
+        """One warning the first time a part cannot be written; recording, metrics and OTLP
+        export go on (later parts are tried again: a disk may get space back)."""
+        if not self._write_failed:
+            self._write_failed = True
+            warn(f"cannot write the profile folder {self.folder} ({exc.strerror or exc}); "
+                 "parts are not saved there, steps, metrics and OTLP export go on")
 
     def _learn_rank(self) -> None:
         """Take rank and world size from torch.distributed when the launcher set no ``RANK``

@@ -1,8 +1,10 @@
 """``otel-profiler replay SPOOL``: send spooled (or ``.pb``) OTLP requests to an endpoint later.
 
-SPOOL is a spool folder (``OTEL_PROFILER_SPOOL_DIR``) or one length-delimited ``.pb`` file.
-Each file is deleted once all its requests were delivered; what is not delivered stays. Exit 1
-when something is left.
+SPOOL is a spool folder (``OTEL_PROFILER_SPOOL_DIR``) or one length-delimited ``.pb`` file. Every
+request of every file is tried: a file is deleted once all its requests were delivered; requests
+the receiver refuses stay in their file, which is named, and the next request is tried; when the
+endpoint cannot be reached (after ``OTEL_PROFILER_EXPORT_RETRY_S`` of retries) the rest is left
+for later, untried. Exit 1 when something is left.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import sys
 
 from .. import config
 from ..exporter import warn
-from ..sinks import PROTOCOLS, deliver, open_sink, resolve_target
-from ..sinks.files import drain_file, spool_files
+from ..sinks import PROTOCOLS, deliver, endpoint_problem, open_sink, resolve_target, safe_text
+from ..sinks.files import DOWN, REFUSED, SENT, drain_file, spool_files
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,31 +36,49 @@ def run(args: argparse.Namespace) -> int:
     if not os.path.exists(args.spool):
         print(f"otel-profiler: error: {args.spool}: no such file or folder", file=sys.stderr)
         return 2
+    if args.endpoint and endpoint_problem(args.endpoint):
+        print(f"otel-profiler: error: --endpoint {safe_text(args.endpoint)!r}: {endpoint_problem(args.endpoint)}",
+              file=sys.stderr)
+        return 2
     target = resolve_target(settings.values, args.endpoint, args.protocol, warn=warn)
     if target is None:
-        print("otel-profiler: error: give --endpoint (or set OTEL_EXPORTER_OTLP_ENDPOINT)", file=sys.stderr)
+        print("otel-profiler: error: give --endpoint (or set a valid OTEL_EXPORTER_OTLP_ENDPOINT)",
+              file=sys.stderr)
         return 2
     sink = open_sink(target)
     retry_s = float(settings.values["OTEL_PROFILER_EXPORT_RETRY_S"])
-    failure: list[str] = []
+    reasons: list[str] = []
 
-    def send(request: bytes) -> bool:
+    def send(request: bytes) -> str:
         result, _ = deliver(sink, request, retry_s)
-        if not result.ok:
-            failure.append(result.message)
-        return result.ok
+        if result.ok:
+            return SENT
+        reasons.append(result.message)
+        return DOWN if result.retryable else REFUSED
 
-    sent = 0
+    sent, kept, down = 0, [], ""
     files = spool_files(args.spool)
     try:
         for path in files:
-            n, done = drain_file(path, send)
+            if down:
+                kept.append((path, "not tried: " + down))
+                continue
+            reasons.clear()
+            try:
+                n, left, stopped = drain_file(path, send)
+            except OSError as exc:
+                kept.append((path, f"cannot read ({exc.strerror or exc.__class__.__name__})"))
+                continue
             sent += n
-            if not done:
-                break
+            if left:
+                why = reasons[-1] if reasons else "refused"
+                kept.append((path, f"{left} request(s) kept: {why}"))
+            if stopped:
+                down = f"{target.describe()} unreachable ({reasons[-1] if reasons else 'no answer'})"
     finally:
         sink.close()
-    left = [p for p in files if os.path.exists(p)]
-    print(f"replayed {sent} request(s) from {len(files) - len(left)} file(s) to {target.describe()}"
-          + (f"; {len(left)} file(s) left ({failure[-1]})" if left else ""), file=sys.stderr)
-    return 1 if left else 0
+    print(f"replayed {sent} request(s) from {len(files)} file(s) to {target.describe()}"
+          + (f"; {len(kept)} file(s) kept for later" if kept else ""), file=sys.stderr)
+    for path, why in kept:
+        print(f"otel-profiler: kept {path}: {why}", file=sys.stderr)
+    return 1 if kept else 0

@@ -3,7 +3,10 @@
 Sets the environment (``OTEL_PROFILER_ENABLED``, one run id and profile folder for every process
 and rank, the chosen options) and puts the bootstrap ``sitecustomize.py`` first on ``PYTHONPATH``,
 then runs COMMAND (``python train.py``, ``torchrun ...``). When it ends, summarizes the profile
-folder into ``summary.json`` and prints the summary table. Exits with COMMAND's exit code.
+folder into ``summary.json`` and prints the summary table. Exits with COMMAND's exit code, whatever
+happens to the profiler: an unusable ``--output-dir`` (under a file, read-only) turns profiling
+off with one line and COMMAND still runs; a summary that cannot be written (full disk) is one line.
+With ``--output-dir D``, undeliverable OTLP requests are spooled under ``D/otlp-spool``.
 """
 
 from __future__ import annotations
@@ -72,6 +75,8 @@ def child_environment(args: argparse.Namespace, base: dict[str, str]) -> tuple[d
         env["OTEL_PROFILER_DURATION_S"] = str(args.duration)
     if args.trigger_port is not None:
         env["OTEL_PROFILER_TRIGGER_PORT"] = str(args.trigger_port)
+    if args.output_dir and not env.get("OTEL_PROFILER_SPOOL_DIR"):
+        env["OTEL_PROFILER_SPOOL_DIR"] = os.path.join(folder, "otlp-spool")
     if args.cpu_ops:
         current = env.get("OTEL_PROFILER_ACTIVITIES", "gpu")
         env["OTEL_PROFILER_ACTIVITIES"] = f"{current},cpu_op"
@@ -107,8 +112,11 @@ def run(args: argparse.Namespace) -> int:
               + "; ".join(problems), file=sys.stderr)
         env, folder = dict(os.environ), None
     else:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        os.chmod(folder, 0o700)
+        problem = _unusable(folder)
+        if problem:  # the job comes first: it runs unprofiled
+            print(f"otel-profiler: warning: profiling is off: cannot use the profile folder {folder} "
+                  f"({problem}); running the command without it", file=sys.stderr)
+            env, folder = dict(os.environ), None
     try:
         child = subprocess.Popen(command, env=env)
     except OSError as exc:
@@ -118,6 +126,20 @@ def run(args: argparse.Namespace) -> int:
     if folder is not None:
         _report(folder, args.top)
     return code if code >= 0 else 128 - code
+
+
+def _unusable(folder: str) -> str | None:
+    """Why ``folder`` cannot be made or written (None when it can): made 0700 now, and probed
+    with a file that is removed at once."""
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        os.chmod(folder, 0o700)
+        probe = os.path.join(folder, f".otel-profiler-probe-{os.getpid()}")
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.remove(probe)
+    except OSError as exc:
+        return exc.strerror or exc.__class__.__name__
+    return None
 
 
 def _wait_forwarding_signals(child: subprocess.Popen) -> int:
@@ -142,7 +164,17 @@ def _wait_forwarding_signals(child: subprocess.Popen) -> int:
 
 
 def _report(folder: str, top: int) -> None:
-    summary = write_summary(folder) if os.path.isdir(folder) else None
+    """Summarize after the job; any failure here (a full disk) is one line, never the exit code."""
+    try:
+        summary = write_summary(folder) if os.path.isdir(folder) else None
+    except OSError as exc:
+        print(f"otel-profiler: warning: cannot write the summary in {folder} ({exc.strerror or exc}); "
+              f"`otel-profiler summary {folder}` reads what was written", file=sys.stderr)
+        return
+    except Exception as exc:
+        print(f"otel-profiler: warning: cannot summarize {folder} ({exc.__class__.__name__}: "
+              f"{str(exc)[:200]})", file=sys.stderr)
+        return
     if summary is None:
         print(f"otel-profiler: no profile was recorded in {folder}", file=sys.stderr)
         return

@@ -13,10 +13,15 @@ Rules (OTLP exporter specification):
 - HTTP: ``OTEL_EXPORTER_OTLP_ENDPOINT`` gets ``/v1/traces`` or ``/v1/metrics`` appended; a signal's
   own endpoint is used as is. gRPC: ``http://`` means plaintext, ``https://`` TLS; without a scheme TLS unless
   ``OTEL_EXPORTER_OTLP_INSECURE`` is true.
-- Retryable: gRPC UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED, CANCELLED,
-  OUT_OF_RANGE, DATA_LOSS; HTTP 429, 502, 503, 504 and connection failures. Everything else is
-  final: the request is dropped with one warning per distinct reason.
-- Header values are never logged: errors name the header key at most.
+- Retryable (retried with backoff, then spooled): gRPC UNAVAILABLE, DEADLINE_EXCEEDED,
+  RESOURCE_EXHAUSTED, ABORTED, CANCELLED, OUT_OF_RANGE, DATA_LOSS; HTTP 429, 502, 503, 504 and
+  connection failures. Not retried but kept (spooled at once, for ``replay``): the server's own
+  failures, HTTP 500, 501 and every other 5xx, gRPC INTERNAL, UNKNOWN, UNIMPLEMENTED. Everything
+  else (HTTP 4xx, gRPC INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED, TLS errors) is final:
+  the request is dropped and counted, with one warning per distinct reason.
+- Header values are never logged: errors name the header key at most. A receiver's reply (body,
+  status text, gRPC details) is never shown as is: :func:`safe_text` keeps a short, printable
+  ASCII excerpt of the status text only.
 - No attempt outlives a ``deadline`` (closing): its timeout is cut to the time left, and a request
   cut short is retryable, so it is spooled (a receiver that took it anyway gets it twice after
   ``replay``: at least once, never lost).
@@ -74,9 +79,23 @@ class Result:
     message: str = ""
     retry_after_s: float | None = None
     rejected: int = 0  # spans or data points the receiver refused (partial success)
+    keep: bool = False  # not retried now, but worth a later replay (server errors): spooled
+
+    @property
+    def spool(self) -> bool:
+        """A failure whose request goes to the spool (retryable, or kept for replay)."""
+        return not self.ok and (self.retryable or self.keep)
 
 
 OK = Result(True)
+
+
+def safe_text(text: str, limit: int = 60) -> str:
+    """``text`` reduced to printable ASCII (no escape sequences, no newlines), at most ``limit``
+    characters: what a receiver or a network error says may be shown only like this."""
+    cleaned = "".join(c if " " <= c <= "~" else " " for c in str(text))
+    cleaned = " ".join(cleaned.split())
+    return cleaned if len(cleaned) <= limit else cleaned[: limit - 3] + "..."
 
 
 class Sink(Protocol):
@@ -111,13 +130,17 @@ def resolve_target(values: dict[str, Any], endpoint: str | None = None, protocol
         url = endpoint
         if proto != "grpc" and urlsplit(url).path in ("", "/"):
             url = http_signal_url(url, signal)
-    elif specific:
-        url = specific
-    elif values.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
-        base = values["OTEL_EXPORTER_OTLP_ENDPOINT"]
-        url = base if proto == "grpc" else http_signal_url(base, signal)
+    elif specific is not None:  # "" (unset in a file of settings) falls back to the general one
+        if specific == INVALID_ENDPOINT:
+            return None
+        url = specific if specific else None
     else:
-        return None
+        url = None
+    if url is None:
+        base = values.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        if not base or base == INVALID_ENDPOINT:
+            return None
+        url = base if proto == "grpc" else http_signal_url(base, signal)
     timeout_ms = _pick(values, signal, "TIMEOUT")
     insecure = _pick(values, signal, "INSECURE")
     return OtlpTarget(
@@ -128,6 +151,32 @@ def resolve_target(values: dict[str, Any], endpoint: str | None = None, protocol
         client_key=_pick(values, signal, "CLIENT_KEY") or "",
         client_certificate=_pick(values, signal, "CLIENT_CERTIFICATE") or "",
         insecure=bool(insecure), signal=signal)
+
+
+INVALID_ENDPOINT = "(invalid)"
+"""What ``config.load`` keeps for an endpoint variable it rejected: that signal is not exported."""
+
+
+def endpoint_problem(url: str) -> str | None:
+    """Why ``url`` cannot be an OTLP endpoint, or None. An endpoint is an ``http://`` or
+    ``https://`` URL with a host (and a valid port), or ``host:port`` (gRPC without a scheme)."""
+    text = url.strip()
+    if not text:
+        return "empty"
+    if any(c.isspace() or not c.isprintable() for c in text):
+        return "expected a URL such as http://localhost:4318 (no spaces)"
+    try:
+        parts = urlsplit(text if "://" in text else "//" + text)
+        port = parts.port
+    except ValueError as exc:
+        return f"expected a URL such as http://localhost:4318 ({safe_text(str(exc), 40)})"
+    if "://" in text and parts.scheme.lower() not in ("http", "https"):
+        return "expected an http:// or https:// URL"
+    if not parts.hostname:
+        return "expected a URL with a host, such as http://localhost:4318"
+    if "://" not in text and port is None:
+        return "expected an http:// or https:// URL, or host:port"
+    return None
 
 
 def open_sink(target: OtlpTarget) -> Sink:
@@ -145,23 +194,34 @@ def open_sink(target: OtlpTarget) -> Sink:
     return HttpSink(target)
 
 
-def deliver(sink: Sink, request: bytes, retry_s: float, deadline: float | None = None,
+Deadline = "float | None | Callable[[], float | None]"
+
+
+def deliver(sink: Sink, request: bytes, retry_s: float, deadline: Deadline = None,
             sleep: Callable[[float], None] = time.sleep) -> tuple[Result, int]:
     """Send with exponential backoff (0.25 s doubling, at most 8 s per wait) for up to ``retry_s``
-    seconds and never past ``deadline`` (``time.monotonic()``). Returns the last result and the
-    number of failed attempts."""
-    give_up = time.monotonic() + retry_s
-    if deadline is not None:
-        give_up = min(give_up, deadline)
+    seconds and never past ``deadline`` (``time.monotonic()``; a callable is asked again before
+    each attempt and after each wait, so a close that begins meanwhile cuts the retries short).
+    Returns the last result and the number of failed attempts."""
+    def current() -> float | None:
+        return deadline() if callable(deadline) else deadline
+
+    started = time.monotonic()
     wait, failures = 0.25, 0
     while True:
-        left = None if deadline is None else max(0.05, deadline - time.monotonic())
+        end = current()
+        left = None if end is None else max(0.05, end - time.monotonic())
         result = sink.send(request, left)
         if result.ok or not result.retryable:
             return result, failures
         failures += 1
         pause = min(result.retry_after_s if result.retry_after_s is not None else wait, 8.0)
+        end = current()
+        give_up = started + retry_s if end is None else min(started + retry_s, end)
         if time.monotonic() + pause >= give_up:
             return result, failures
         sleep(pause)
+        end = current()
+        if end is not None and time.monotonic() >= end:
+            return result, failures
         wait = min(wait * 2, 8.0)

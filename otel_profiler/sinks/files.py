@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import glob
 import os
+import threading
 from typing import Callable, Iterator
 
 from cuda_tracer.private_files import make_private_dir, open_private
@@ -26,6 +27,7 @@ class DelimitedFile:
     """Appends length-delimited requests to one file."""
 
     def __init__(self, path: str) -> None:
+        self.path = path
         make_private_dir(os.path.dirname(os.path.abspath(path)))
         self._f = open_private(path, "ab")
 
@@ -42,6 +44,7 @@ class JsonLinesFile:
     """Appends OTLP/JSON lines (already encoded, newline-terminated) to one file."""
 
     def __init__(self, path: str) -> None:
+        self.path = path
         make_private_dir(os.path.dirname(os.path.abspath(path)))
         self._f = open_private(path, "ab")
 
@@ -69,7 +72,9 @@ def read_requests(path: str) -> Iterator[bytes]:
 
 
 class Spool:
-    """Bounded on-disk store of undelivered requests (see the module docstring)."""
+    """Bounded on-disk store of undelivered requests (see the module docstring). Thread-safe: the
+    exporter's sending thread drains it while its main thread (or a close) spools into it; no
+    lock is held while a drained request is on the network."""
 
     ROLL_BYTES = 64 * 1024 * 1024
 
@@ -78,6 +83,7 @@ class Spool:
         self.max_bytes = max_bytes
         self._warn = warn
         self._warned: set[str] = set()
+        self._lock = threading.Lock()
         self._file = None
         self._file_path = ""
         self._file_bytes = 0
@@ -89,25 +95,26 @@ class Spool:
             self._warned.add(key)
             self._warn(message)
 
-    def put(self, request: bytes) -> bool:
-        """Spool one request; False when it was dropped (limit reached or write error)."""
-        if self.size + len(request) + 10 > self.max_bytes:
-            self._warn_once("full", f"OTLP spool {self.folder} reached its limit of "
-                                    f"{self.max_bytes} bytes; further undelivered spans are dropped")
-            return False
-        try:
-            if self._file is None or self._file_bytes >= self.ROLL_BYTES:
-                self._roll()
-            n = write_delimited(self._file, request)
-            self._file.flush()
-        except OSError as exc:
-            self._warn_once("error", f"cannot write OTLP spool {self.folder} ({exc.strerror or exc}); "
-                                     "undelivered spans are dropped")
-            self._close_file(truncate_to=self._file_bytes)
-            return False
-        self._file_bytes += n
-        self.size += n
-        return True
+    def put(self, request: bytes) -> str | None:
+        """Spool one request; None when it was kept, else why it was dropped."""
+        with self._lock:
+            if self.size + len(request) + 10 > self.max_bytes:
+                self._warn_once("full", f"OTLP spool {self.folder} reached its limit of "
+                                        f"{self.max_bytes} bytes; further undelivered spans are dropped")
+                return "spool limit reached"
+            try:
+                if self._file is None or self._file_bytes >= self.ROLL_BYTES:
+                    self._roll()
+                n = write_delimited(self._file, request)
+                self._file.flush()
+            except OSError as exc:
+                self._warn_once("error", f"cannot write OTLP spool {self.folder} "
+                                         f"({exc.strerror or exc}); undelivered spans are dropped")
+                self._close_file(truncate_to=self._file_bytes)
+                return f"spool not writable ({exc.strerror or exc.__class__.__name__})"
+            self._file_bytes += n
+            self.size += n
+            return None
 
     def _roll(self) -> None:
         self._close_file()
@@ -126,52 +133,88 @@ class Spool:
             except OSError:
                 pass
             self._file = None
+            if truncate_to == 0:  # nothing in it: leave no empty file behind
+                try:
+                    os.remove(self._file_path)
+                except OSError:
+                    pass
 
     def close(self) -> None:
-        self._close_file()
+        with self._lock:
+            self._close_file()
 
     def _own_files(self) -> list[str]:
         prefix = f"spool-{os.getpid()}-"
         return [p for p in spool_files(self.folder) if os.path.basename(p).startswith(prefix)] \
             if os.path.isdir(self.folder) else []
 
-    def drain(self, send: Callable[[bytes], bool]) -> tuple[int, bool]:
-        """Send this process's spooled requests oldest first; stop at the first failure. Other
-        processes' files (other ranks share the folder, or earlier runs) are left to
-        ``otel-profiler replay``. Returns (sent, all_done)."""
-        self._close_file()
-        sent = 0
-        for path in self._own_files():
-            n, done = drain_file(path, send)
+    def drain(self, send: Callable[[bytes], str]) -> tuple[int, bool]:
+        """Send this process's spooled requests oldest first (``send`` returns ``SENT`` or not);
+        stop at the first failure. Other processes' files (other ranks share the folder, or
+        earlier runs) are left to ``otel-profiler replay``. Returns (sent, all_done)."""
+        with self._lock:
+            self._close_file()  # new requests go to a new file, not to one being drained
+            files = self._own_files()
+        sent, done = 0, True
+        for path in files:
+            n, _, stopped = drain_file(path, lambda r: SENT if send(r) == SENT else DOWN)
             sent += n
-            if not done:
-                self.size = sum(os.path.getsize(p) for p in self._own_files())
-                return sent, False
-        self.size = 0
-        return sent, True
+            if stopped:
+                done = False
+                break
+        with self._lock:
+            self.size = sum(_size(p) for p in self._own_files())
+        return sent, done
 
 
-def drain_file(path: str, send: Callable[[bytes], bool]) -> tuple[int, bool]:
-    """Send the requests of one delimited file; delete it when all went, else keep the rest."""
+SENT, REFUSED, DOWN = "sent", "refused", "down"
+"""What a ``drain_file`` sender says of one request: delivered; refused by the receiver (kept in
+the file, the next request is tried); the endpoint cannot be reached (this and the rest are kept)."""
+
+
+def _size(path: str) -> int:
     try:
-        requests = list(read_requests(path))
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def drain_file(path: str, send: Callable[[bytes], str]) -> tuple[int, int, bool]:
+    """Send the requests of one delimited file; delete it when all went, else keep what did not
+    (rewritten atomically; on a write error the file stays as it was: sent twice later, never
+    lost). Returns (sent, kept, stopped: the endpoint was down)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    requests: list[bytes] = []
+    try:
+        for r in read_delimited(data):
+            requests.append(r)
     except ValueError:
-        # A truncated tail (crash mid-write): keep what parses.
-        with open(path, "rb") as f:
-            data = f.read()
-        requests = []
-        try:
-            for r in read_delimited(data):
-                requests.append(r)
-        except ValueError:
-            pass
+        pass  # a truncated tail (crash mid-write): keep what parses
+    kept: list[bytes] = []
+    stopped = False
     for i, request in enumerate(requests):
-        if not send(request):
-            tmp = path + ".tmp"
+        outcome = send(request)
+        if outcome == SENT:
+            continue
+        kept.append(request)
+        if outcome == DOWN:
+            kept.extend(requests[i + 1:])
+            stopped = True
+            break
+    sent = len(requests) - len(kept)
+    if not kept:
+        os.remove(path)
+    elif sent:
+        tmp = path + ".tmp"
+        try:
             with open_private(tmp, "wb") as f:
-                for rest in requests[i:]:
-                    write_delimited(f, rest)
+                for request in kept:
+                    write_delimited(f, request)
             os.replace(tmp, path)
-            return i, False
-    os.remove(path)
-    return len(requests), True
+        except OSError:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+    return sent, len(kept), stopped

@@ -12,7 +12,7 @@ import grpc
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from . import OK, OtlpTarget, Result
+from . import OK, OtlpTarget, Result, safe_text
 
 # Per signal: the service method, its response message and the response's "rejected" count field.
 EXPORT = {
@@ -24,6 +24,7 @@ EXPORT = {
 _RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
               grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.ABORTED, grpc.StatusCode.CANCELLED,
               grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.DATA_LOSS}
+_KEEP = {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.UNIMPLEMENTED}
 _MAX_MESSAGE = 64 * 1024 * 1024
 
 
@@ -68,7 +69,11 @@ class GrpcSink:
             code = exc.code() if hasattr(exc, "code") else None
             details = (exc.details() if hasattr(exc, "details") else "") or ""
             name = code.name if code is not None else "UNKNOWN"
-            return Result(False, code in _RETRYABLE, f"gRPC {name}: {details[:200]}")
+            # The details of a status the server set may echo what it received: only the code is
+            # shown then. Connection failures are the client library's own words.
+            said = f": {safe_text(details)}" if code == grpc.StatusCode.UNAVAILABLE and \
+                details.startswith("failed to connect") else ""
+            return Result(False, code in _RETRYABLE, f"gRPC {name}{said}", keep=code in _KEEP)
         except ValueError:
             # grpc validates metadata locally; its message would echo the header value.
             return Result(False, False, "invalid OTLP header (value hidden)")

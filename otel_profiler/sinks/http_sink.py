@@ -3,7 +3,8 @@
 
 TLS uses ``OTEL_EXPORTER_OTLP_CERTIFICATE`` (trusted CAs) and the client key/certificate pair for
 mutual TLS; gzip when compression is ``gzip``. 429/502/503/504 and connection failures are
-retryable (``Retry-After`` honoured), other statuses are final.
+retryable (``Retry-After`` honoured), other 5xx are kept for replay, other statuses are final.
+The response body is read (to keep the connection usable) but never shown.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import http.client
 import ssl
 from urllib.parse import urlsplit
 
-from . import OK, OtlpTarget, Result
+from . import OK, OtlpTarget, Result, safe_text
 
 _RETRYABLE_STATUS = {429, 502, 503, 504}
 
@@ -65,10 +66,10 @@ class HttpSink:
             payload = resp.read()
         except ssl.SSLError as exc:
             self.close()
-            return Result(False, False, f"TLS error: {exc.__class__.__name__}: {exc.reason or exc}")
+            return Result(False, False, f"TLS error: {exc.__class__.__name__}: {safe_text(exc.reason or exc)}")
         except (OSError, http.client.HTTPException) as exc:
             self.close()
-            return Result(False, True, f"connection failed: {exc.__class__.__name__}: {str(exc)[:200]}")
+            return Result(False, True, f"connection failed: {exc.__class__.__name__}: {safe_text(exc)}")
         except ValueError:
             # http.client rejects bad header values with a message that echoes them.
             self.close()
@@ -81,9 +82,10 @@ class HttpSink:
                 retry_after = float(resp.getheader("Retry-After") or "")
             except ValueError:
                 pass
-        text = payload[:200].decode("utf-8", "replace") if payload else ""
-        return Result(False, resp.status in _RETRYABLE_STATUS, f"HTTP {resp.status} {resp.reason}: {text}",
-                      retry_after)
+        del payload  # a receiver's body may echo headers or carry escape sequences: never shown
+        return Result(False, resp.status in _RETRYABLE_STATUS,
+                      f"HTTP {resp.status} {safe_text(resp.reason, 40)}".rstrip(), retry_after,
+                      keep=resp.status >= 500)
 
     def close(self) -> None:
         if self._conn is not None:
