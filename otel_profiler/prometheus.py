@@ -6,6 +6,7 @@ for a scrape beyond formatting the latest sample. ``Endpoint`` serves a private 
 prometheus-client's WSGI app, content-negotiated (Prometheus asks for OpenMetrics, which is the
 only format that carries exemplars), on 127.0.0.1 by default, optionally over TLS (certificate and
 key files) and behind HTTP basic auth. Under torchrun each local rank serves ``port + LOCAL_RANK``.
+Each connection is served by a thread that gives up after ``IDLE_TIMEOUT_S`` without data.
 Any failure to serve (port in use, unreadable TLS files) is one warning; profiling goes on.
 """
 
@@ -25,6 +26,11 @@ from prometheus_client.samples import Exemplar
 
 from . import metric_points as m
 from .metric_points import HistogramValue, Point
+
+
+IDLE_TIMEOUT_S = 10.0
+"""A scraper connection that sends nothing for this long is closed, so idle connections never
+hold a thread each forever (a scrape takes milliseconds)."""
 
 
 def _labels(spec: m.Spec) -> list[str]:
@@ -88,15 +94,17 @@ def _buckets(h: HistogramValue) -> list[tuple]:
 
 # ------------------------------------------------------------------------------- the server
 class _BasicAuth:
-    """WSGI middleware: 401 unless the request carries ``user:password`` (constant-time compare)."""
+    """WSGI middleware: 401 unless the request carries ``user:password`` (constant-time compare of
+    the credentials; the scheme name is case-insensitive, as RFC 9110 says)."""
 
     def __init__(self, app: Any, credentials: str) -> None:
         self.app = app
-        self.expected = ("Basic " + base64.b64encode(credentials.encode()).decode()).encode()
+        self.expected = base64.b64encode(credentials.encode())
 
     def __call__(self, environ: dict, start_response: Any) -> Any:
-        given = environ.get("HTTP_AUTHORIZATION", "").encode()
-        if not hmac.compare_digest(given, self.expected):
+        scheme, _, token = environ.get("HTTP_AUTHORIZATION", "").strip().partition(" ")
+        given = token.strip().encode("latin-1", "replace")
+        if not (scheme.lower() == "basic" and hmac.compare_digest(given, self.expected)):
             start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="otel-profiler"'),
                                                 ("Content-Type", "text/plain")])
             return [b"unauthorized\n"]
@@ -125,8 +133,15 @@ class Endpoint:
         app = make_wsgi_app(registry)
         if basic_auth:
             app = _BasicAuth(app, basic_auth)
+        class Handler(_SilentHandler):
+            timeout = IDLE_TIMEOUT_S  # a connection that sends nothing (or stalls) is closed
+
+        class Server(ThreadingWSGIServer):
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass  # an idle timeout, a failed handshake, a client gone: never a traceback
+
         try:
-            server = make_server(host, port, app, ThreadingWSGIServer, handler_class=_SilentHandler)
+            server = make_server(host, port, app, Server, handler_class=Handler)
         except OSError as exc:
             warn(f"Prometheus endpoint is off: cannot listen on {host}:{port} ({exc.strerror or exc})")
             return None

@@ -101,24 +101,19 @@ def test_nothing_is_kept_without_a_session():
     assert markers.pending() == 0
 
 
-def test_one_annotate_costs_under_2_us():
+def test_many_annotations_record_one_event_each():
+    """What one annotate() costs is measured by benchmarks/overhead.py (beside torch.profiler's
+    record_function), not asserted here: a timing budget fails on a busy machine."""
+    markers.drain()
     markers.active = True
     try:
-        def once():
+        for i in range(20000):
             with api.annotate("x"):
                 pass
-        best = min(_time_per_call(once, 20000) for _ in range(5))
+        assert markers.pending() == 20000
     finally:
         markers.active = False
         markers.drain()
-    assert best < 2000, f"{best:.0f} ns"
-
-
-def _time_per_call(fn, n):
-    t = time.perf_counter_ns()
-    for _ in range(n):
-        fn()
-    return (time.perf_counter_ns() - t) / n
 
 
 def test_bad_settings_give_one_warning_and_no_profiling(tmp_path):
@@ -238,7 +233,7 @@ def test_flushes_parts_when_the_buffer_fills(tmp_path):
             for _ in range(1500):
                 with api.annotate("a"):
                     pass
-            deadline = time.time() + 5
+            deadline = time.time() + 60
             while markers.pending() >= 1000 and time.time() < deadline:
                 time.sleep(0.05)
     parts = sorted(p.name for p in tmp_path.glob("rank-0.*.events"))
@@ -287,7 +282,7 @@ def test_sigusr2_and_the_udp_trigger_open_windows_on_demand(tmp_path):
         for _ in range(4):
             api.step()
         assert cli(["trigger", "--port", str(port)]) == 0
-        deadline = time.time() + 5
+        deadline = time.time() + 60
         while not current().policy._demanded and time.time() < deadline:
             time.sleep(0.02)
         for _ in range(4):

@@ -104,6 +104,10 @@ def _notes(summary: dict) -> list[str]:
     if orphans:
         notes.append(f"{orphans} GPU ops have no launch call in the trace (launched before the "
                      "profiling window opened); they count in GPU time but not in launch statistics")
+    skipped = sum(int(m.get("skipped_events") or 0) for m in summary.get("ranks_meta", []))
+    if skipped:
+        notes.append(f"{skipped} trace events were skipped: no name, or a time that is missing or "
+                     "out of range (counted per rank as skipped_events)")
     return notes
 
 

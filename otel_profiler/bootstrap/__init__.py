@@ -38,9 +38,12 @@ def from_environment() -> None:
 
             install_framework_hooks(start_session(origin="env"))  # invalid settings: one warning
     except Exception as exc:  # the bootstrap must never stop a program from starting
-        import warnings
+        try:
+            from ..profiler_warnings import warn
 
-        warnings.warn(f"otel-profiler: bootstrap failed ({type(exc).__name__}: {exc})", RuntimeWarning)
+            warn(f"bootstrap failed ({type(exc).__name__}: {exc})")
+        except Exception:
+            pass
 
 
 def install_framework_hooks(session: object) -> None:

@@ -9,6 +9,8 @@ import sys
 
 from cuda_tracer.profile import TraceError
 
+from cuda_tracer.private_files import open_private
+
 from ..analysis.insights import Thresholds
 from . import add_inputs, add_thresholds, load_inputs
 
@@ -37,11 +39,12 @@ def run(args: argparse.Namespace) -> int:
         if args.format == "perfetto":
             from ..report.perfetto import write_chrome_trace
 
-            with open(args.output, "wb") as f:
+            with open_private(args.output, "wb") as f:
                 write_chrome_trace(profile, f)
         else:
             from ..report.html import write_report
 
+            open_private(args.output, "w").close()  # created user-only (0600) before it is filled
             write_report(profile, args.output, thresholds)
     except OSError as exc:
         raise TraceError(args.output, f"cannot write ({exc.strerror or exc})") from None

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from cuda_tracer.jobs import name_of, split_jobs
+from cuda_tracer.private_files import open_private
 from cuda_tracer.profile import TraceError
 
 from ..analysis.insights import Thresholds, insights
@@ -47,9 +48,12 @@ def run(args: argparse.Namespace) -> int:
         text = _render_jobs(args, split_jobs(profile), thresholds)
     else:
         text = _render(args, _summary(profile, thresholds))
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(text + "\n")
+    if args.output:  # user-only, like the profile it summarizes (it names the code's kernels)
+        try:
+            with open_private(args.output, "w") as f:
+                f.write(text + "\n")
+        except OSError as exc:
+            raise TraceError(args.output, f"cannot write ({exc.strerror or exc})") from None
     else:
         sys.stdout.write(text + "\n")
     return status
