@@ -9,7 +9,7 @@ median step time (warm-up excluded) and per-thread annotation counts as JSON.
 
     python tests/fault_job.py [--steps N (0: forever)] [--ready K] [--threads T] [--pool P]
                               [--loader-workers W] [--leave-open] [--kill-exporter-at K]
-                              [--api-misuse DIR] [--stats FILE]
+                              [--api-misuse DIR] [--stats FILE] [--exit-code N]
 """
 
 from __future__ import annotations
@@ -125,6 +125,7 @@ def main() -> None:
     ap.add_argument("--leave-open", action="store_true", help="leave an annotation open at exit")
     ap.add_argument("--api-misuse", metavar="DIR")
     ap.add_argument("--stats", metavar="FILE")
+    ap.add_argument("--exit-code", type=int, default=0, help="end with this exit status")
     args = ap.parse_args()
     if args.api_misuse:
         print(json.dumps(api_misuse(args.api_misuse)))
@@ -146,6 +147,8 @@ def main() -> None:
         with open(args.stats, "w") as f:
             json.dump({"median_step_s": statistics.median(warm), "steps": len(times), "threads": counts}, f)
     sys.stdout.flush()
+    if args.exit_code:
+        sys.exit(args.exit_code)
 
 
 if __name__ == "__main__":

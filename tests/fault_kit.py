@@ -3,8 +3,13 @@
 - :func:`job_env` / :func:`run_job`: ``tests/fault_job.py`` profiled zero-code in a subprocess, bounded
   by a timeout.
 - :class:`FaultyReceiver`: a real OTLP receiver (gRPC and HTTP on 127.0.0.1) whose health follows a
-  mode: ``ok``, ``errors`` (HTTP 503 / gRPC UNAVAILABLE on every request), ``flap`` (every second
-  request refused, so delivery depends on retries), ``slow`` (``delay_s`` per request).
+  mode: ``ok``, ``errors`` (HTTP 503 / gRPC UNAVAILABLE on every request: retryable), ``fail500``
+  (HTTP 500 / gRPC INTERNAL on every request: not retryable, kept for replay), ``flap`` (every
+  second request refused, so delivery depends on retries), ``slow`` (``delay_s`` per request).
+- :class:`SilentPort`: a port that accepts TCP connections and never answers (a hung collector).
+- :func:`busy_cores`: a fixture running one busy-loop process per core for the test's duration,
+  so the tests that use it pass on a machine with no idle core.
+- :func:`descendants` / :func:`wait_gone`: the processes a job started, and a poll until they end.
 - :func:`span_ids` / :func:`expected_span_ids`: the ``(trace id, span id)`` pairs received, spooled
   or produced by ``otel-profiler export`` (the span model) for a profile folder, to count spans end
   to end.
@@ -24,6 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import grpc
+import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -35,7 +41,8 @@ from otel_profiler.bootstrap import SITE_DIR
 REPO = Path(__file__).resolve().parent.parent
 JOB = str(REPO / "tests" / "fault_job.py")
 RUN_ID = "fault-run"
-MODES = ("ok", "errors", "flap", "slow")
+MODES = ("ok", "errors", "fail500", "flap", "slow")
+GONE_DEADLINE_S = 120  # polls give a busy machine this long before a test fails
 
 
 def job_env(folder: Path, **extra: str) -> dict[str, str]:
@@ -51,11 +58,11 @@ def job_env(folder: Path, **extra: str) -> dict[str, str]:
 
 
 def otlp_env(endpoint: str, protocol: str, spool: Path, **extra: str) -> dict[str, str]:
-    """OTLP export settings with short retries, for jobs that must end in seconds."""
+    """OTLP export settings: the endpoint and the spool folder, every other setting its default
+    (30 s of retries, 10 s per request): the delivery contract must hold as users run it."""
     return {"OTEL_TRACES_EXPORTER": "otlp",  # job_env turns the standard exporters off
             "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
-            "OTEL_PROFILER_SPOOL_DIR": str(spool), "OTEL_PROFILER_EXPORT_RETRY_S": "0.5",
-            "OTEL_EXPORTER_OTLP_TIMEOUT": "3000", **extra}
+            "OTEL_PROFILER_SPOOL_DIR": str(spool), **extra}
 
 
 def run_job(args: list[str], env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
@@ -105,7 +112,7 @@ class FaultyReceiver:
         so a benchmark's receiver costs little CPU beside the job it measures."""
         with self._lock:
             self._calls += 1
-            if self.mode == "errors" or (self.mode == "flap" and self._calls % 2):
+            if self.mode in ("errors", "fail500") or (self.mode == "flap" and self._calls % 2):
                 self.refused += 1
                 return False
         if self.mode == "slow":
@@ -120,7 +127,8 @@ class FaultyReceiver:
         class Servicer(trace_service_pb2_grpc.TraceServiceServicer):
             def Export(self, request, context):  # noqa: N802 (the proto's name)
                 if not receiver.accept(request):
-                    context.abort(grpc.StatusCode.UNAVAILABLE, "injected fault")
+                    context.abort(grpc.StatusCode.INTERNAL if receiver.mode == "fail500"
+                                  else grpc.StatusCode.UNAVAILABLE, "injected fault")
                 return ExportTraceServiceResponse()
 
         class Handler(BaseHTTPRequestHandler):
@@ -131,7 +139,7 @@ class FaultyReceiver:
                 ok = receiver.accept(body)
                 reply = ExportTraceServiceResponse().SerializeToString() if ok else b"injected fault"
                 try:
-                    self.send_response(200 if ok else 503)
+                    self.send_response(200 if ok else 500 if receiver.mode == "fail500" else 503)
                     self.send_header("Content-Length", str(len(reply)))
                     self.end_headers()
                     self.wfile.write(reply)
@@ -166,7 +174,96 @@ class FaultyReceiver:
         self.stop()
 
 
+class SilentPort:
+    """127.0.0.1 port whose connections are accepted and then left unanswered (nothing is read)."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(64)
+        self._held: list = []
+        self._stop = False
+        self.port = self._sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._stop:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            self._held.append(conn)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self._stop = True
+        self._sock.close()
+        for conn in self._held:
+            conn.close()
+
+    def __enter__(self) -> "SilentPort":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# ----------------------------------------------------------------------------- a busy machine
+@pytest.fixture
+def busy_cores():
+    """One busy-loop process per core while the test runs (its own processes, ended by pid)."""
+    n = os.cpu_count() or 2
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield n
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait(timeout=60)
+
+
+def descendants(pid: int) -> list:
+    """Every process under ``pid`` (psutil.Process objects), now."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def wait_gone(procs: list, deadline_s: float = GONE_DEADLINE_S) -> list:
+    """Poll until every process in ``procs`` has ended (a zombie counts as ended); returns the
+    ones still running at the deadline."""
+    import psutil
+
+    def running(p) -> bool:
+        try:
+            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    end = time.monotonic() + deadline_s
+    left = [p for p in procs if running(p)]
+    while left and time.monotonic() < end:
+        time.sleep(0.2)
+        left = [p for p in left if running(p)]
+    return left
+
+
 # ----------------------------------------------------------------------------- counting spans
+def step_span_ids(requests) -> set[tuple[bytes, bytes]]:
+    """The ``(trace id, span id)`` of every step span (``train.step``) in some requests."""
+    return {(s.trace_id, s.span_id) for r in requests for rs in r.resource_spans
+            for ss in rs.scope_spans for s in ss.spans if s.name == "train.step"}
+
+
 def span_ids(requests) -> list[tuple[bytes, bytes]]:
     """Every ``(trace id, span id)`` of some ``ExportTraceServiceRequest`` messages."""
     return [(s.trace_id, s.span_id) for r in requests for rs in r.resource_spans
@@ -183,6 +280,11 @@ def pb_requests(path: Path):
 
 
 def expected_span_ids(folder: Path, out: Path) -> list[tuple[bytes, bytes]]:
+    """The span ids of :func:`expected_requests`."""
+    return span_ids(expected_requests(folder, out))
+
+
+def expected_requests(folder: Path, out: Path) -> list:
     """What the span model makes of a profile folder (``otel-profiler export --output``, run here
     with the job's run id and no other OTEL_ variable)."""
     from otel_profiler.cli import main
@@ -196,4 +298,4 @@ def expected_span_ids(folder: Path, out: Path) -> list[tuple[bytes, bytes]]:
     finally:
         os.environ.pop("OTEL_PROFILER_RUN_ID", None)
         os.environ.update(saved)
-    return span_ids(pb_requests(out))
+    return list(pb_requests(out))
