@@ -3,7 +3,9 @@ training never waits.
 
 Training-process side (:class:`Exporter`, :func:`exporter_from_env`) imports no protobuf, grpc or
 encoder: ``submit`` puts ``(meta, batch)`` and ``submit_metrics`` a ``MetricsSnapshot`` on a bounded
-``multiprocessing`` queue without blocking (False and a drop counter when full). A separate
+``multiprocessing`` queue without blocking; when the queue is full (the exporter process is behind:
+a slow start on a busy machine) the batch is kept and merged into the next one, up to
+``HOLD_ROWS`` events, beyond which it is dropped and counted. A separate
 *spawned* process (:func:`_child_main`) runs the :class:`otel_profiler.pipeline.Pipeline`: it builds
 spans, encodes spans and metrics and hands requests to a sending thread
 (``otel_profiler.delivery``), so encoding and network I/O never hold the training GIL and a silent
@@ -38,12 +40,17 @@ import time
 import weakref
 from typing import Any
 
+from cuda_tracer.events import EventBatch
+
 from .metric_points import MetricsSnapshot
 from .pipeline import (COUNTERS, METRICS_RETRY_S, PROBE_S, Counters, ExportConfig,  # noqa: F401
                        Pipeline, warn)
 from .sinks import resolve_target
 from .span_options import options_from_settings
 
+HOLD_ROWS = 2_000_000
+"""Events kept in the training process while the queue is full (merged into the next batch);
+beyond this many, the batch is dropped and counted (``batches_dropped_queue_full``)."""
 PERSIST_S = 30.0
 """At close, after the network deadline: the most the exporter process may take to spool what it
 holds (milliseconds normally; a cap for a machine that is swapping)."""
@@ -95,16 +102,25 @@ def _watch_parent(parent_pid: int) -> None:
 def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any, parent_pid: int = 0) -> None:
     """The exporter process: read batches until the sentinel or the job's end.
 
-    ``closing`` holds two wall-clock times set by ``Exporter.close``: the network deadline (after
-    it, requests are spooled, not sent) and the end of the time given to spool what is left."""
+    ``closing`` holds what ``Exporter.close`` sets: the network deadline (wall clock; after it,
+    requests are spooled, not sent), the end of the time given to spool what is left, and the
+    close timeout."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's; close() ends us
     if parent_pid:
         _watch_parent(parent_pid)
     counters = Counters(shared)
+    ready = [0.0]  # when this process could first send (wall clock), set below
 
     def network_deadline() -> float | None:
+        """The close's network deadline, as a monotonic time; None while not closing. A process
+        that became ready only after the close began (a slow start on a busy machine: imports are
+        local work, not a network wait) gets the whole close timeout from then on, within the
+        time the job gives it (a little is kept for spooling)."""
         wall = closing[0]
-        return time.monotonic() + (wall - time.time()) if wall else None
+        if not wall:
+            return None
+        wall = min(max(wall, ready[0] + closing[2]), closing[1] - 2.0)
+        return time.monotonic() + (wall - time.time())
 
     try:
         pipeline: Pipeline | None = Pipeline(config, counters, threaded=True,
@@ -112,6 +128,7 @@ def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any, parent_
     except Exception as exc:  # e.g. unreadable certificate file
         warn(f"span exporter cannot start ({exc.__class__.__name__}: {exc}); spans are dropped")
         pipeline = None
+    ready[0] = time.time()
     parent = mp.parent_process()
     errors: set[str] = set()
     while not _parent_gone.is_set():
@@ -178,7 +195,7 @@ class Exporter:
         self.config = config
         self._queue = ctx.Queue(config.queue_size)
         self._shared = ctx.Array("q", len(COUNTERS), lock=False)
-        self._closing = ctx.Array("d", 2, lock=False)  # (stop sending, stop spooling): see _child_main
+        self._closing = ctx.Array("d", 3, lock=False)  # (stop sending, stop spooling, timeout): see _child_main
         self._proc = ctx.Process(target=_child_main, name="otel-profiler-exporter", daemon=True,
                                  args=(self._queue, config, self._shared, self._closing, os.getpid()))
         _start_hiding_main(self._proc)
@@ -190,12 +207,16 @@ class Exporter:
         self.dropped_closed = 0  # submitted after close()
         self.dropped_unread = 0  # still queued when the exporter process ended
         self.cut_short = 0  # read, but the exporter process ended before it settled their spans
+        self._held: Any = None  # batches merged while the queue was full, sent with the next one
+        self._held_meta: dict[str, Any] = {}
+        self._held_parts = 0
         self._closed = False
         self._final: dict[str, int] | None = None
         _LIVE.add(self)
 
     def submit(self, meta: dict[str, Any], batch: Any) -> bool:
-        """Queue one rank's batch for export; False (and a drop counted) when the queue is full,
+        """Queue one rank's batch for export, or hold it for the next submit (merged) while the
+        queue is full. False (and a drop counted) when the held events would pass ``HOLD_ROWS``,
         after ``close`` or when the exporter process has died (one warning then). True without
         queueing anything when only metrics are exported."""
         if not self.config.has_span_sink:
@@ -206,12 +227,25 @@ class Exporter:
         if not self._alive():
             self.dropped_gone += 1
             return False
+        held, self._held = self._held, None
+        if held is not None:  # an earlier batch found the queue full: it goes first, merged
+            batch = EventBatch.concat([held, batch])
         try:
             self._queue.put_nowait((meta, batch))
-        except Exception:  # queue.Full, or a closed queue
-            self.dropped += 1
+        except queue_mod.Full:  # the exporter process is behind (a slow start, a busy machine)
+            if len(batch) > HOLD_ROWS:
+                self.dropped += 1 + self._held_parts
+                self._held_parts = 0
+                return False
+            self._held, self._held_meta = batch, meta
+            self._held_parts += 1
+            return True
+        except Exception:  # a closed queue
+            self.dropped += 1 + self._held_parts
+            self._held_parts = 0
             return False
         self.submitted += 1
+        self._held_parts = 0
         return True
 
     def submit_metrics(self, snapshot: MetricsSnapshot, last: bool = False) -> bool:
@@ -267,9 +301,17 @@ class Exporter:
         self._closed = True
         _LIVE.discard(self)
         now = time.time()
+        self._closing[2] = timeout_s
         self._closing[1] = now + timeout_s + PERSIST_S
         self._closing[0] = now + timeout_s
         end = time.monotonic() + timeout_s + PERSIST_S
+        if self._held is not None and self._proc.is_alive():
+            try:
+                self._queue.put((self._held_meta, self._held), timeout=max(0.05, end - time.monotonic()))
+                self.submitted += 1
+            except Exception:
+                self.dropped += self._held_parts
+            self._held = None
         if self._proc.is_alive():
             try:
                 self._queue.put(None, timeout=max(0.05, end - time.monotonic()))

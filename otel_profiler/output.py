@@ -101,15 +101,23 @@ def _replace_lock(path: str) -> bool:
     return _lock(path)
 
 
-def write_summary(folder: str) -> dict[str, Any] | None:
-    """Summarize the whole folder (every rank) into ``summary.json``; None when it holds no events."""
+def summarize_folder(folder: str) -> dict[str, Any] | None:
+    """The summary of the whole folder (every rank); None when it holds no events."""
     from .analysis.summary import summarize
 
     try:
         profile = load_profile([folder])
     except ValueError:
         return None
-    summary = summarize(profile)
+    return summarize(profile)
+
+
+def write_summary(folder: str) -> dict[str, Any] | None:
+    """Summarize the whole folder (every rank) into ``summary.json``; None when it holds no events.
+    An OSError (full disk) leaves no temporary file behind."""
+    summary = summarize_folder(folder)
+    if summary is None:
+        return None
     tmp = os.path.join(folder, "summary.json.tmp")
     try:
         with open_private(tmp, "w") as f:

@@ -9,7 +9,7 @@ median step time (warm-up excluded) and per-thread annotation counts as JSON.
 
     python tests/fault_job.py [--steps N (0: forever)] [--ready K] [--threads T] [--pool P]
                               [--loader-workers W] [--leave-open] [--kill-exporter-at K]
-                              [--api-misuse DIR] [--stats FILE] [--exit-code N]
+                              [--api-misuse DIR] [--stats FILE] [--exit-code N] [--until FILE]
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import statistics
 import sys
 import threading
@@ -57,7 +58,6 @@ def _annotating_thread(index: int, stop: threading.Event, counts: dict[str, int]
 
 def _kill_exporter() -> None:
     """SIGKILL the span exporter process (a ``multiprocessing`` child of this one)."""
-    import os
     import signal
 
     victims = [p for p in mp.active_children() if p.name == "otel-profiler-exporter"]
@@ -97,6 +97,8 @@ def train(args: argparse.Namespace) -> list[float]:
             print("ready", flush=True)
         if i == args.kill_exporter_at:
             _kill_exporter()
+        if args.until and os.path.exists(args.until):
+            break
     return times
 
 
@@ -126,6 +128,7 @@ def main() -> None:
     ap.add_argument("--api-misuse", metavar="DIR")
     ap.add_argument("--stats", metavar="FILE")
     ap.add_argument("--exit-code", type=int, default=0, help="end with this exit status")
+    ap.add_argument("--until", metavar="FILE", help="with --steps 0: stop once FILE exists")
     args = ap.parse_args()
     if args.api_misuse:
         print(json.dumps(api_misuse(args.api_misuse)))

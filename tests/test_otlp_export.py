@@ -151,16 +151,26 @@ def test_spool_limit_and_unwritable_spool_count_drops(tmp_path, rank, capfd):
     assert "cannot write OTLP spool" in capfd.readouterr().err
 
 
-def test_submit_never_blocks_when_the_queue_is_full(tmp_path, rank):
+def test_a_full_queue_holds_batches_for_later_and_drops_only_past_the_limit(tmp_path, rank, monkeypatch):
+    from otel_profiler import exporter as exporter_mod
+
     with OtlpReceiver(delay_s=1.0) as receiver:
         settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint,
                              OTEL_PROFILER_EXPORT_QUEUE="1")
         exporter = exporter_from_env(settings)
-        accepted = sum(exporter.submit(rank.meta, rank.batch) for _ in range(20))
-        counters = exporter.close(3)
-    # The receiver takes 1 s per request: a submit that waited for room would never have dropped.
-    assert counters["batches_dropped_queue_full"] == 20 - accepted > 0
-    assert counters["batches_submitted"] == accepted
+        # The receiver takes 1 s per request: the queue of one fills at once, later batches are
+        # held and merged, none waited for and none dropped.
+        assert all(exporter.submit(rank.meta, rank.batch) for _ in range(5))
+        counters = exporter.close(60)
+        assert counters["batches_dropped_queue_full"] == 0 and counters["spans_dropped"] == 0
+        assert counters["batches_received"] == counters["batches_submitted"] < 5  # merged
+        assert counters["spans_exported"] + counters["spans_spooled"] == counters["spans_built"] > 0
+        # Past HOLD_ROWS held events, a batch is dropped and counted.
+        monkeypatch.setattr(exporter_mod, "HOLD_ROWS", len(rank.batch))
+        exporter = exporter_from_env(settings)
+        refused = sum(not exporter.submit(rank.meta, rank.batch) for _ in range(6))
+        counters = exporter.close(60)
+    assert refused > 0 and counters["batches_dropped_queue_full"] >= refused
 
 
 def test_batches_left_unread_at_close_are_counted_and_wait_no_more(tmp_path, rank, capfd):

@@ -19,7 +19,7 @@ import sys
 
 from .. import config
 from ..bootstrap import SITE_DIR
-from ..output import write_summary
+from ..output import summarize_folder, write_summary
 from ..report.console import render_table
 from ..resource import run_id as resource_run_id
 
@@ -164,13 +164,16 @@ def _wait_forwarding_signals(child: subprocess.Popen) -> int:
 
 
 def _report(folder: str, top: int) -> None:
-    """Summarize after the job; any failure here (a full disk) is one line, never the exit code."""
+    """Summarize after the job; any failure here (a full disk, an unreadable part) is one line,
+    never the exit code."""
+    written = True
     try:
-        summary = write_summary(folder) if os.path.isdir(folder) else None
-    except OSError as exc:
-        print(f"otel-profiler: warning: cannot write the summary in {folder} ({exc.strerror or exc}); "
-              f"`otel-profiler summary {folder}` reads what was written", file=sys.stderr)
-        return
+        try:
+            summary = write_summary(folder) if os.path.isdir(folder) else None
+        except OSError as exc:
+            print(f"otel-profiler: warning: cannot write summary.json in {folder} "
+                  f"({exc.strerror or exc})", file=sys.stderr)
+            written, summary = False, summarize_folder(folder)  # still shown
     except Exception as exc:
         print(f"otel-profiler: warning: cannot summarize {folder} ({exc.__class__.__name__}: "
               f"{str(exc)[:200]})", file=sys.stderr)
@@ -179,5 +182,5 @@ def _report(folder: str, top: int) -> None:
         print(f"otel-profiler: no profile was recorded in {folder}", file=sys.stderr)
         return
     print(render_table(summary, top=top), file=sys.stderr)
-    print(f"\notel-profiler: profile written to {folder} (summary.json; "
+    print(f"\notel-profiler: profile written to {folder} ({'summary.json; ' if written else ''}"
           f"`otel-profiler summary {folder}`)", file=sys.stderr)
