@@ -65,7 +65,7 @@ def otlp_env(endpoint: str, protocol: str, spool: Path, **extra: str) -> dict[st
             "OTEL_PROFILER_SPOOL_DIR": str(spool), **extra}
 
 
-def run_job(args: list[str], env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
+def run_job(args: list[str], env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
     """Run the job in its own process group; on timeout the whole group (pool workers, the
     exporter) is killed, so a hung job leaves nothing behind, then ``TimeoutExpired`` is raised."""
     proc = subprocess.Popen([sys.executable, JOB, *args], env=env, stdout=subprocess.PIPE,
