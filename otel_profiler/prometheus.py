@@ -137,6 +137,8 @@ class Endpoint:
             timeout = IDLE_TIMEOUT_S  # a connection that sends nothing (or stalls) is closed
 
         class Server(ThreadingWSGIServer):
+            request_queue_size = 128  # connections waiting to be accepted (the default 5 drops SYNs)
+
             def handle_error(self, request: Any, client_address: Any) -> None:
                 pass  # an idle timeout, a failed handshake, a client gone: never a traceback
 
