@@ -417,18 +417,19 @@ def unknown_names(env: Mapping[str, str]) -> list[str]:
     otherwise silently ignored), with the closest defined name."""
     import difflib
 
-    known = [n for n in VARIABLES if n.startswith("OTEL_PROFILER_")]
+    prefix = "OTEL_PROFILER_"
+    known = [n[len(prefix):] for n in VARIABLES if n.startswith(prefix)]  # the shared prefix says nothing
     out = []
     for name in sorted(env):
-        if name.startswith("OTEL_PROFILER_") and name not in VARIABLES and name not in IGNORED_NAMES:
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-            hint = f" (did you mean {close[0]}?)" if close else ""
+        if name.startswith(prefix) and name not in VARIABLES and name not in IGNORED_NAMES:
+            close = difflib.get_close_matches(name[len(prefix):], known, n=1, cutoff=0.6)
+            hint = f" (did you mean {prefix}{close[0]}?)" if close else ""
             out.append(f"{name} is not a known setting{hint}; it is ignored")
     return out
 
 
 def _number(x: Any) -> str:
-    return f"{x:g}" if isinstance(x, float) else f"{x:_}".replace("_", " ")
+    return f"{x:g}" if isinstance(x, float) else str(x)
 
 
 IGNORED_NAMES = frozenset({"OTEL_PROFILER_TEST_TRACES"})

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
                 why = reasons[-1] if reasons else "refused"
                 kept.append((path, f"{left} request(s) kept: {why}"))
             if stopped:
-                down = f"{target.describe()} unreachable ({reasons[-1] if reasons else 'no answer'})"
+                down = "the endpoint is unreachable"
     finally:
         sink.close()
     print(f"replayed {sent} request(s) from {len(files)} file(s) to {target.describe()}"
