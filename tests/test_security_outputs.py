@@ -101,3 +101,110 @@ def test_report_html_has_no_script_tag_from_trace_names(tmp_path):
     assert hostile.lower().count("<script") == plain.lower().count("<script") > 0
     for name in SCRIPTS:
         assert name not in hostile
+
+
+# ------------------------------------------------------------------ files written by the CLI
+def test_summary_and_report_files_are_user_only(tmp_path):
+    from conftest import trace
+    from otel_profiler.cli import main
+
+    source = str(trace("hta/trace_filter/sampled_rank-0.json.gz"))
+    outputs = {"summary.txt": ["summary", source, "-o"], "summary.json": ["summary", source, "--format", "json", "-o"],
+               "report.html": ["report", source, "-o"], "trace.json": ["report", source, "--format", "perfetto", "-o"]}
+    for name, args in outputs.items():
+        assert main([*args, str(tmp_path / name)]) == 0
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
+
+
+# -------------------------------------------------------- what an endpoint says is not echoed
+HOSTILE = f"\x1b[2J\x1b[31mauthorization: {SECRET}\x1b[0m"
+
+
+class _HostileHttp:
+    """OTLP/HTTP endpoint answering 400 with a status text and a body full of escape sequences
+    and the credentials it received."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                body = (HOSTILE + " " + self.headers.get("authorization", "")).encode()
+                self.send_response(400, "Bad \x1b[5mRequest " + SECRET)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _hostile_grpc():
+    from concurrent import futures
+
+    import grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+    class Servicer(trace_service_pb2_grpc.TraceServiceServicer):
+        def Export(self, request, context):  # noqa: N802
+            echoed = dict(context.invocation_metadata()).get("authorization", "")
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, HOSTILE + " " + echoed)
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Servicer(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, f"http://127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_an_endpoint_reply_is_never_printed_verbatim(tmp_path, protocol):
+    import os
+
+    from conftest import trace
+
+    if protocol == "grpc":
+        server, endpoint = _hostile_grpc()
+        stop = lambda: server.stop(0)  # noqa: E731
+    else:
+        http = _HostileHttp()
+        endpoint, stop = http.endpoint, http.close
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(OTEL_EXPORTER_OTLP_HEADERS=f"authorization={SECRET}", OTEL_PROFILER_EXPORT_RETRY_S="0")
+    try:
+        done = subprocess.run([sys.executable, "-m", "otel_profiler", "export",
+                               str(trace("hta/trace_filter/sampled_rank-0.json.gz")), "--endpoint", endpoint,
+                               "--protocol", protocol], env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        stop()
+    assert done.returncode == 1, done.stderr  # refused: dropped, counted
+    assert SECRET not in done.stderr and "\x1b" not in done.stderr, repr(done.stderr)
+    refused = [line for line in done.stderr.splitlines() if "refused spans" in line]
+    assert len(refused) == 1 and ("HTTP 400" in refused[0] or "INVALID_ARGUMENT" in refused[0]), done.stderr
+    assert len(refused[0]) < 300
+
+
+def test_events_with_out_of_range_times_are_noted_in_the_console_summary(tmp_path):
+    import json
+
+    from otel_profiler.cli import main
+
+    events = _trace(["k1", "k2", "k3"])["traceEvents"]
+    events.append({"ph": "X", "cat": "kernel", "name": "far", "pid": 0, "tid": 7, "ts": 1e30, "dur": 5,
+                   "args": {"device": 0, "stream": 7, "correlation": 99}})
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    out = tmp_path / "summary.txt"
+    assert main(["summary", str(path), "-o", str(out)]) == 0
+    notes = [line for line in out.read_text().splitlines() if line.startswith("note:")]
+    assert any("1 trace events were skipped" in line and "out of range" in line for line in notes), notes

@@ -4,13 +4,15 @@
 TLS uses ``OTEL_EXPORTER_OTLP_CERTIFICATE`` (trusted CAs) and the client key/certificate pair for
 mutual TLS; gzip when compression is ``gzip``. 429/502/503/504 and connection failures are
 retryable (``Retry-After`` honoured), other 5xx are kept for replay, other statuses are final.
-The response body is read (to keep the connection usable) but never shown.
+The response body is read (to keep the connection usable) but never shown, nor the server's status
+text: a failure is the status code and its standard phrase.
 """
 
 from __future__ import annotations
 
 import gzip
 import http.client
+from http import HTTPStatus
 import ssl
 from urllib.parse import urlsplit
 
@@ -82,10 +84,15 @@ class HttpSink:
                 retry_after = float(resp.getheader("Retry-After") or "")
             except ValueError:
                 pass
-        del payload  # a receiver's body may echo headers or carry escape sequences: never shown
-        return Result(False, resp.status in _RETRYABLE_STATUS,
-                      f"HTTP {resp.status} {safe_text(resp.reason, 40)}".rstrip(), retry_after,
-                      keep=resp.status >= 500)
+        # A receiver's body and status text may echo headers or carry escape sequences: neither is
+        # shown, only the status code and its standard phrase.
+        del payload
+        try:
+            phrase = HTTPStatus(resp.status).phrase
+        except ValueError:
+            phrase = ""
+        return Result(False, resp.status in _RETRYABLE_STATUS, f"HTTP {resp.status} {phrase}".rstrip(),
+                      retry_after, keep=resp.status >= 500)
 
     def close(self) -> None:
         if self._conn is not None:
