@@ -218,7 +218,7 @@ define("OTEL_PROFILER_WINDOW_STEPS", 5, parse_int(minimum=1, maximum=100_000),
        "Length in steps of windows opened by EVERY_STEPS, a signal, the trigger port or a slow step.")
 define("OTEL_PROFILER_WINDOW_PART_STEPS", 100, parse_int(minimum=1, maximum=100_000),
        "A detailed window is handed over in parts of this many steps, so long windows stay bounded.")
-define("OTEL_PROFILER_DURATION_S", 0.0, parse_float(minimum=0.0, maximum=DAY_S),
+define("OTEL_PROFILER_DURATION_S", 0.0, parse_float(minimum=0.0, maximum=1e9),
        "Also capture the first N seconds of the run in detail (0: off).")
 define("OTEL_PROFILER_SLOW_STEP_FACTOR", 3.0, parse_float(minimum=0.0, maximum=1000.0),
        "Capture the next steps when one step takes this many times the recent median (0: off).")
