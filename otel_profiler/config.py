@@ -421,7 +421,7 @@ def unknown_names(env: Mapping[str, str]) -> list[str]:
     known = [n[len(prefix):] for n in VARIABLES if n.startswith(prefix)]  # the shared prefix says nothing
     out = []
     for name in sorted(env):
-        if name.startswith(prefix) and name not in VARIABLES and name not in IGNORED_NAMES:
+        if name.startswith(prefix) and name not in VARIABLES and not name.startswith(IGNORED_PREFIX):
             close = difflib.get_close_matches(name[len(prefix):], known, n=1, cutoff=0.6)
             hint = f" (did you mean {prefix}{close[0]}?)" if close else ""
             out.append(f"{name} is not a known setting{hint}; it is ignored")
@@ -432,8 +432,8 @@ def _number(x: Any) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
 
 
-IGNORED_NAMES = frozenset({"OTEL_PROFILER_TEST_TRACES"})
-"""Set in this project's own test runs (where the test traces are), not a profiler setting."""
+IGNORED_PREFIX = "OTEL_PROFILER_TEST_"
+"""Variables of this project's own test runs (where the test traces are), not profiler settings."""
 
 
 def bounds_table() -> str:

@@ -15,7 +15,11 @@ and the process hygiene:
   deadlocks nor writes the parent's data twice;
 - bounded memory: buffers are written out once ``OTEL_PROFILER_FLUSH_EVENTS`` accumulate, and at
   least every ``OTEL_PROFILER_FLUSH_INTERVAL_S``;
-- never raising into user code: any failure gives one warning and turns profiling off.
+- never raising into user code: any failure gives one warning and turns profiling off, except a
+  profile folder that cannot be written (full disk, read-only): one warning, and recording,
+  metrics and OTLP export go on;
+- at exit the exporter gets ``CLOSE_NETWORK_S`` of network time, then spools what is not
+  delivered (``docs/delivery.md``).
 """
 
 from __future__ import annotations

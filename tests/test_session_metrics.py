@@ -50,7 +50,7 @@ def free_port() -> int:
 
 def scrape(port: int) -> str | None:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
             return response.read().decode()
     except OSError:
         return None
@@ -105,7 +105,7 @@ def test_run_serves_step_metrics_while_a_torch_job_runs(tmp_path):
 QUIET = dict(signal=False, summary_at_exit=False, steps="off", flush_interval_s=60)
 
 
-def started_metrics(live: session.Session, timeout_s: float = 5.0):
+def started_metrics(live: session.Session, timeout_s: float = 60.0):
     """The session's MetricsService once its flush thread has started it (None after the timeout)."""
     deadline = time.monotonic() + timeout_s
     while live.metrics is None and time.monotonic() < deadline:
