@@ -90,6 +90,19 @@ class _Server(ThreadingHTTPServer):
         pass
 
 
+class HttpEndpoint:
+    """A local HTTP server on a free port of 127.0.0.1, serving ``handler`` from a thread."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = _Server(("127.0.0.1", 0), handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 class FaultyReceiver:
     """gRPC and HTTP OTLP receivers on free 127.0.0.1 ports whose health follows ``mode``."""
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from otel_profiler.otlp import write_delimited
+from fault_kit import HttpEndpoint
 from otlp_receiver import free_port
 
 REFUSE = b"refuse-me"
@@ -28,7 +28,7 @@ def request(service: str, n: int) -> bytes:
     return req.SerializeToString()
 
 
-class PickyReceiver:
+class PickyReceiver(HttpEndpoint):
     """OTLP/HTTP receiver refusing (HTTP 400) every request that carries ``REFUSE``."""
 
     def __init__(self) -> None:
@@ -48,13 +48,7 @@ class PickyReceiver:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 def replay(spool, endpoint: str, **env: str) -> subprocess.CompletedProcess:

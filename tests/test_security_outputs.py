@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from fault_kit import JOB, FaultyReceiver, job_env, otlp_env
+from fault_kit import JOB, FaultyReceiver, HttpEndpoint, job_env, otlp_env
 from otlp_receiver import free_port
 
 psutil = pytest.importorskip("psutil")
@@ -120,13 +120,12 @@ def test_summary_and_report_files_are_user_only(tmp_path):
 HOSTILE = f"\x1b[2J\x1b[31mauthorization: {SECRET}\x1b[0m"
 
 
-class _HostileHttp:
+class _HostileHttp(HttpEndpoint):
     """OTLP/HTTP endpoint answering 400 with a status text and a body full of escape sequences
     and the credentials it received."""
 
     def __init__(self) -> None:
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from http.server import BaseHTTPRequestHandler
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802
@@ -140,13 +139,7 @@ class _HostileHttp:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 def _hostile_grpc():
