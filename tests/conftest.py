@@ -31,17 +31,23 @@ MODULE_MARKERS: dict[str, tuple[str, ...]] = {
     "test_tensorflow_keras": ("tensorflow",),
     "test_faults_process": ("fault_process",),
     "test_faults_otlp": ("fault_process",),
+    "test_faults_run": ("fault_process",),
     "test_install_runtime": ("fresh_venv",),
     "test_live_zero_code": ("jobs",),
     "test_session_metrics": ("jobs",),
     "test_security_outputs": ("jobs",),
+    "test_zero_code_steps": ("jobs",),
+    "test_standard_exporters": ("jobs",),
     "test_fuzz_inputs": ("fuzz",),
     "test_hta_agreement": ("hta",),
 }
 # Fixture -> markers, for tests elsewhere that use it (e.g. the TensorFlow environment).
-FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {"tf_python": ("tensorflow",)}
+FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {"tf_python": ("tensorflow",), "browser": ("browser",)}
 # Test function -> markers, for single slow tests in otherwise quick modules.
-FUNCTION_MARKERS: dict[str, tuple[str, ...]] = {"test_cpu_ops_are_the_context_of_kept_launches": ("slow",)}
+FUNCTION_MARKERS: dict[str, tuple[str, ...]] = {
+    "test_cpu_ops_are_the_context_of_kept_launches": ("slow",),
+    "test_metrics_exporter_prometheus_serves_the_standard_port_for_a_real_scrape": ("prometheus",),
+}
 SLOW_ENV = {"browser", "prometheus", "tensorflow", "fault_process", "fresh_venv", "jobs", "fuzz", "hta",
             "slow"}
 MUST_NOT_SKIP_IN_CI = {"browser", "prometheus"}
