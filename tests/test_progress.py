@@ -29,29 +29,41 @@ sys.exit(cli.main(sys.argv[1:]))
 def run_on_a_terminal(*args: str) -> tuple[int, str, str]:
     """Exit code, stdout and what a terminal on stderr shows, of one ``otel-profiler`` run."""
     import subprocess
+    import tempfile
+    import time
 
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # 24 x 120
-    try:
-        proc = subprocess.Popen([sys.executable, "-c", CLI_ON_A_TERMINAL, *args], stderr=slave,
-                                stdout=subprocess.PIPE, text=True)
-        os.close(slave)
-        shown = b""
-        while True:  # read until the process closes its end
-            try:
-                ready = select.select([master], [], [], 1.0)[0]
-                if ready:
-                    data = os.read(master, 65536)
-                    if not data:
+    # stdout to a file: a pipe nobody reads while the terminal is read would fill and block the job
+    with tempfile.TemporaryFile("w+") as stdout:
+        try:
+            proc = subprocess.Popen([sys.executable, "-c", CLI_ON_A_TERMINAL, *args], stderr=slave,
+                                    stdout=stdout, text=True)
+            os.close(slave)
+            shown = b""
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:  # read until the process closes its end
+                try:
+                    ready = select.select([master], [], [], 1.0)[0]
+                    if ready:
+                        data = os.read(master, 65536)
+                        if not data:
+                            break
+                        shown += data
+                    elif proc.poll() is not None:
                         break
-                    shown += data
-                elif proc.poll() is not None:
+                except OSError:  # EIO: the terminal's other end is closed
                     break
-            except OSError:  # EIO: the terminal's other end is closed
-                break
-        out = proc.communicate(timeout=300)[0]
-    finally:
-        os.close(master)
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 1))
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        finally:
+            os.close(master)
+        stdout.seek(0)
+        out = stdout.read()
     return proc.returncode, out, shown.decode(errors="replace")
 
 
