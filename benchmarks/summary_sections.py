@@ -24,8 +24,7 @@ from otel_profiler.analysis import summary as summary_module  # noqa: E402
 from otel_profiler.analysis.insights import insights  # noqa: E402
 from otel_profiler.report.console import render_json, render_table  # noqa: E402
 
-LARGEST = REPO.parent / "shared" / "data" / "kineto_traces" / "hta" / "df_index_resolver" / \
-    "df_index_resolver.json.gz"
+LARGEST = REPO / "tests" / "data" / "traces" / "hta" / "df_index_resolver" / "df_index_resolver.json.gz"
 SECTIONS = ("operators", "memory")
 
 

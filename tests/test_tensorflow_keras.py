@@ -98,7 +98,8 @@ def zero_code_run(tf_python, tmp_path_factory):
     """``otel-profiler run`` of the Keras example with an OTLP endpoint and a TF profiler capture."""
     tmp = tmp_path_factory.mktemp("keras")
     with OtlpReceiver() as receiver:
-        env = clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint,
+        env = clean_env(OTEL_TRACES_EXPORTER="otlp",  # clean_env turns the standard exporters off
+                        OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint,
                         OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf", OTEL_SERVICE_NAME="keras-test")
         began = time.monotonic()
         run([tf_python, "-m", "otel_profiler", "run", "--output-dir", tmp / "prof", "--",
