@@ -5,12 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cuda_tracer.loading import load_profile
-
 from ..analysis.diff import diff, tables
 from ..analysis.summary import summarize
 from ..report.console import render_json, table_text
-from . import count
+from . import count, load_inputs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,14 +34,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def compare(base: str, new: str, jobs: int | None = None) -> dict:
-    """The diff of two runs given by path."""
-    return diff(summarize(load_profile([base], workers=jobs)),
-                summarize(load_profile([new], workers=jobs)))
+def compare(base: str, new: str, jobs: int | None = None) -> tuple[dict, int]:
+    """The diff of two runs given by path, and the exit code so far (2 when a rank file was left
+    out); read as every reading command reads its inputs (``load_inputs``)."""
+    summaries, code = [], 0
+    for path in (base, new):
+        profile, read_code = load_inputs(argparse.Namespace(inputs=[path], jobs=jobs, max_json_mb=None,
+                                                            separate=False))
+        summaries.append(summarize(profile))
+        code = max(code, read_code)
+    return diff(*summaries), code
 
 
 def run(args: argparse.Namespace) -> int:
-    d = compare(args.base, args.new, args.jobs)
+    d, code = compare(args.base, args.new, args.jobs)
     if args.format == "json":
         text = render_json(d)
     elif args.format == "html":
@@ -60,4 +64,4 @@ def run(args: argparse.Namespace) -> int:
             f.write(text + "\n")
     else:
         sys.stdout.write(text + "\n")
-    return 0
+    return code
