@@ -40,12 +40,16 @@ MODULE_MARKERS: dict[str, tuple[str, ...]] = {
     "test_standard_exporters": ("jobs",),
     "test_fuzz_inputs": ("fuzz",),
     "test_hta_agreement": ("hta",),
+    "test_otlp_export": ("jobs",),
+    "test_test_groups": ("slow",),
+    "test_gpu_check_script": ("slow",),
 }
 # Fixture -> markers, for tests elsewhere that use it (e.g. the TensorFlow environment).
 FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {"tf_python": ("tensorflow",), "browser": ("browser",)}
 # Test function -> markers, for single slow tests in otherwise quick modules.
 FUNCTION_MARKERS: dict[str, tuple[str, ...]] = {
     "test_cpu_ops_are_the_context_of_kept_launches": ("slow",),
+    "test_demangling_agrees_with_llvm_on_real_symbols": ("slow",),
     "test_metrics_exporter_prometheus_serves_the_standard_port_for_a_real_scrape": ("prometheus",),
 }
 SLOW_ENV = {"browser", "prometheus", "tensorflow", "fault_process", "fresh_venv", "jobs", "fuzz", "hta",
