@@ -8,7 +8,7 @@ Input: the largest test trace (``hta/df_index_resolver``) tiled ``--copies`` tim
 numbers and correlation ids offset per copy), turned into spans with no span budget so that every
 GPU op, launch, sync and annotation is one span (about 1M spans for 15 copies).
 
-- ours: ``otel_profiler.otlp.split_requests`` (span table → serialized requests of ≤ 3 MiB).
+- ours: ``otel_profiler.export.otlp.split_requests`` (span table → serialized requests of ≤ 3 MiB).
 - SDK: ``TracerProvider`` + ``BatchSpanProcessor`` + an in-memory exporter that runs the official
   OTLP protobuf encoder (``encode_spans(...).SerializeToString()``), spans created with the same
   names, times, parents, links and attributes; timed on the first ``--sdk-spans`` spans.
@@ -34,9 +34,9 @@ sys.path.insert(0, str(REPO))
 
 from cuda_tracer.events import MISSING, EventBatch  # noqa: E402
 from cuda_tracer.loading import load_profile  # noqa: E402
-from otel_profiler.otlp import split_requests  # noqa: E402
-from otel_profiler.span_options import SpanOptions  # noqa: E402
-from otel_profiler.spans import SpanTable, build_spans  # noqa: E402
+from otel_profiler.export.otlp import split_requests  # noqa: E402
+from otel_profiler.spans.options import SpanOptions  # noqa: E402
+from otel_profiler.spans.build import SpanTable, build_spans  # noqa: E402
 
 LARGEST = REPO / "tests" / "data" / "traces" / "hta" / "df_index_resolver" / \
     "df_index_resolver.json.gz"
@@ -180,7 +180,7 @@ def memory_run(batches: int) -> None:
 
     import psutil
 
-    from otel_profiler.exporter import ExportConfig, Exporter
+    from otel_profiler.export.exporter import ExportConfig, Exporter
 
     rank = load_profile([str(LARGEST)]).ranks[0]
     exporter = Exporter(ExportConfig(pb_file=os.devnull, queue_size=4))
@@ -234,7 +234,7 @@ def main() -> None:
     t_proto = bench_proto(rows_proto, table.resource)
 
     rate_ours = len(table) / t_ours
-    rates = [("ours: vectorized encoder (otel_profiler.otlp)", len(table), t_ours, rate_ours),
+    rates = [("ours: vectorized encoder (otel_profiler.export.otlp)", len(table), t_ours, rate_ours),
              ("(a) OTel SDK: TracerProvider+BatchSpanProcessor+OTLP encoder", len(rows_sdk), t_sdk,
               len(rows_sdk) / t_sdk),
              ("(b) opentelemetry-proto messages filled directly", len(rows_proto), t_proto,

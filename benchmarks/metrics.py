@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from cuda_tracer.loading import load_profile  # noqa: E402
 from otel_profiler import config  # noqa: E402
-from otel_profiler.metrics import MetricsService  # noqa: E402
+from otel_profiler.metrics.publisher import MetricsService  # noqa: E402
 
 TRACE = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "traces", "hta",
                      "nccl_parser_config", "nccl_data.json.gz")
@@ -36,7 +36,7 @@ def main() -> None:
     with open(os.devnull, "w") as null:  # keep the one NVML info line out of the figures' output
         saved, sys.stderr = sys.stderr, null
         try:
-            from otel_profiler.system_metrics import SystemSampler
+            from otel_profiler.metrics.system import SystemSampler
 
             sampler = SystemSampler(1.0)
         finally:
@@ -103,7 +103,7 @@ def _otlp_handoff(service: MetricsService, rank) -> None:
     import pickle
 
     from cuda_tracer.correlate import correlate
-    from otel_profiler.metric_points import MetricsSnapshot
+    from otel_profiler.metrics.points import MetricsSnapshot
 
     per_export = []
     for _ in range(50):

@@ -20,7 +20,8 @@ from typing import Callable, ContextManager
 import torch
 from torch import nn
 
-from otel_profiler import Profiler, annotate, markers
+from otel_profiler import Profiler, annotate
+from otel_profiler.live import markers
 
 
 def make_step() -> Callable[[], None]:

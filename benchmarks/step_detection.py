@@ -22,7 +22,8 @@ import time
 
 import torch
 
-from otel_profiler import Profiler, annotate, markers
+from otel_profiler import Profiler, annotate
+from otel_profiler.live import markers
 
 
 def optimizer_step():
@@ -75,7 +76,7 @@ def compare(make, rounds: int, steps: int, folder: str) -> tuple[float, float]:
 
 def hook_costs(folder: str) -> dict[str, float]:
     """Per-call cost (ns, best of 20 runs of 2000 calls) of what the hooks call in the session."""
-    from otel_profiler.session import current
+    from otel_profiler.live.session import current
 
     def best(fn) -> float:
         runs = []

@@ -10,7 +10,7 @@ dashboard. The one place the tests read to decide what a CPU-only run must show.
 
 from __future__ import annotations
 
-from otel_profiler import metric_points as m
+from otel_profiler.metrics import points as m
 
 NEEDS_GPU: frozenset[m.Spec] = frozenset(
     {s for s in m.CATALOGUE if s.source == "nvml"}

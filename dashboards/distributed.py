@@ -3,7 +3,7 @@ rank) and load balance across ranks and GPUs."""
 
 from __future__ import annotations
 
-from otel_profiler import metric_points as m
+from otel_profiler.metrics import points as m
 
 from .panels import Panel, Query
 from .promql import RANGE, mean, rate, series, sum_by

@@ -3,7 +3,7 @@ profiler's own CPU overhead."""
 
 from __future__ import annotations
 
-from otel_profiler import metric_points as m
+from otel_profiler.metrics import points as m
 
 from .panels import Panel
 from .recipes import gauge, over_range, per_second

@@ -15,7 +15,7 @@ from urllib.parse import quote
 from grafana_foundation_sdk.builders import dashboard
 from grafana_foundation_sdk.models.dashboard import DashboardLinkType
 
-from otel_profiler import span_attrs
+from otel_profiler.spans import attributes as span_attrs
 
 STEP_SPAN = "train.step"
 RANK_ATTR = "otel_profiler.rank"

@@ -5,7 +5,7 @@ percentiles, GPU memory, power and the host's memory and I/O."""
 
 from __future__ import annotations
 
-from otel_profiler import metric_points as m
+from otel_profiler.metrics import points as m
 
 from .panels import Panel, Query
 from .promql import RANGE, rate, series, sum_by

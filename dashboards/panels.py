@@ -15,7 +15,7 @@ from grafana_foundation_sdk.builders import (bargauge, common, heatmap, piechart
 from grafana_foundation_sdk.models.common import (LegendDisplayMode, LegendPlacement, StackingMode)
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
-from otel_profiler import metric_points as m
+from otel_profiler.metrics import points as m
 
 from . import links
 from .variables import PROMETHEUS

@@ -10,7 +10,7 @@ also matches series without that label, so a filter never hides a series that la
 
 from __future__ import annotations
 
-from otel_profiler import metric_points as m
+from otel_profiler.metrics import points as m
 
 # Template variable → Prometheus label. Target labels come from the scrape config (prometheus.yml
 # relabeling) or from the Collector's resource_to_telemetry_conversion (resource attributes

@@ -4,7 +4,7 @@ copied."""
 
 from __future__ import annotations
 
-from otel_profiler import metric_points as m
+from otel_profiler.metrics import points as m
 
 from .panels import Panel, Query
 from .promql import RANGE, RATE, mean, quantile, rate, series, sum_by

@@ -12,7 +12,7 @@ from grafana_foundation_sdk.builders import dashboard
 from grafana_foundation_sdk.models.dashboard import (DataSourceRef, VariableOption, VariableRefresh,
                                                      VariableSort)
 
-from otel_profiler import metric_points as m
+from otel_profiler.metrics import points as m
 
 from . import promql
 from .links import TRACE_VAR

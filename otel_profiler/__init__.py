@@ -4,7 +4,7 @@ Importing this package is cheap and never imports torch or TensorFlow: the train
 (``Profiler``, ``annotate``, ``step``, ``step_context``) is loaded on first use.
 """
 
-__version__ = "0.1.0"
+from .version import __version__
 
 _API = ("Profiler", "annotate", "annotation_begin", "annotation_end", "step", "step_context")
 __all__ = ["__version__", *_API]

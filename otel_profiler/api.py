@@ -1,7 +1,7 @@
 """The Python API a training script touches: ``Profiler``, ``annotate``, ``step``, ``step_context``.
 
 ``annotate`` is the hot path: entering pushes one ``perf_counter_ns`` on the calling thread's stack,
-leaving pops it and appends one tuple to that thread's log (``otel_profiler.markers``). No lock, no
+leaving pops it and appends one tuple to that thread's log (``otel_profiler.live.markers``). No lock, no
 OpenTelemetry span object. When no session records, the same calls cost a few hundred ns and keep
 nothing. With ``OTEL_PROFILER_NVTX=true`` on a GPU, ``annotate`` ranges are also NVTX ranges
 (``markers.nvtx``), so Nsight Systems shows them. Nothing here raises into user code once profiling is on; a failing session turns itself off
@@ -14,7 +14,7 @@ import functools
 from time import perf_counter_ns
 from typing import Any, Callable, TypeVar
 
-from . import markers
+from .live import markers
 
 __all__ = ["Profiler", "annotate", "annotation_begin", "annotation_end", "step", "step_context"]
 
@@ -118,7 +118,7 @@ def _nvtx_start(name: str) -> Any:
 
 def step() -> None:
     """Mark a training-step boundary: the current step ends and the next begins."""
-    from .session import current
+    from .live.session import current
 
     session = current()
     if session is not None:
@@ -135,7 +135,7 @@ class step_context:
         self._start = 0
 
     def __enter__(self) -> "step_context":
-        from .session import current
+        from .live.session import current
 
         self._start = perf_counter_ns()
         session = current()
@@ -144,7 +144,7 @@ class step_context:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        from .session import current
+        from .live.session import current
 
         session = current()
         if session is not None:
@@ -168,7 +168,7 @@ class Profiler:
         """The profile folder this run writes to (None before ``start`` or when profiling is off)."""
 
     def start(self) -> "Profiler":
-        from .session import current, start_session
+        from .live.session import current, start_session
 
         existing = current()
         if existing is not None:

@@ -11,7 +11,7 @@ import sys
 
 from cuda_tracer.profile import TraceError
 
-from . import __version__
+from .version import __version__
 from .commands import COMMANDS
 
 EXIT_BAD_INPUT = 2

@@ -114,7 +114,7 @@ def parse_str(text: str) -> str:
 
 def parse_endpoint(text: str) -> str:
     """An OTLP endpoint: empty (unset), an http(s):// URL with a host, or host:port for gRPC."""
-    from .sinks import INVALID_ENDPOINT, endpoint_problem
+    from .export.sinks import INVALID_ENDPOINT, endpoint_problem
 
     value = text.strip()
     problem = endpoint_problem(value) if value else None
@@ -153,7 +153,7 @@ define("OTEL_PROFILER_OUTPUT_DIR", "./otel-profile", parse_str,
 
 
 # ----------------------------------------------------------------- live capture (issue 3: session)
-# Read by otel_profiler.session and friends; documented in README "Profiling a training run".
+# Read by otel_profiler.live.session and friends; documented in README "Profiling a training run".
 class StepRange(tuple):
     """``(start, stop)`` of a step range, shown as ``start:stop``."""
 
@@ -280,7 +280,7 @@ define("OTEL_TRACES_EXPORTER", Exporters(("otlp",)), _exporter_parser(EXPORTER_N
 
 
 # ------------------------------------------------------------ OTLP export (issue 4: exporter)
-# Read by otel_profiler.exporter (and the export/replay commands); documented in README
+# Read by otel_profiler.export.exporter (and the export/replay commands); documented in README
 # "Export to Jaeger / Tempo (OTLP)". Standard OTLP exporter variables first: a signal's own variant
 # (TRACES_, METRICS_) wins over the general one; unset signal variants default to None (= use the
 # general one).
@@ -334,7 +334,7 @@ define("OTEL_PROFILER_EXPORT_RETRY_S", 30.0, parse_float(minimum=0.0, maximum=DA
 
 
 # ------------------------------------------------------------------------ metrics (issue 5: metrics)
-# Read by otel_profiler.metrics (MetricsService) and its parts; documented in README "Metrics".
+# Read by otel_profiler.metrics.publisher (MetricsService) and its parts; documented in README "Metrics".
 def parse_basic_auth(text: str) -> str:
     value = text.strip()
     if value and (":" not in value or value.startswith(":")):
@@ -407,7 +407,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
 
 def _shown(raw: str) -> str:
     """A value as a warning may show it: quoted, printable, short."""
-    from .sinks import safe_text
+    from .export.sinks import safe_text
 
     return repr(safe_text(raw, 80))
 

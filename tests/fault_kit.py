@@ -285,7 +285,7 @@ def span_ids(requests) -> list[tuple[bytes, bytes]]:
 
 def pb_requests(path: Path):
     """The requests of a spool folder or a ``.pb`` file."""
-    from otel_profiler.sinks.files import read_requests, spool_files
+    from otel_profiler.export.sinks.files import read_requests, spool_files
 
     for file in spool_files(str(path)) if path.exists() else []:
         for raw in read_requests(file):

@@ -23,10 +23,11 @@ from pathlib import Path
 from time import perf_counter_ns
 from typing import Iterator
 
-from otel_profiler import config, markers
-from otel_profiler.exporter import exporter_from_env
-from otel_profiler.metrics import MetricsService
-from otel_profiler.resource import attributes
+from otel_profiler import config
+from otel_profiler.live import markers
+from otel_profiler.export.exporter import exporter_from_env
+from otel_profiler.metrics.publisher import MetricsService
+from otel_profiler.live.resource import attributes
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -60,7 +60,7 @@ def test_the_delivery_page_lists_the_bounds_as_the_module_defines_them():
 
 def test_huge_values_within_bounds_export_without_overflow(tmp_path):
     """The largest accepted queue, budget and timeout build a working exporter (no OverflowError)."""
-    from otel_profiler.exporter import exporter_from_env
+    from otel_profiler.export.exporter import exporter_from_env
 
     settings = config.load({"OTEL_PROFILER_EXPORT_QUEUE": "10000", "OTEL_PROFILER_SPAN_BUDGET": "1000000",
                             "OTEL_EXPORTER_OTLP_TIMEOUT": "600000", "OTEL_PROFILER_EXPORT_RETRY_S": "86400",
@@ -85,7 +85,7 @@ def _tiny_batch():
 # ------------------------------------------------------------------------------- endpoints
 @pytest.mark.parametrize("bad", ["not a url", "http://", "ftp://collector:4317", "collector", "http://h:99999"])
 def test_a_bad_endpoint_is_one_notice_and_turns_off_only_that_export(bad):
-    from otel_profiler.sinks import resolve_target
+    from otel_profiler.export.sinks import resolve_target
 
     loaded = config.load({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": bad,
                           "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"})

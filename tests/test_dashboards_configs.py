@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # dashboards/ is a folder of the repository, not an installed package
 
 from dashboards import promql, variables
-from otel_profiler.resource import attributes
+from otel_profiler.live.resource import attributes
 
 D = REPO / "otel_profiler" / "stack"
 YAML_FILES = ["docker-compose.yml", "prometheus.yml", "otel-collector.yaml", "otel-collector-node.yaml",

@@ -1,5 +1,5 @@
 """The committed dashboards: regenerating gives byte-identical JSON; every metric name they use is in
-``metric_points`` and docs/metrics.md, and every catalogue metric is on a dashboard or marked not shown;
+``otel_profiler.metrics.points`` and docs/metrics.md, and every catalogue metric is on a dashboard or marked not shown;
 variables, data sources and trace links are as documented."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ sys.path.insert(0, str(REPO))  # dashboards/ is a folder of the repository, not 
 from dashboards import coverage, generate
 from dashboards.links import explore_url
 from dashboards.panels import metrics_in
-from otel_profiler import metric_points as m
+from otel_profiler.metrics import points as m
 
 GRAFANA = REPO / "otel_profiler" / "stack" / "grafana"
 FILTERS = {"team", "user", "job", "host", "rank", "gpu"}

@@ -146,7 +146,7 @@ HEADER_TEXT = st.lists(st.one_of(
 @settings(max_examples=1500, deadline=None)
 @given(text=HEADER_TEXT, general=st.booleans())
 def test_otlp_headers_parse_or_warn_and_never_show_a_value(text, general):
-    from otel_profiler.sinks import resolve_target
+    from otel_profiler.export.sinks import resolve_target
 
     name = "OTEL_EXPORTER_OTLP_HEADERS" if general else "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
     loaded = config.load({name: text, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"})
@@ -209,9 +209,9 @@ def test_any_rank_metadata_gives_a_usable_profile_or_a_trace_error(tmp_path_fact
     """Whatever ``rank-0.json`` holds: the rank is read and summarized, or refused by name."""
     from cuda_tracer.loading import load_profile
     from otel_profiler.analysis.summary import summarize
-    from otel_profiler.otlp import key_value
-    from otel_profiler.span_attrs import resource_attributes
-    from otel_profiler.span_options import SpanOptions
+    from otel_profiler.export.otlp import key_value
+    from otel_profiler.spans.attributes import resource_attributes
+    from otel_profiler.spans.options import SpanOptions
 
     folder = tmp_path_factory.mktemp("meta")
     (folder / "rank-0.00000.events").write_bytes(saved_batch)

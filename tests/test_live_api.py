@@ -16,10 +16,11 @@ from cuda_tracer.correlate import correlate
 from cuda_tracer.events import Kind, MemcpyKind
 from cuda_tracer.kineto import convert_events, keep_activities
 from cuda_tracer.loading import load_profile
-from otel_profiler import api, markers
-from otel_profiler.resource import attributes, distributed_position, run_id
-from otel_profiler.session import ProfilerWarning, current
-from otel_profiler.windows import WindowPolicy
+from otel_profiler import api
+from otel_profiler.live import markers
+from otel_profiler.live.resource import attributes, distributed_position, run_id
+from otel_profiler.live.session import ProfilerWarning, current
+from otel_profiler.live.windows import WindowPolicy
 
 QUIET = dict(summary_at_exit=False, auto_steps=False, signal=False, steps="off")
 
@@ -27,8 +28,8 @@ QUIET = dict(summary_at_exit=False, auto_steps=False, signal=False, steps="off")
 def test_importing_the_package_or_bootstrapping_never_imports_torch_or_tensorflow(tmp_path):
     from otel_profiler.bootstrap import SITE_DIR
 
-    code = ("import sys, otel_profiler, otel_profiler.api, otel_profiler.session, otel_profiler.compat.smprof;"
-            "otel_profiler.annotate; print(otel_profiler.session.current() is not None, "
+    code = ("import sys, otel_profiler, otel_profiler.api, otel_profiler.live.session, otel_profiler.compat.smprof;"
+            "otel_profiler.annotate; print(otel_profiler.live.session.current() is not None, "
             "sorted(m for m in ('torch', 'tensorflow') if m in sys.modules))")
     plain = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     bootstrapped = dict(plain, OTEL_PROFILER_ENABLED="true", PYTHONPATH=SITE_DIR,
@@ -256,9 +257,9 @@ def test_every_written_batch_also_goes_to_the_exporter(tmp_path, monkeypatch):
         def close(self, timeout_s):
             calls.append(("close", timeout_s))
 
-    fake = types.ModuleType("otel_profiler.exporter")
+    fake = types.ModuleType("otel_profiler.export.exporter")
     fake.exporter_from_env = lambda settings, default_service=None: FakeExporter()
-    monkeypatch.setitem(sys.modules, "otel_profiler.exporter", fake)
+    monkeypatch.setitem(sys.modules, "otel_profiler.export.exporter", fake)
     with api.Profiler(profile_dir=str(tmp_path), **QUIET):
         with api.annotate("a"):
             pass

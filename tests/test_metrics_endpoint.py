@@ -17,9 +17,9 @@ import pytest
 
 from cuda_tracer.loading import load_profile
 from otel_profiler import config
-from otel_profiler import metric_points as m
-from otel_profiler.metrics import MetricsService
-from otel_profiler.system_metrics import NvmlSampler, SystemSampler
+from otel_profiler.metrics import points as m
+from otel_profiler.metrics.publisher import MetricsService
+from otel_profiler.metrics.system import NvmlSampler, SystemSampler
 
 from conftest import REPO, trace
 from prometheus_server import free_port
@@ -235,7 +235,7 @@ def test_a_stalled_tls_client_does_not_block_other_scrapers(tmp_path: Path) -> N
 
 
 def test_idle_connections_time_out_instead_of_holding_a_thread_each(monkeypatch) -> None:
-    from otel_profiler import prometheus
+    from otel_profiler.metrics import prometheus
 
     monkeypatch.setattr(prometheus, "IDLE_TIMEOUT_S", 0.5)
     service = _service(OTEL_PROFILER_PROMETHEUS_PORT=str(free_port()))
@@ -296,9 +296,9 @@ def test_nothing_runs_without_an_output() -> None:
 # ------------------------------------------------------------------------------ OTLP metrics
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 def test_otlp_metrics_go_through_the_exporter_process(protocol: str) -> None:
-    from otel_profiler.exporter import exporter_from_env
-    from otel_profiler.profile_metrics import step_trace_hex
-    from otel_profiler.spans import root_span_id, run_id_of
+    from otel_profiler.export.exporter import exporter_from_env
+    from otel_profiler.metrics.profile import step_trace_hex
+    from otel_profiler.spans.build import root_span_id, run_id_of
     from otlp_receiver import OtlpReceiver
 
     with OtlpReceiver() as receiver:
@@ -351,7 +351,7 @@ def test_otlp_metrics_go_through_the_exporter_process(protocol: str) -> None:
 
 
 def test_a_metrics_endpoint_that_is_down_costs_one_warning(capfd) -> None:
-    from otel_profiler.exporter import exporter_from_env
+    from otel_profiler.export.exporter import exporter_from_env
 
     settings = config.load({"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": f"http://127.0.0.1:{free_port()}/v1/metrics",
                             "OTEL_METRIC_EXPORT_INTERVAL": "100000"})

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from cuda_tracer.loading import load_profile
-from otel_profiler import metric_points as m
+from otel_profiler.metrics import points as m
 from otel_profiler.analysis.summary import summarize_batch
-from otel_profiler.profile_metrics import ProfileMetrics, step_trace_hex
-from otel_profiler.spans import build_spans
+from otel_profiler.metrics.profile import ProfileMetrics, step_trace_hex
+from otel_profiler.spans.build import build_spans
 
 from conftest import trace
 

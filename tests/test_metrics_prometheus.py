@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cuda_tracer.events import EventBatch
-from otel_profiler.spans import build_spans
+from otel_profiler.spans.build import build_spans
 
 from metrics_job import running, wait_for
 from prometheus_server import available, free_port, prometheus_server

@@ -1,4 +1,4 @@
-"""The vectorized OTLP encoder (otel_profiler.otlp) parses, with the official opentelemetry-proto
+"""The vectorized OTLP encoder (otel_profiler.export.otlp) parses, with the official opentelemetry-proto
 classes, into exactly the spans of the span model: protobuf, OTLP JSON, request splitting."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from conftest import trace
 from cuda_tracer.loading import load_profile
-from otel_profiler.otlp import (any_value, encode_json_lines, encode_request, fixed_varints, read_delimited,
+from otel_profiler.export.otlp import (any_value, encode_json_lines, encode_request, fixed_varints, read_delimited,
                                 split_requests, varint_width, write_delimited)
-from otel_profiler.span_options import SpanOptions
-from otel_profiler.spans import AttrColumn, SpanTable, build_spans
+from otel_profiler.spans.options import SpanOptions
+from otel_profiler.spans.build import AttrColumn, SpanTable, build_spans
 from otlp_receiver import proto_span, table_spans
 
 

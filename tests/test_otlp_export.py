@@ -16,9 +16,9 @@ from cuda_tracer.events import GPU_OP_KINDS
 from cuda_tracer.loading import load_profile
 from otel_profiler import config
 from otel_profiler.cli import main
-from otel_profiler.exporter import exporter_from_env
-from otel_profiler.span_options import options_from_settings
-from otel_profiler.spans import build_spans
+from otel_profiler.export.exporter import exporter_from_env
+from otel_profiler.spans.options import options_from_settings
+from otel_profiler.spans.build import build_spans
 from otlp_receiver import OtlpReceiver, free_port, proto_span, table_spans
 
 TRACE = "hta/trace_filter/sampled_rank-0.json.gz"
@@ -123,8 +123,8 @@ def test_receiver_down_spool_then_replay_loses_nothing(tmp_path, rank):
     spool = tmp_path / "spool"
     assert list(spool.glob("*.pb"))
     # The health metrics say so: the spool holds those requests, no batch waits in the queue.
-    from otel_profiler import metric_points as m
-    from otel_profiler.metrics import exporter_points
+    from otel_profiler.metrics import points as m
+    from otel_profiler.metrics.publisher import exporter_points
 
     health = {p.spec: p.value for p in exporter_points(counters) if p.spec in (m.SPOOL_SIZE, m.EXPORTER_QUEUE)}
     assert health == {m.SPOOL_SIZE: sum(p.stat().st_size for p in spool.glob("*.pb")), m.EXPORTER_QUEUE: 0}
@@ -152,7 +152,7 @@ def test_spool_limit_and_unwritable_spool_count_drops(tmp_path, rank, capfd):
 
 
 def test_a_full_queue_holds_batches_for_later_and_drops_only_past_the_limit(tmp_path, rank, monkeypatch):
-    from otel_profiler import exporter as exporter_mod
+    from otel_profiler.export import exporter as exporter_mod
 
     with OtlpReceiver(delay_s=1.0) as receiver:
         settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint,
@@ -174,8 +174,8 @@ def test_a_full_queue_holds_batches_for_later_and_drops_only_past_the_limit(tmp_
 
 
 def test_batches_left_unread_at_close_are_counted_and_wait_no_more(tmp_path, rank, capfd):
-    from otel_profiler import metric_points as m
-    from otel_profiler.metrics import exporter_points
+    from otel_profiler.metrics import points as m
+    from otel_profiler.metrics.publisher import exporter_points
 
     with OtlpReceiver(delay_s=1.0) as receiver:  # the first request holds the exporter for 1 s
         exporter = exporter_from_env(_settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint))
@@ -209,7 +209,7 @@ def test_exporter_from_env_none_without_sink_and_json_file_sink(tmp_path, rank):
 def test_a_silent_metrics_endpoint_never_holds_up_spans(tmp_path, receiver, rank):
     import socket
 
-    from otel_profiler.metrics import MetricsService
+    from otel_profiler.metrics.publisher import MetricsService
 
     silent = socket.socket()  # accepts connections, never answers
     silent.bind(("127.0.0.1", 0))
@@ -242,7 +242,7 @@ def test_a_silent_metrics_endpoint_never_holds_up_spans(tmp_path, receiver, rank
 
 
 def test_a_broken_metrics_setting_costs_the_metrics_not_the_spans(tmp_path):
-    from otel_profiler.exporter import Counters, Pipeline, config_from_settings
+    from otel_profiler.export.exporter import Counters, Pipeline, config_from_settings
 
     settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318",
                          OTEL_EXPORTER_OTLP_METRICS_ENDPOINT="https://127.0.0.1:4318/v1/metrics",
@@ -258,7 +258,7 @@ def test_a_broken_metrics_setting_costs_the_metrics_not_the_spans(tmp_path):
 
 
 def test_endpoint_descriptions_hide_credentials_in_the_url():
-    from otel_profiler.sinks import OtlpTarget
+    from otel_profiler.export.sinks import OtlpTarget
 
     text = OtlpTarget("https://user:s3cret@collector:4318/v1/traces?token=t0ken",
                       headers={"authorization": "Bearer abc"}).describe()
@@ -267,7 +267,8 @@ def test_endpoint_descriptions_hide_credentials_in_the_url():
 
 
 def test_training_side_imports_no_protobuf_or_grpc():
-    code = ("import sys, otel_profiler.exporter, otel_profiler.spans, otel_profiler.config, otel_profiler.metrics;"
+    code = ("import sys, otel_profiler.export.exporter, otel_profiler.spans.build, otel_profiler.config,"
+            " otel_profiler.metrics.publisher;"
             "bad = [m for m in sys.modules if m.startswith(('grpc', 'google.protobuf', 'opentelemetry'))];"
             "print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
@@ -322,7 +323,7 @@ def test_spawned_exporter_does_not_rerun_the_main_script(tmp_path, receiver):
         f"open({str(marker)!r}, 'a').write('x')\n"  # no __main__ guard, like many training scripts
         f"sys.path.insert(0, {str(REPO)!r}); sys.path.insert(0, {str(REPO / 'tests')!r})\n"
         "from otel_profiler import config\n"
-        "from otel_profiler.exporter import exporter_from_env\n"
+        "from otel_profiler.export.exporter import exporter_from_env\n"
         "from cuda_tracer.loading import load_profile\n"
         "from conftest import trace\n"
         f"r = load_profile([str(trace({TRACE!r}))]).ranks[0]\n"
@@ -368,7 +369,7 @@ def test_live_cpu_torch_run_delivers_steps_annotations_and_metrics(tmp_path, rec
     monkeypatch.setenv("OTEL_PROFILER_SPOOL_DIR", str(tmp_path / "spool"))
     # A generous close: on a busy machine the exporter process may still be starting at exit (the
     # default close spools what it has not sent by then; the fault tests check that path).
-    from otel_profiler import session
+    from otel_profiler.live import session
 
     monkeypatch.setattr(session, "CLOSE_NETWORK_S", 120.0)
     model = torch.nn.Linear(16, 4)
@@ -399,8 +400,8 @@ def test_live_cpu_torch_run_delivers_steps_annotations_and_metrics(tmp_path, rec
 
 
 def test_spool_drains_by_itself_when_the_endpoint_comes_back(tmp_path, rank):
-    from otel_profiler.exporter import ExportConfig, Exporter
-    from otel_profiler.sinks import OtlpTarget
+    from otel_profiler.export.exporter import ExportConfig, Exporter
+    from otel_profiler.export.sinks import OtlpTarget
 
     port = free_port()
     config = ExportConfig(target=OtlpTarget(f"http://127.0.0.1:{port}", "grpc", timeout_s=2),

@@ -15,10 +15,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from conftest import trace
 from cuda_tracer.loading import load_profile
-from otel_profiler.otlp import encode_request, json_request
-from otel_profiler.span_options import SpanOptions
-from otel_profiler.spans import build_spans
-from otel_profiler.sinks.http_json_sink import to_otlp_json
+from otel_profiler.export.otlp import encode_request, json_request
+from otel_profiler.spans.options import SpanOptions
+from otel_profiler.spans.build import build_spans
+from otel_profiler.export.sinks.http_json_sink import to_otlp_json
 from otlp_receiver import otlp_json_ids_to_base64, proto_span, table_spans
 
 

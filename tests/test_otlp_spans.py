@@ -1,4 +1,4 @@
-"""The span model (otel_profiler.spans) on shared real traces and on a synthetic CUDA-graph batch."""
+"""The span model (otel_profiler.spans.build) on shared real traces and on a synthetic CUDA-graph batch."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from conftest import trace
 from cuda_tracer.events import GPU_OP_KINDS, MISSING, BatchBuilder, Kind
 from cuda_tracer.loading import load_profile
-from otel_profiler.span_options import SpanOptions
-from otel_profiler.spans import batch_steps, build_spans, trace_id
+from otel_profiler.spans.options import SpanOptions
+from otel_profiler.spans.build import batch_steps, build_spans, trace_id
 
 TRACES = ["hta/negative_queue_length_values_check/rank0.json.gz",  # orphan GPU ops, 5 steps
           "hta/nccl_parser_config/nccl_data.json.gz",  # annotations, gpu annotations
@@ -244,8 +244,8 @@ def _trace_set(table) -> set[str]:
 def _pipeline_traces(out, meta, batches, opts) -> set[str]:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    from otel_profiler.exporter import Counters, ExportConfig, Pipeline
-    from otel_profiler.otlp import read_delimited
+    from otel_profiler.export.exporter import Counters, ExportConfig, Pipeline
+    from otel_profiler.export.otlp import read_delimited
 
     pipeline = Pipeline(ExportConfig(pb_file=str(out), span_options=opts), Counters())
     for batch in batches:
@@ -319,7 +319,7 @@ def test_cpu_ops_are_the_context_of_kept_launches(path, budget):
 def test_nesting_finds_the_innermost_open_container(how):
     """``_nesting`` (vectorized) and its fallback for deep nesting, against the definition, on random
     intervals with ties and zero lengths."""
-    from otel_profiler import spans
+    from otel_profiler.spans import build as spans
 
     nesting = getattr(spans, how)
     rng = np.random.default_rng(7)

@@ -10,8 +10,8 @@ import pytest
 from conftest import trace
 from cuda_tracer.loading import load_profile
 from cuda_tracer.profile import write_rank
-from otel_profiler.output import write_summary
-from otel_profiler.sinks.files import DelimitedFile, JsonLinesFile
+from otel_profiler.live.output import write_summary
+from otel_profiler.export.sinks.files import DelimitedFile, JsonLinesFile
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from otel_profiler.otlp import write_delimited
+from otel_profiler.export.otlp import write_delimited
 from fault_kit import HttpEndpoint
 from otlp_receiver import free_port
 

@@ -27,7 +27,7 @@ from cuda_tracer.cupti import CuptiWindowSource, cupti_activities
 from cuda_tracer.events import Kind
 from cuda_tracer.loading import load_profile
 from otel_profiler import api
-from otel_profiler.session import ProfilerWarning
+from otel_profiler.live.session import ProfilerWarning
 from cupti_fakes import FakeCupti
 from test_tensorflow_keras import tf_python  # noqa: F401  (the TensorFlow environment fixture)
 from cupti_fakes import isolated_from_other_profilers  # noqa: F401 (autouse fixture)

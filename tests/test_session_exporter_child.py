@@ -12,11 +12,11 @@ import os
 import subprocess
 import sys
 
-from otel_profiler import session
+from otel_profiler.live import session
 
 PROBE = """
 import json, os, sys
-from otel_profiler.session import current
+from otel_profiler.live.session import current
 with open(os.path.join(os.environ["PROBE_DIR"], f"{os.getpid()}.json"), "w") as out:
     json.dump({"argv": sys.argv, "session": current() is not None}, out)
 """

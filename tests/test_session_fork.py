@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 SCRIPT = """
 import json, os, signal, sys, time
-from otel_profiler import api, session
+from otel_profiler import api
+from otel_profiler.live import session
 with api.Profiler(profile_dir=sys.argv[1], signal=False, summary_at_exit=False, steps="off"):
     live = session.current()
     assert signal.getsignal(signal.SIGTERM) == live._on_sigterm

@@ -21,7 +21,8 @@ import pytest
 
 from cuda_tracer.events import Kind
 from cuda_tracer.loading import load_profile
-from otel_profiler import api, session
+from otel_profiler import api
+from otel_profiler.live import session
 
 REPO = Path(__file__).resolve().parent.parent
 TIMEOUT = 120

@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import warnings
 
-from otel_profiler import markers, session
+from otel_profiler.live import markers, session
 
 
 def test_a_failed_start_undoes_what_it_did(tmp_path, monkeypatch):

@@ -22,8 +22,9 @@ import pytest
 
 from cuda_tracer.events import Kind
 from cuda_tracer.loading import load_profile
-from otel_profiler import api, markers
-from otel_profiler.step_evidence import StepEvidence
+from otel_profiler import api
+from otel_profiler.live import markers
+from otel_profiler.live.step_evidence import StepEvidence
 
 torch = pytest.importorskip("torch")
 
@@ -139,7 +140,7 @@ def test_keras_custom_loop_steps_from_apply_or_tape(tmp_path, use_optimizer):
 
     Tape, Optimizer = fake_keras_classes()
     with api.Profiler(profile_dir=str(tmp_path), steps="off", **QUIET):
-        from otel_profiler.session import current
+        from otel_profiler.live.session import current
 
         patch_gradient_tape(Tape, current())
         patch_optimizer(Optimizer, current())

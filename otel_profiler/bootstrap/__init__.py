@@ -1,4 +1,4 @@
-"""Zero-code enabling. Three doors, one session (``otel_profiler.session.start_session``):
+"""Zero-code enabling. Three doors, one session (``otel_profiler.live.session.start_session``):
 
 - ``OTEL_PROFILER_ENABLED=true``: the startup hook ``otel_profiler.pth`` that installing the package
   puts in site-packages (``setup.py``) calls :func:`from_environment` in every Python process; it
@@ -34,7 +34,7 @@ def from_environment() -> None:
         settings = config.load()
         enabled_invalid = any(w.startswith("OTEL_PROFILER_ENABLED=") for w in settings.warnings)
         if settings["OTEL_PROFILER_ENABLED"] or enabled_invalid:
-            from ..session import start_session
+            from ..live.session import start_session
 
             install_framework_hooks(start_session(origin="env"))  # invalid settings: one warning
     except Exception as exc:  # the bootstrap must never stop a program from starting

@@ -27,13 +27,13 @@ class ProfilerInstrumentor(BaseInstrumentor):
         return ()
 
     def _instrument(self, **kwargs: Any) -> None:
-        from ..session import start_session
+        from ..live.session import start_session
         from . import install_framework_hooks
 
         install_framework_hooks(start_session(origin="opentelemetry-instrument"))
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        from ..session import current
+        from ..live.session import current
 
         session = current()
         if session is not None:

@@ -14,9 +14,9 @@ import os
 import sys
 
 from .. import config
-from ..exporter import Counters, ExportConfig, Pipeline, warn
-from ..sinks import PROTOCOLS, resolve_target
-from ..span_options import options_from_settings
+from ..export.exporter import Counters, ExportConfig, Pipeline, warn
+from ..export.sinks import PROTOCOLS, resolve_target
+from ..spans.options import options_from_settings
 from . import add_inputs, load_inputs, progress_bar
 
 

@@ -14,9 +14,9 @@ import os
 import sys
 
 from .. import config
-from ..exporter import warn
-from ..sinks import PROTOCOLS, deliver, endpoint_problem, open_sink, resolve_target, safe_text
-from ..sinks.files import DOWN, REFUSED, SENT, drain_file, spool_files
+from ..export.exporter import warn
+from ..export.sinks import PROTOCOLS, deliver, endpoint_problem, open_sink, resolve_target, safe_text
+from ..export.sinks.files import DOWN, REFUSED, SENT, drain_file, spool_files
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

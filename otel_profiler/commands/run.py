@@ -19,9 +19,9 @@ import sys
 
 from .. import config
 from ..bootstrap import SITE_DIR
-from ..output import summarize_folder, write_summary
+from ..live.output import summarize_folder, write_summary
 from ..report.console import render_table
-from ..resource import run_id as resource_run_id
+from ..live.resource import run_id as resource_run_id
 
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

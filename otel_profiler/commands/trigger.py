@@ -16,7 +16,7 @@ import signal
 import socket
 import sys
 
-from ..triggers import send
+from ..live.triggers import send
 
 HOST = "127.0.0.1"
 _LOOPBACK = {"0100007F", "00000000", "00000000000000000000000000000000",

@@ -58,7 +58,7 @@ class _Hooks:
         if self._phases:
             annotation_end(self._phases.pop())
         if not self._phases:  # after each fit/evaluate/predict call, its events are on disk
-            from ..session import current
+            from ..live.session import current
 
             session = current()
             try:
@@ -151,7 +151,7 @@ def __getattr__(name: str) -> Any:
 # ---------------------------------------------------------------------- zero-code
 def when_keras_imported() -> None:
     """Patch ``keras.Model`` as soon as ``keras`` is imported (at once if it already is)."""
-    from ..import_hooks import when_imported
+    from ..live.import_hooks import when_imported
 
     when_imported("keras", lambda module: patch_model(module.Model))
 
@@ -197,7 +197,7 @@ def when_custom_loop(sink: Any) -> None:
     they run only while it is traced, and such a loop falls back to the session's time window.
     Inside ``fit`` the callback's ``step_context`` marks the steps and outranks both.
     """
-    from ..import_hooks import when_imported
+    from ..live.import_hooks import when_imported
 
     when_imported("tensorflow", lambda module: patch_gradient_tape(module.GradientTape, sink))
     when_imported("keras", lambda module: patch_optimizer(module.optimizers.Optimizer, sink))

@@ -25,7 +25,7 @@ import weakref
 from types import ModuleType
 from typing import Any, Callable
 
-from .. import markers
+from ..live import markers
 
 
 class TorchHooks:
@@ -146,7 +146,7 @@ def _restore(owner: Any, name: str, ours: Any, original: Any) -> None:
 
 def when_torch_imported(sink: Any, installed: Callable[[TorchHooks], None]) -> None:
     """Install the hooks as soon as ``torch.optim`` is loaded; hand them to ``installed``."""
-    from ..import_hooks import when_imported
+    from ..live.import_hooks import when_imported
 
     def install(_module: ModuleType) -> None:
         hooks = TorchHooks(sink)

@@ -23,7 +23,7 @@ def busy_gpu_points():
     """Two sampler ticks 1.5 s apart while a matmul loop keeps the GPU busy: (first, points)."""
     import torch
 
-    from otel_profiler.system_metrics import SystemSampler
+    from otel_profiler.metrics.system import SystemSampler
 
     stop = threading.Event()
 
@@ -51,7 +51,7 @@ def busy_gpu_points():
 
 
 def test_nvml_sampler_on_a_busy_gpu(busy_gpu_points) -> None:
-    from otel_profiler import metric_points as m
+    from otel_profiler.metrics import points as m
 
     first, points = busy_gpu_points
     by = {}
@@ -82,7 +82,7 @@ def test_nvml_sampler_on_a_busy_gpu(busy_gpu_points) -> None:
 def test_gpm_ratios_where_nvml_offers_them(busy_gpu_points) -> None:
     import torch
 
-    from otel_profiler import metric_points as m
+    from otel_profiler.metrics import points as m
 
     if torch.cuda.get_device_capability(0)[0] < 9:
         pytest.skip("GPM needs Hopper or newer")

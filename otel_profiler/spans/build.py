@@ -1,7 +1,7 @@
 """EventBatch → spans: trace ids, span ids, parents, links, attributes and the per-trace span budget.
 
 The result is a columnar :class:`SpanTable` (numpy columns, no object per span) that
-``otel_profiler.otlp`` encodes. Imports no OpenTelemetry package.
+``otel_profiler.export.otlp`` encodes. Imports no OpenTelemetry package.
 
 Model (one rank's batch at a time; every rule is stated here, next to its code):
 
@@ -60,10 +60,10 @@ import numpy as np
 from cuda_tracer.correlate import correlate
 from cuda_tracer.events import GPU_OP_KINDS, LAUNCH_KINDS, MISSING, EventBatch, Kind
 
-from .names import demangled
-from .span_attrs import (KIND_NAMES, AttrColumn, Columns, event_attributes, resource_attributes,
+from ..names import demangled
+from .attributes import (KIND_NAMES, AttrColumn, Columns, event_attributes, resource_attributes,
                          root_attributes, version)
-from .span_options import SpanOptions
+from .options import SpanOptions
 
 SPAN_KIND_INTERNAL = 1
 SCOPE_NAME = "otel_profiler"

@@ -1,10 +1,10 @@
 """The metric catalogue: every metric's OpenTelemetry name, unit, instrument, labels and meaning, and
 the Prometheus name each one gets.
 
-Samplers (``system_metrics``) and the profile aggregator (``profile_metrics``) produce
+Samplers (``system``) and the profile aggregator (``profile``) produce
 :class:`Point` values for the :class:`Spec` objects declared here; the Prometheus endpoint
 (``prometheus``) and the OTLP encoder (``metrics_otlp``) only translate points. The README's metric
-table is generated from this module (``python -m otel_profiler.metric_points``).
+table is generated from this module (``python -m otel_profiler.metrics.points``).
 
 Names follow the OpenTelemetry semantic conventions where one exists (``hw.gpu.*``, ``hw.power`` /
 ``hw.energy`` / ``hw.temperature`` with ``hw.type=gpu``, ``system.*``, ``process.*``); everything

@@ -39,9 +39,11 @@ import numpy as np
 
 from cuda_tracer.events import EventBatch, Kind
 
-from . import __version__, config, markers
+from ..version import __version__
+from .. import config
+from . import markers
 from .output import RankWriter, write_summary
-from .profiler_warnings import ProfilerWarning, warn  # noqa: F401 (ProfilerWarning: part of this module's API)
+from ..profiler_warnings import ProfilerWarning, warn  # noqa: F401 (ProfilerWarning: part of this module's API)
 from .resource import attributes, distributed_position, run_id
 from .step_evidence import TIME_FALLBACK_S, StepEvidence, StepSources
 from .windows import WindowPolicy
@@ -186,11 +188,11 @@ class Session(StepSources):
         import cuda_tracer.kineto  # noqa: F401  (does not import torch)
 
         if v["OTEL_PROFILER_SUMMARY_AT_EXIT"]:
-            from .analysis import summary  # noqa: F401
-        from .metrics import metrics_wanted
+            from ..analysis import summary  # noqa: F401
+        from ..metrics.publisher import metrics_wanted
 
         if metrics_wanted(v):  # they may start at exit, for a run shorter than one flush poll
-            from . import profile_metrics, system_metrics  # noqa: F401
+            from ..metrics import profile as profile_metrics, system as system_metrics  # noqa: F401
         self._make_exporter = _exporter_factory()
         markers.active = True
         atexit.register(self.close)
@@ -207,7 +209,7 @@ class Session(StepSources):
             except OSError as exc:
                 warn(f"trigger port unavailable ({exc}); on-demand capture by UDP is off")
         if v["OTEL_PROFILER_AUTO_STEPS"]:
-            from .integrations.torch import when_torch_imported
+            from ..integrations.torch import when_torch_imported
 
             when_torch_imported(self, self._hook_installed)
         self._thread = threading.Thread(target=self._flush_loop, name="otel-profiler-flush", daemon=True)
@@ -340,7 +342,7 @@ class Session(StepSources):
         the imports, the endpoint and the samplers never delay a training step. Never raises."""
         self._metrics_made = True
         try:
-            from .metrics import MetricsService
+            from ..metrics.publisher import MetricsService
 
             self.metrics = MetricsService().start(self.settings, self.resource, run_id=self.run_id)
             self._watch_exporter()
@@ -741,7 +743,7 @@ def _device_properties() -> list[dict[str, Any]]:
 def _exporter_factory() -> Any:
     """A function making the OTLP exporter (None when none is configured); imports it now."""
     try:
-        from .exporter import exporter_from_env
+        from ..export.exporter import exporter_from_env
     except ImportError:
         return lambda settings, service: None
 

@@ -1,9 +1,9 @@
 """Spans → OTLP requests → sinks, with counters: the work of the exporter process (and, inline, of
 ``otel-profiler export``).
 
-:class:`Pipeline` turns each rank's EventBatch into spans (``otel_profiler.spans``), spans into
-requests (``otel_profiler.otlp``), and hands each request to the OTLP JSON lines file, the ``.pb``
-file and :class:`otel_profiler.delivery.Delivery` (endpoint, retry, spool). Metrics snapshots go to
+:class:`Pipeline` turns each rank's EventBatch into spans (``otel_profiler.spans.build``), spans into
+requests (``otel_profiler.export.otlp``), and hands each request to the OTLP JSON lines file, the ``.pb``
+file and :class:`otel_profiler.export.delivery.Delivery` (endpoint, retry, spool). Metrics snapshots go to
 the metrics endpoint with a short retry and no spool: every snapshot is cumulative, so the next one
 carries whatever a lost one held; the points of a snapshot that was not delivered are counted as
 dropped. :class:`Counters` count everything received, exported, spooled and dropped; in the
@@ -20,9 +20,9 @@ from typing import Any, Callable
 
 from cuda_tracer.events import EventBatch
 
-from .metric_points import MetricsSnapshot
+from ..metrics.points import MetricsSnapshot
 from .sinks import OtlpTarget
-from .span_options import SpanOptions
+from ..spans.options import SpanOptions
 
 COUNTERS = (
     "batches_received", "batches_finished", "batches_failed",
@@ -144,7 +144,7 @@ class Pipeline:
         a later batch join the step they belong to, and events after the last finished step are
         held back (``split_open_tail``) until the batch with that step's STEP event arrives or
         ``flush``. Returns the number of spans built now."""
-        from .spans import batch_steps, run_id_of, split_open_tail
+        from ..spans.build import batch_steps, run_id_of, split_open_tail
 
         key = (self.config.span_options.run_id or run_id_of(meta), meta.get("rank"))
         state = self._ranks.setdefault(key, _RankState())
@@ -189,7 +189,7 @@ class Pipeline:
         up spans) and never past the close's network deadline; after a failure, snapshots are
         skipped for ``probe_s``. A snapshot not delivered counts its points as dropped (the next
         one carries the same totals, so nothing is spooled)."""
-        from . import __version__
+        from ..version import __version__
         from .metrics_otlp import encode_metrics
         from .sinks import deliver
 
@@ -226,7 +226,7 @@ class Pipeline:
 
     def _export(self, meta: dict[str, Any], batch: Any, known_steps: list) -> int:
         from .otlp import encode_json_lines, split_requests
-        from .spans import build_spans
+        from ..spans.build import build_spans
 
         if not len(batch) or not self.config.has_span_sink:
             return 0

@@ -4,7 +4,7 @@ resource of a rank.
 Names follow the OpenTelemetry semantic conventions where one exists (``service.name``,
 ``host.name``, ``process.pid``, ``thread.id``); no ``gpu.*`` or ``cuda.*`` convention exists,
 so ``gpu.*`` here is this project's namespace for GPU
-facts and ``otel_profiler.*`` for profiler bookkeeping. Used by ``otel_profiler.spans``.
+facts and ``otel_profiler.*`` for profiler bookkeeping. Used by ``otel_profiler.spans.build``.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import numpy as np
 
 from cuda_tracer.events import GPU_OP_KINDS, MISSING, Kind, MemcpyKind, SyncKind
 
-from .analysis.breakdown import KERNEL_CLASSES, classify
-from .names import demangle
-from .span_options import SpanOptions
+from ..analysis.breakdown import KERNEL_CLASSES, classify
+from ..names import demangle
+from .options import SpanOptions
 
 ATTRIBUTES = {
     "otel_profiler.kind": "what the span is: step, window, annotation, runtime, driver, kernel, memcpy, "
@@ -210,7 +210,7 @@ def resource_attributes(meta: dict[str, Any], opt: SpanOptions, run_id: str, ran
     """Resource of one rank: service, host, process, rank, run, framework and CUDA versions."""
     res: dict[str, Any] = {}
     res.update(opt.resource_attributes)
-    res.update(meta.get("resource") or {})  # what a live session recorded (otel_profiler.resource)
+    res.update(meta.get("resource") or {})  # what a live session recorded (otel_profiler.live.resource)
     res["service.name"] = opt.service_name or res.get("service.name") or meta.get("service_name") or \
         opt.default_service or "otel-profiler"
     if meta.get("host_name"):
@@ -244,7 +244,7 @@ def resource_attributes(meta: dict[str, Any], opt: SpanOptions, run_id: str, ran
 
 def version() -> str:
     try:
-        from . import __version__
+        from ..version import __version__
         return str(__version__)
     except ImportError:  # pragma: no cover
         return "0"

@@ -103,7 +103,7 @@ def _replace_lock(path: str) -> bool:
 
 def summarize_folder(folder: str) -> dict[str, Any] | None:
     """The summary of the whole folder (every rank); None when it holds no events."""
-    from .analysis.summary import summarize
+    from ..analysis.summary import summarize
 
     try:
         profile = load_profile([folder])

@@ -1,6 +1,6 @@
 """How spans are built: the span model's options (``SpanOptions``) and how they come from the
-environment (``options_from_settings``). Shared by the span model (``spans``), its attributes
-(``span_attrs``) and the exporter."""
+environment (``options_from_settings``). Shared by the span model (``build``), its attributes
+(``attributes``) and the exporter."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """OTLP/gRPC sink: sends pre-encoded ``ExportTraceServiceRequest`` or ``ExportMetricsServiceRequest``
 bytes on the official service path of the target's signal.
 
-The request is already serialized (``otel_profiler.otlp``, ``otel_profiler.metrics_otlp``), so the
-call passes bytes straight through (no request serializer) and parses only the small response for
-``partial_success``.
+The request is already serialized (``otel_profiler.export.otlp``, ``otel_profiler.export.metrics_otlp``),
+so the call passes bytes straight through (no request serializer) and parses only the small response
+for ``partial_success``.
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ encoder: ``submit`` puts ``(meta, batch)`` and ``submit_metrics`` a ``MetricsSna
 ``multiprocessing`` queue without blocking; when the queue is full (the exporter process is behind:
 a slow start on a busy machine) the batch is kept and merged into the next one, up to
 ``HOLD_ROWS`` events, beyond which it is dropped and counted. A separate
-*spawned* process (:func:`_child_main`) runs the :class:`otel_profiler.pipeline.Pipeline`: it builds
+*spawned* process (:func:`_child_main`) runs the :class:`otel_profiler.export.pipeline.Pipeline`: it builds
 spans, encodes spans and metrics and hands requests to a sending thread
-(``otel_profiler.delivery``), so encoding and network I/O never hold the training GIL and a silent
+(``otel_profiler.export.delivery``), so encoding and network I/O never hold the training GIL and a silent
 endpoint never stops the queue from being read. The child is started with ``__main__`` hidden, so
 spawning never re-runs the training script.
 
@@ -42,11 +42,11 @@ from typing import Any
 
 from cuda_tracer.events import EventBatch
 
-from .metric_points import MetricsSnapshot
+from ..metrics.points import MetricsSnapshot
 from .pipeline import (COUNTERS, METRICS_RETRY_S, PROBE_S, Counters, ExportConfig,  # noqa: F401
                        Pipeline, warn)
 from .sinks import resolve_target
-from .span_options import options_from_settings
+from ..spans.options import options_from_settings
 
 HOLD_ROWS = 2_000_000
 """Events kept in the training process while the queue is full (merged into the next batch);
@@ -361,7 +361,7 @@ def exporter_from_env(settings: Any, default_service: str | None = None) -> Expo
     if values.get("OTEL_SDK_DISABLED"):
         return None
     if default_service is None:
-        from .resource import script_name
+        from ..live.resource import script_name
 
         default_service = script_name()
     config = config_from_settings(settings, default_service)

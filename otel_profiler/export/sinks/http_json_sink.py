@@ -5,7 +5,7 @@ this sink turns each one into OTLP/JSON just before it is sent: parsed with the 
 opentelemetry-proto message, rendered by protobuf's ``json_format`` (lowerCamelCase field names,
 64-bit integers as decimal strings, enums as integers), then trace and span ids rewritten from
 protobuf JSON's base64 to the lowercase hex the OTLP specification requires. Everything else
-(TLS, gzip, retries, ``Retry-After``) is :class:`~otel_profiler.sinks.http_sink.HttpSink`'s.
+(TLS, gzip, retries, ``Retry-After``) is :class:`~otel_profiler.export.sinks.http_sink.HttpSink`'s.
 """
 
 from __future__ import annotations

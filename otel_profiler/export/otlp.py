@@ -21,7 +21,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .spans import SPAN_KIND_INTERNAL, AttrColumn, SpanTable, mix64
+from ..spans.build import SPAN_KIND_INTERNAL, AttrColumn, SpanTable, mix64
 
 DEFAULT_MAX_REQUEST_BYTES = 3 * 1024 * 1024
 

@@ -1,7 +1,7 @@
 """The Prometheus ``/metrics`` endpoint: text format 0.0.4 and OpenMetrics (with exemplars).
 
 ``PointsCollector`` turns the points of the metric sources into prometheus-client metric families
-at scrape time (names and labels translated as ``metric_points`` documents); nothing is computed
+at scrape time (names and labels translated as ``points`` documents); nothing is computed
 for a scrape beyond formatting the latest sample. ``Endpoint`` serves a private registry with
 prometheus-client's WSGI app, content-negotiated (Prometheus asks for OpenMetrics, which is the
 only format that carries exemplars), on 127.0.0.1 by default, optionally over TLS (certificate and
@@ -24,8 +24,8 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily, Hist
 from prometheus_client.registry import CollectorRegistry
 from prometheus_client.samples import Exemplar
 
-from . import metric_points as m
-from .metric_points import HistogramValue, Point
+from . import points as m
+from .points import HistogramValue, Point
 
 
 IDLE_TIMEOUT_S = 10.0

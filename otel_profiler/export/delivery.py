@@ -5,7 +5,7 @@ A request handed to :class:`Delivery` is *pending* until one of three things hap
 - **delivered**: the endpoint acknowledged it (``spans_exported``; a partial success counts the
   spans it rejected as ``spans_rejected``);
 - **spooled**: written to the spool for ``otel-profiler replay`` (``spans_spooled``): after
-  retryable failures for ``retry_s`` seconds (the OTLP rules in ``otel_profiler.sinks``), at once
+  retryable failures for ``retry_s`` seconds (the OTLP rules in ``otel_profiler.export.sinks``), at once
   for a server error (HTTP 5xx, gRPC INTERNAL), while the endpoint is known to be down, and for
   everything still pending when the exporter closes;
 - **dropped**: counted (``spans_dropped``) with its reason in one warning: a final refusal (HTTP

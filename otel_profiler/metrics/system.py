@@ -1,7 +1,7 @@
 """System samplers: GPU through NVML (nvidia-ml-py), CPU through psutil, on a background daemon thread.
 
 Each tick reads every source once and replaces the latest snapshot (a list of
-:class:`~otel_profiler.metric_points.Point`); exporters read that snapshot, so a scrape never touches
+:class:`~otel_profiler.metrics.points.Point`); exporters read that snapshot, so a scrape never touches
 NVML or /proc. One reading that a device does not support (power on some boards, GPM before Hopper,
 per-process samples without permission) is switched off for that device after its first failure,
 so a tick never retries what cannot work. With no NVML library or no GPU, GPU metrics are absent and
@@ -23,8 +23,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from . import metric_points as m
-from .metric_points import Point
+from . import points as m
+from .points import Point
 
 def note(message: str) -> None:
     """One line for the user on stderr (the NVML info line, endpoint warnings)."""

@@ -1,6 +1,6 @@
 """A ``MetricsSnapshot`` → an OTLP ``ExportMetricsServiceRequest`` (protobuf bytes).
 
-Runs in the exporter process (``otel_profiler.exporter``), which sends the request to the metrics
+Runs in the exporter process (``otel_profiler.export.exporter``), which sends the request to the metrics
 endpoint: the training process only hands over a snapshot of its points every
 ``OTEL_METRIC_EXPORT_INTERVAL`` ms, so no OpenTelemetry SDK, protobuf or network work happens there.
 
@@ -18,10 +18,10 @@ from __future__ import annotations
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
-from . import metric_points as m
-from .metric_points import HistogramValue, MetricsSnapshot, Point
+from ..metrics import points as m
+from ..metrics.points import HistogramValue, MetricsSnapshot, Point
 from .otlp import key_value
-from .spans import root_span_id
+from ..spans.build import root_span_id
 
 SCOPE = "otel_profiler"
 _CUMULATIVE = metrics_pb2.AGGREGATION_TEMPORALITY_CUMULATIVE

@@ -1,7 +1,7 @@
 """``MetricsService``: the one object a profiling session holds for metrics.
 
-It wires the parts together: the system sampler thread (``system_metrics``), the profile-derived
-aggregator (``profile_metrics``), the Prometheus endpoint (``prometheus``) and OTLP metrics: a thread
+It wires the parts together: the system sampler thread (``system``), the profile-derived
+aggregator (``profile``), the Prometheus endpoint (``prometheus``) and OTLP metrics: a thread
 that hands a ``MetricsSnapshot`` of every point to the exporter process every
 ``OTEL_METRIC_EXPORT_INTERVAL`` ms, which encodes (``metrics_otlp``) and sends it. Nothing runs
 unless an output is configured (``OTEL_PROFILER_PROMETHEUS_PORT`` or an OTLP metrics endpoint).
@@ -27,9 +27,9 @@ import threading
 import time
 from typing import Any, Callable
 
-from . import metric_points as m
-from .metric_points import MetricsSnapshot, Point
-from .profiler_warnings import warn
+from . import points as m
+from .points import MetricsSnapshot, Point
+from ..profiler_warnings import warn
 
 
 class MetricsService:
@@ -76,8 +76,8 @@ class MetricsService:
             return
         host, port = prometheus_address(v)
         self.wants_otlp = otlp_wanted(v) or console_wanted(v)
-        from .profile_metrics import ProfileMetrics
-        from .system_metrics import SystemSampler
+        from .profile import ProfileMetrics
+        from .system import SystemSampler
 
         self._resource = resource
         self._interval_s = float(v.get("OTEL_METRIC_EXPORT_INTERVAL") or 60000) / 1e3
@@ -209,7 +209,7 @@ def console_wanted(values: dict[str, Any]) -> bool:
 
 
 def otlp_wanted(values: dict[str, Any]) -> bool:
-    from .sinks import resolve_target
+    from ..export.sinks import resolve_target
 
     return resolve_target(values, signal="metrics") is not None
 
@@ -231,6 +231,6 @@ def _local_rank(resource: dict[str, Any]) -> int:
     try:
         return int(resource["ml.local_rank"])
     except (KeyError, TypeError, ValueError):
-        from .resource import distributed_position
+        from ..live.resource import distributed_position
 
         return distributed_position()["local_rank"]

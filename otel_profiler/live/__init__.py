@@ -1,0 +1,1 @@
+"""Inside the training process: the session (capture windows, flushing, outputs), markers, step evidence and triggers."""
