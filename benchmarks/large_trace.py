@@ -18,7 +18,7 @@ from decimal import Decimal
 import msgspec
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SHARED = os.path.join(HERE, "..", "..", "shared", "data", "kineto_traces")
+SHARED = os.path.join(HERE, "..", "tests", "data", "traces")
 DEFAULT_SOURCE = os.path.join(SHARED, "hta", "ns_resolution_trace",
                               "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
 CACHE = os.path.join(HERE, ".cache")

@@ -54,16 +54,18 @@ def read_stream(path: str, chunks: Iterable[bytes], on_events: Callable[[Any], N
             buf += chunk
         return decode_document(path, buf)
     head = bytes(buf[:head_end])
-    del buf[:head_end]
-    consumed = head_end
+    del buf[:head_end - 1]  # the buffer keeps the array's "[": a piece is one slice of it
+    consumed = head_end  # the file offset of buf[1]
     for chunk in it:
         buf += chunk
         while len(buf) > piece_bytes:
             cut = _decode_piece(path, buf, consumed, on_events, decode)
             if cut is None:
                 break  # one event longer than a piece: wait for more text
-            del buf[:cut + 1]
-            consumed += cut + 1
+            del buf[:cut]
+            buf[0] = ord("[")  # the comma after the piece opens the rest
+            consumed += cut
+    del buf[0]
     return decode_document(path, head + buf)
 
 
@@ -108,22 +110,26 @@ def _boundaries(buf: bytearray, end: int):
 
 def _decode_piece(path: str, buf: bytearray, consumed: int, on_events: Callable[[Any], None],
                   decode: bool) -> int | None:
-    """Decode the events before the buffer's last boundary that is one, and hand them on; returns
-    the boundary's comma position, or None when none is found yet (more text may hold one; text
-    that is not JSON is then reported by the decode of the rest)."""
+    """Decode the events before the buffer's last boundary that is one (``buf`` starts with the
+    ``[`` before them), and hand them on; returns the boundary's comma position, or None when none
+    is found yet (more text may hold one; text that is not JSON is then reported by the decode of
+    the rest)."""
     error_at = len(buf) + 1  # boundaries at or after a JSON error are no use
     for attempt, cut in enumerate(_boundaries(buf, len(buf))):
         if attempt == _ATTEMPTS:
             return None
         if cut >= error_at:
             continue
-        piece = b"[" + bytes(memoryview(buf)[:cut]) + b"]"
+        buf[cut] = ord("]")  # buf[0] is "[": the piece is buf[:cut + 1], copied once
+        with memoryview(buf) as view:
+            piece = bytes(view[:cut + 1])
+        buf[cut] = ord(",")
         try:
             events = decode_events(piece) if decode else _JSON_LIST.decode(piece)
         except msgspec.DecodeError as exc:  # a cut inside a string or a nested value: go earlier
             m = _ERROR_BYTE.search(str(exc))
             if m:
-                error_at = min(error_at, int(m.group(1)) - 1)
+                error_at = min(error_at, int(m.group(1)))
             continue
         except msgspec.ValidationError as exc:
             raise TraceError(path, f"not a Chrome/Kineto trace ({exc}, in the events after "

@@ -39,18 +39,16 @@ def kernel_class(kind: int, name: str) -> str:
 
 
 def classify(batch: EventBatch, rows: np.ndarray) -> np.ndarray:
-    """Kernel class (index into ``KERNEL_CLASSES``) of each GPU op in ``rows``, one regex per name."""
+    """Kernel class (index into ``KERNEL_CLASSES``) of each GPU op in ``rows``: one regex per
+    distinct kernel name, then a table lookup per op."""
     kinds, names = batch.kind[rows], batch.name[rows]
-    memo: dict[int, int] = {}
-    strings = batch.strings
-    out = np.empty(len(rows), np.uint8)
-    for i, (k, n) in enumerate(zip(kinds.tolist(), names.tolist())):
-        key = n if k == Kind.KERNEL else -1
-        c = memo.get(key)
-        if c is None:
-            c = memo[key] = KERNEL_CLASSES.index(kernel_class(k, strings[n]))
-        out[i] = c
-    return out
+    kernel = kinds == Kind.KERNEL
+    table = np.full(len(batch.strings) + 1, KERNEL_CLASSES.index(MEMORY), np.uint8)
+    seen = np.zeros(len(table), bool)
+    seen[names[kernel]] = True
+    for n in np.flatnonzero(seen).tolist():
+        table[n] = KERNEL_CLASSES.index(kernel_class(Kind.KERNEL, batch.strings[n]))
+    return np.where(kernel, table[names], np.uint8(KERNEL_CLASSES.index(MEMORY))).astype(np.uint8)
 
 
 def merged_length(starts: np.ndarray, ends: np.ndarray) -> int:
