@@ -27,7 +27,8 @@ from ..analysis.insights import Thresholds, insights, thresholds_doc
 from ..analysis.memory import memory_timeline
 from ..analysis.summary import summarize
 from ..names import demangle, short_names
-from .tracks import assign_tracks
+from .timeline_budget import left_out_note, thin
+from .tracks import Tracks, assign_tracks
 
 
 def _b64(array: np.ndarray) -> str:
@@ -40,7 +41,8 @@ def timeline_data(profile: Profile) -> dict[str, Any]:
     Names: ``strings`` as a person reads them (demangled), ``short`` their short forms (drawn on the
     events), ``raw`` the recorded name where it differs (else null)."""
     t = assign_tracks(profile)
-    b, rows = t.batch, t.rows
+    b = t.batch
+    rows, track, flow_src, flow_dst, left_out, note = _within_budget(t)
     t0 = int(b.start_ns[rows].min()) if len(rows) else 0
     dur = b.end_ns[rows] - b.start_ns[rows]
     wide = len(dur) and int(dur.max()) >= 2**32
@@ -48,24 +50,39 @@ def timeline_data(profile: Profile) -> dict[str, Any]:
     raw = [b.strings[i] for i in name_ids.tolist()]
     readable = [demangle(n) for n in raw]
     return {
-        "t0_ns": t0, "count": int(len(rows)),
+        "t0_ns": t0, "count": int(len(rows)), "total": int(len(t.rows)), "left_out_note": note,
         "strings": readable,
         "short": short_names(raw),
         "raw": [r if r != n else None for r, n in zip(raw, readable)],
         "kinds": {int(k): k.name.lower() for k in Kind},
-        "tracks": [{"group": tr.group, "label": tr.label, "kind": tr.kind, "collapsed": tr.collapsed}
-                   for tr in t.tracks],
+        "tracks": [{"group": tr.group, "label": tr.label, "kind": tr.kind, "collapsed": tr.collapsed,
+                    "left_out": left} for tr, left in zip(t.tracks, left_out)],
         "dur_type": "f64" if wide else "u32",
         "columns": {
-            "track": _b64(t.track.astype("<u4")),
+            "track": _b64(track.astype("<u4")),
             "start": _b64((b.start_ns[rows] - t0).astype("<f8")),
             "dur": _b64(dur.astype("<f8" if wide else "<u4")),
             "name": _b64(name_index.reshape(-1).astype("<u4")),
             "kind": _b64(b.kind[rows].astype("u1")),
-            "flow_src": _b64(t.flow_src.astype("<u4")),
-            "flow_dst": _b64(t.flow_dst.astype("<u4")),
+            "flow_src": _b64(flow_src.astype("<u4")),
+            "flow_dst": _b64(flow_dst.astype("<u4")),
         },
     }
+
+
+def _within_budget(t: Tracks) -> tuple:
+    """The timeline's rows, tracks and launch links after ``timeline_budget.thin``, the count left
+    out per track, and the page's note on it (None when every event is shown)."""
+    b = t.batch
+    budget = thin(t.track, b.start_ns[t.rows], b.end_ns[t.rows] - b.start_ns[t.rows])
+    left_out = np.bincount(t.track[~budget.keep], minlength=len(t.tracks)).tolist()
+    if budget.keep.all():
+        return t.rows, t.track, t.flow_src, t.flow_dst, left_out, None
+    position = np.cumsum(budget.keep) - 1  # old timeline index -> new one, where kept
+    linked = budget.keep[t.flow_src] & budget.keep[t.flow_dst]
+    note = left_out_note(len(t.rows), int(budget.keep.sum()), budget)
+    return (t.rows[budget.keep], t.track[budget.keep], position[t.flow_src[linked]],
+            position[t.flow_dst[linked]], left_out, note)
 
 
 def report_data(profile: Profile, thresholds: Thresholds | None = None,

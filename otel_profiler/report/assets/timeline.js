@@ -152,10 +152,12 @@ const Timeline = (() => {
       const more = L.depth > 1 ? (collapsed[L.track] ? "▸ " : "▾ ") : "  ";
       const hidden = L.depth - L.rows;
       c.fillStyle = "#1d2330";
-      c.fillText(fit(c, more + T.tracks[L.track].label + (hidden > 0 ? ` (+${hidden} levels)` : ""), LABEL_W - 10), 4, y + HEAD / 2);
+      const left = T.tracks[L.track].left_out ? ` [${fmtNum(T.tracks[L.track].left_out)} left out]` : "";
+      c.fillText(fit(c, more + T.tracks[L.track].label + (hidden > 0 ? ` (+${hidden} levels)` : "") + left, LABEL_W - 10), 4, y + HEAD / 2);
     }
     drawAxis(c);
-    document.getElementById("tl-range").textContent = `${fmtUs((view.t1 - view.t0) / 1e3)} visible · ${fmtNum(n)} events`;
+    document.getElementById("tl-range").textContent = `${fmtUs((view.t1 - view.t0) / 1e3)} visible · ${fmtNum(n)} events` +
+      (T.total > n ? ` of ${fmtNum(T.total)}` : "");
     canvas.setAttribute("data-view", `${view.t0},${view.t1}`);
     canvas.setAttribute("data-drawn", String(drawn));
   }
@@ -267,6 +269,10 @@ const Timeline = (() => {
   }
   function init() {
     canvas = document.getElementById("tl-canvas"); ctx = canvas.getContext("2d");
+    if (T.left_out_note) {  // the timeline holds a budget of events: say what it leaves out
+      const wrap = document.getElementById("tl-wrap");
+      wrap.parentNode.insertBefore(el("p", {id: "tl-left-out", class: "hint"}, T.left_out_note), wrap);
+    }
     canvas.addEventListener("wheel", e => {
       e.preventDefault();
       if (e.shiftKey) scrollBy(e.deltaY || e.deltaX);
