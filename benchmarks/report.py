@@ -3,6 +3,11 @@ plus, when Chromium and selenium are installed, how long the page takes to open 
 timeline (the responsiveness check).
 
     python benchmarks/report.py [--copies 7] [--no-browser]
+    python benchmarks/report.py --large 2000000 [--no-browser]
+
+``--large N``: the N-event trace file of ``large_trace.py``, reported by ``otel-profiler report`` as a
+user runs it (whole process: wall, CPU, peak resident memory of the process tree beside the
+trace's decompressed size), then opened in Chromium.
 
 The 1M-event profile tiles the real ``df_index_resolver`` batch: copies shifted in time one after the
 other, with correlation and external ids offset so launches link only within their copy.
@@ -102,11 +107,39 @@ def browser_timings(path: str) -> dict:
         driver.quit()
 
 
+def large_report(events: int, browser: bool) -> None:
+    """The whole-process ``otel-profiler report`` of a large trace file, then its page opened."""
+    import gzip
+    import json
+    import re
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from large_import import LAST_WAIT, run_measured
+    from large_trace import large_trace
+
+    path = large_trace(events)
+    with gzip.open(path, "rb") as f:
+        text_mib = sum(len(chunk) for chunk in iter(lambda: f.read(1 << 24), b"")) / 2**20
+    out = os.path.join(tempfile.mkdtemp(prefix="otel-report-bench-"), "large.html")
+    wall, peak, _, cpu = run_measured([sys.executable, "-m", "otel_profiler", "report", path, "-o", out])
+    with open(out, encoding="utf-8") as f:
+        timeline = json.loads(re.search(r'id="report-data">(.*?)</script>', f.read(), re.S).group(1))["timeline"]
+    print(f"{os.path.basename(path)}: {text_mib:.0f} MiB of JSON")
+    print(f"otel-profiler report: wall {wall:.1f} s, CPU {cpu:.1f} s (waited for a core {LAST_WAIT[0]:.1f} s), "
+          f"peak RSS {peak:.0f} MiB ({peak / text_mib:.2f} of the JSON text), "
+          f"HTML {os.path.getsize(out) / 1e6:.1f} MB, timeline {timeline['count']:,} of {timeline['total']:,} events")
+    if browser:
+        print("Chromium: " + ", ".join(f"{k} {v:.2f}" for k, v in browser_timings(out).items()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--copies", type=int, default=7, help="tiles of df_index_resolver (7: ~1.06M events)")
     parser.add_argument("--no-browser", action="store_true")
+    parser.add_argument("--large", type=int, metavar="EVENTS", help="report a generated trace file instead")
     args = parser.parse_args()
+    if args.large:
+        return large_report(args.large, not args.no_browser)
     out_dir = tempfile.mkdtemp(prefix="otel-report-bench-")
     t = time.perf_counter()
     real = load_profile([str(LARGEST)])
