@@ -3,7 +3,9 @@
 Sends to an OTLP endpoint (``--endpoint``/``--protocol``, else the ``OTEL_EXPORTER_OTLP_*``
 variables) and/or writes a file (``--output``: ``.jsonl`` OTLP JSON lines as the Collector's file
 exporter writes them, ``.pb`` length-delimited ``ExportTraceServiceRequest`` messages). Uses the
-same span model and pipeline as the live exporter, synchronously. Exit 1 when spans were dropped.
+same span model and pipeline as the live exporter, synchronously, one piece of whole steps at a
+time (``cuda_tracer.batch_pieces``: the same spans as all at once, in bounded memory). Exit 1 when
+spans were dropped.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import argparse
 import hashlib
 import os
 import sys
+
+from cuda_tracer.batch_pieces import step_pieces
 
 from .. import config
 from ..export.exporter import Counters, ExportConfig, Pipeline, warn
@@ -75,10 +79,11 @@ def run(args: argparse.Namespace) -> int:
     events = sum(len(rank.batch) for rank in profile.ranks)
     try:
         with progress_bar("exporting", " events") as progress:
-            for rank in profile.ranks:
-                pipeline.handle(rank.meta, rank.batch)
-                if progress:
-                    progress(len(rank.batch), events)
+            for rank in profile.ranks:  # piece by piece: one piece's spans in memory at a time
+                for piece in step_pieces(rank.batch, window_ns=options.window_ns):
+                    pipeline.handle(rank.meta, piece)
+                    if progress:
+                        progress(len(piece), events)
     finally:
         pipeline.close()
     c = counters.snapshot()

@@ -433,8 +433,12 @@ def _dedupe(ids: np.ndarray, rows: np.ndarray) -> np.ndarray:
         if not (s[1:] == s[:-1]).any():
             return ids
         order = rows[np.argsort(sub, kind="stable")]
-        repeats = order[np.flatnonzero(ids[order][1:] == ids[order][:-1]) + 1]
-        ids[repeats] = mix64(ids[repeats] + np.uint64(attempt) + repeats.astype(np.uint64))
+        repeat = np.zeros(len(order), bool)
+        repeat[1:] = ids[order][1:] == ids[order][:-1]
+        first = np.flatnonzero(~repeat)  # each id's first occurrence; the n-th repeat is n after it
+        occurrence = np.arange(len(order)) - first[np.cumsum(~repeat) - 1]
+        repeats = order[repeat]  # the occurrence number, not the row: the same in any piece of a batch
+        ids[repeats] = mix64(ids[repeats] + np.uint64(attempt) + occurrence[repeat].astype(np.uint64))
         ids[ids == 0] = 1
     return ids
 
