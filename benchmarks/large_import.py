@@ -63,6 +63,9 @@ def run_measured(cmd: list[str]) -> tuple[float, float, str, float]:
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     env = dict(os.environ, PYTHONPATH=str(REPO))
+    # as installed: modules load from their cached bytecode (pip compiles it at install; a
+    # PYTHONDONTWRITEBYTECODE environment would have every run compile them from source again)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     out = tempfile.TemporaryFile()
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env)
