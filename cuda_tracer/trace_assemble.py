@@ -34,6 +34,7 @@ def _malloc_trim():
 
 
 _TRIM = _malloc_trim()
+TRIM_ROWS = 500_000  # smaller batches leave too little behind to be worth a trim per column
 
 
 def release_freed_memory() -> None:
@@ -118,7 +119,8 @@ def assemble(parts: list[Part]) -> tuple[EventBatch, Part]:
             pieces = [remap[piece].astype(np.int32) for remap, piece in zip(remaps, pieces)]
         columns[name] = np.concatenate(pieces)
         del pieces
-        release_freed_memory()  # the parts' copies, in the C heap's holes: back to the system
+        if offsets[-1] >= TRIM_ROWS:
+            release_freed_memory()  # the parts' copies, in the C heap's holes: back to the system
     batch = EventBatch(columns, strings, rows[sort], keys, [values[i] for i in sort.tolist()])
     parts.clear()
     return batch, facts

@@ -28,6 +28,7 @@ PIECE_BYTES = 8 << 20
 HEAD_LIMIT = 64 << 20  # where the event array must have begun for the text to be streamed
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _WHITESPACE = b" \t\r\n"
+_FIRST_NON_WHITESPACE = re.compile(rb"[^ \t\r\n]")
 _ANY = msgspec.json.Decoder()
 _JSON_LIST = msgspec.json.Decoder(list[msgspec.Raw])  # checks a piece is a list, decodes nothing
 _ATTEMPTS = 32  # boundaries tried per piece (each a decode): bounds the work on adversarial text
@@ -71,9 +72,10 @@ def read_stream(path: str, chunks: Iterable[bytes], on_events: Callable[[Any], N
 
 def _head_end(buf: bytearray) -> int | None:
     """Where the event array's contents start; None: not known yet; -1: not to be streamed."""
-    start = len(buf) - len(buf.lstrip(_WHITESPACE))
-    if start == len(buf):
+    m = _FIRST_NON_WHITESPACE.search(buf)  # (no copy of the buffer, unlike lstrip)
+    if m is None:
         return None
+    start = m.start()
     if buf[start] == ord("["):
         return start + 1
     if buf[start] != ord("{"):
