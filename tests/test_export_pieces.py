@@ -12,8 +12,8 @@ import pytest
 from cuda_tracer.batch_pieces import anchor_times, step_pieces
 from cuda_tracer.events import Kind
 from cuda_tracer.loading import load_profile
-from otel_profiler.pipeline import Counters, ExportConfig, Pipeline
-from otel_profiler.span_options import SpanOptions
+from otel_profiler.export.pipeline import Counters, ExportConfig, Pipeline
+from otel_profiler.spans.options import SpanOptions
 
 from conftest import trace
 
