@@ -130,3 +130,16 @@ def test_a_report_past_the_budget_opens_and_says_what_it_leaves_out(browser, big
     assert _canvas_ink(browser) > 5000
     assert browser.execute_script("return Timeline.events.start.length") == timeline["count"]
     assert _collect_logs(browser) == []  # no console errors
+
+
+@pytest.mark.parametrize("rel", [LARGEST, "hta/trace_filter"])
+def test_track_keys_are_made_unique_as_numpy_does(rel):
+    from otel_profiler.report.tracks import HIDDEN_KINDS, _track_keys, _unique_keys
+
+    batch = load_profile([str(trace(rel))]).batch()
+    keys = _track_keys(batch, np.flatnonzero(~np.isin(batch.kind, np.asarray(HIDDEN_KINDS, np.uint8))))
+    rng = np.random.default_rng(7)  # and keys of any size and sign, many distinct per column
+    for k in (keys, rng.integers(-2**40, 2**40, (5000, 4)), rng.integers(0, 3, (5000, 4))):
+        expected, inverse = np.unique(k, axis=0, return_inverse=True)
+        uniq, track = _unique_keys(k)
+        assert (uniq == expected).all() and (track == inverse.reshape(-1)).all()
