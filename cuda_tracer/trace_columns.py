@@ -109,6 +109,16 @@ def collectives(extra: "Extras", rows: np.ndarray, args: list) -> None:
             extra.add(i, "dtype", a.dtype)
 
 
+def call_stacks(extra: "Extras", rows: np.ndarray, args: list) -> None:
+    """The ``Call stack`` of the events that recorded one (``with_stack=True`` in older torch)."""
+    stacks = list(map(attrgetter("call_stack"), args))
+    if stacks.count(None) == len(stacks):
+        return
+    for j, stack in enumerate(stacks):
+        if isinstance(stack, str) and stack:
+            extra.add(int(rows[j]), "call_stack", stack)
+
+
 def gpu_columns(col: dict[str, np.ndarray], extra: "Extras", rows: np.ndarray, args: list,
                  pids: np.ndarray, tids: np.ndarray, names: tuple) -> None:
     """Device, stream, launch geometry, bytes and sync details of the GPU ops at ``rows``."""

@@ -30,7 +30,7 @@ import numpy as np
 
 from .events import COLUMNS, MISSING, Kind, memcpy_kind_from_name
 from .profile import RankProfile, TraceError
-from .trace_columns import (NS_PER_UNIT, TIME_LIMIT_NS, Extras, collectives, compress_columns,
+from .trace_columns import (NS_PER_UNIT, TIME_LIMIT_NS, Extras, call_stacks, collectives, compress_columns,
                             field_columns, gpu_columns, ints, memory_columns, string_index, times,
                             to_int, typed, usable_time)
 from .trace_assemble import Part, assemble
@@ -269,6 +269,8 @@ def _arg_columns(col: dict[str, np.ndarray], extra: "Extras", raw_args: tuple, p
         col["external_id"][rows] = np.where(external != MISSING, external, legacy)
         col["correlation"][rows] = correlation
         collectives(extra, rows, args)
+        if decoder is HOST_ARGS:
+            call_stacks(extra, rows, args)
         if decoder is GPU_ARGS:
             gpu_columns(col, extra, rows, args, pids[rows], tids[rows], names)
         elif decoder is MEMORY_ARGS:

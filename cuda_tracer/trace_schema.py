@@ -29,8 +29,8 @@ from .events import MISSING
 
 
 class HostArgs(msgspec.Struct, gc=False):
-    """The ``args`` fields read from CPU-side events: the ids that link them to GPU work, and the
-    parameters of a collective (``record_param_comms``)."""
+    """The ``args`` fields read from CPU-side events: the ids that link them to GPU work, the
+    parameters of a collective (``record_param_comms``) and the Python call stack (``with_stack``)."""
 
     external_id: Any = msgspec.field(default=MISSING, name="External id")
     external_id_legacy: Any = msgspec.field(default=MISSING, name="external id")
@@ -40,6 +40,7 @@ class HostArgs(msgspec.Struct, gc=False):
     out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
     group_size: Any = msgspec.field(default=None, name="Group size")
     dtype: Any = None
+    call_stack: Any = msgspec.field(default=None, name="Call stack")
 
 
 class GpuArgs(HostArgs, gc=False):

@@ -19,13 +19,14 @@ from selenium.webdriver.common.by import By  # noqa: E402  (test_report_browser 
 NEG = "hta/negative_queue_length_values_check/rank0.json.gz"  # CUDA graph and compiled regions
 QWEN = "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"  # [memory] events
 CPU_ONLY = "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
+RESNET = "kineto_tb_plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"  # call stacks
 
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ops")
     out = {}
-    for key, rel in (("neg", NEG), ("cpu", CPU_ONLY), ("mem", QWEN)):
+    for key, rel in (("neg", NEG), ("cpu", CPU_ONLY), ("mem", QWEN), ("res", RESNET)):
         profile = load_profile([str(trace(rel))])
         html = folder / f"{key}.html"
         write_report(profile, str(html))
@@ -54,6 +55,36 @@ def test_operator_table_and_drill_down(browser, pages):  # noqa: F811
     assert shown == [(k["name"], pytest.approx(k["gpu_us"])) for k in expected[0]["top_kernels"]]
     regions = browser.find_element(By.ID, "op-regions").find_elements(By.TAG_NAME, "h3")
     assert [h.text.split(" (")[0] for h in regions] == [g["name"] for g in summary["operators"]["regions"]]
+    assert _collect_logs(browser) == []
+
+
+def test_module_hierarchy_table(browser, pages):  # noqa: F811
+    url, summary = pages["mem"]
+    _open(browser, url)
+    browser.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=operators]").click()
+    expected = summary["operators"]["modules"]["by_path"]
+    rows = browser.find_elements(By.CSS_SELECTOR, "#stat-modules tbody tr")
+    assert len(rows) == len(expected) > 1
+    for tr, r in zip(rows[:5], expected):
+        cells = tr.find_elements(By.TAG_NAME, "td")
+        assert cells[-1].get_attribute("data-value") == cells[-1].get_attribute("title") == r["path"]
+        assert cells[-1].text.strip() == r["name"]
+        assert float(cells[0].get_attribute("data-value")) == pytest.approx(r["total_gpu_us"])
+    assert "kernel time launched inside a module" in browser.find_element(By.ID, "module-note").text
+    assert _collect_logs(browser) == []
+
+
+def test_operator_call_stacks_in_drill_down(browser, pages):  # noqa: F811
+    url, summary = pages["res"]
+    _open(browser, url)
+    browser.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=operators]").click()
+    assert browser.find_elements(By.ID, "stat-modules") == []
+    rows = browser.find_elements(By.CSS_SELECTOR, "#stat-operators tbody tr")
+    expected = summary["operators"]["by_name"]
+    at = next(i for i, r in enumerate(expected) if r.get("call_stacks"))
+    rows[at].click()
+    shown = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#op-details .call-stack pre")]
+    assert shown == ["\n".join(c["stack"]) for c in expected[at]["call_stacks"]]
     assert _collect_logs(browser) == []
 
 

@@ -18,6 +18,8 @@ Definitions:
   call) are gathered per graph; kernels whose operator runs inside a compiled region
   (``Torch-Compiled Region``, ``CompiledFunction``, ``## Call CompiledFxGraph``) per region;
   Inductor/Triton kernels (``triton_*``) with no operator under ``[compiled, no operator]``.
+- **Call stacks**: where the trace recorded a ``Call stack`` per operator (``with_stack=True``), each
+  operator name lists its most frequent stacks (``call_stacks``, innermost frame first).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ OPERATOR_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.STEP)
 COMPILED_MARKERS = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
 STEP_ROW = "ProfilerStep#*"
 TOP_KERNELS = 5
+TOP_STACKS = 3
 _KEY_SHIFT = 40
 
 
@@ -111,11 +114,9 @@ def _name(batch: EventBatch, name_id: int) -> str:
     return STEP_ROW if name_id == len(batch.strings) else batch.strings[name_id]
 
 
-def operators(batch: EventBatch, corr: Correlation | None = None, top_kernels: int = TOP_KERNELS
-              ) -> dict[str, Any]:
-    """The operator table (see the module docstring): ``{count, kernel_total_us, attributed_us,
-    unattributed: {...}, by_name: [...], regions: [...]}``, rows by total GPU time, then CPU time."""
-    corr = corr if corr is not None else correlate(batch)
+def _attribute(batch: EventBatch, corr: Correlation) -> tuple[np.ndarray, ...]:
+    """(operator rows, kernel rows, their launch rows, each kernel's operator index or -1, each
+    operator's parent index, the kernels attributed by the enclosing operator)."""
     ops = operator_rows(batch)
     is_kernel = batch.kind[corr.gpu_rows] == Kind.KERNEL
     krows = corr.gpu_rows[is_kernel]
@@ -125,6 +126,24 @@ def operators(batch: EventBatch, corr: Correlation | None = None, top_kernels: i
     launches, where = np.unique(klaunch[by_time], return_inverse=True)
     parent, launch_op = parents(batch, ops, launches)
     kop[by_time] = launch_op[where.reshape(-1)]
+    return ops, krows, klaunch, kop, parent, by_time
+
+
+def kernel_operators(batch: EventBatch, corr: Correlation) -> tuple[np.ndarray, np.ndarray]:
+    """(kernel rows, the row of the innermost operator that launched each, or -1), as the operator
+    view attributes them (``ProfilerStep#N`` ranges included)."""
+    ops, krows, _, kop, _, _ = _attribute(batch, corr)
+    if not len(ops):
+        return krows, np.full(len(krows), -1, np.int64)
+    return krows, np.where(kop >= 0, ops[np.maximum(kop, 0)], -1)
+
+
+def operators(batch: EventBatch, corr: Correlation | None = None, top_kernels: int = TOP_KERNELS
+              ) -> dict[str, Any]:
+    """The operator table (see the module docstring): ``{count, kernel_total_us, attributed_us,
+    unattributed: {...}, by_name: [...], regions: [...]}``, rows by total GPU time, then CPU time."""
+    corr = corr if corr is not None else correlate(batch)
+    ops, krows, klaunch, kop, parent, by_time = _attribute(batch, corr)
     dur = batch.duration_ns
     op_dur = dur[ops].astype(np.float64)
     child_time = np.zeros(len(ops))
@@ -155,6 +174,8 @@ def operators(batch: EventBatch, corr: Correlation | None = None, top_kernels: i
              "kernels": int(kernel_count[i]),
              "gpu_pct": 100.0 * self_g[i] / 1e3 / kernel_total if kernel_total else 0.0,
              "top_kernels": top.get(i, [])} for i in range(n)]
+    for i, stacks in _call_stacks(batch, ops, inverse).items():
+        rows[i]["call_stacks"] = stacks
     rows.sort(key=lambda r: (-r["self_gpu_us"], -r["total_gpu_us"], -r["total_cpu_us"], r["name"]))
     orphan = klaunch < 0
     no_op = (kop < 0) & ~orphan
@@ -169,6 +190,26 @@ def operators(batch: EventBatch, corr: Correlation | None = None, top_kernels: i
                                              "gpu_us": float(kdur[no_op].sum()) / 1e3}},
             "by_name": rows,
             "regions": _regions(batch, ops, parent, krows, klaunch, kop, kdur, top_kernels)}
+
+
+def _call_stacks(batch: EventBatch, ops: np.ndarray, inverse: np.ndarray, top: int = TOP_STACKS
+                 ) -> dict[int, list[dict]]:
+    """Per operator name index: its most frequent recorded call stacks (``Call stack`` of traces
+    taken with ``with_stack=True``), ``[{stack: [frames, innermost first], calls}]``."""
+    key = batch.name_id("call_stack")
+    if key < 0:
+        return {}
+    hits = np.flatnonzero(batch.extra_key == key)
+    pos = np.searchsorted(ops, batch.extra_row[hits])
+    ok = pos < len(ops)
+    ok[ok] = ops[pos[ok]] == batch.extra_row[hits][ok]
+    counts: dict[int, dict[str, int]] = {}
+    for h, p in zip(hits[ok].tolist(), pos[ok].tolist()):
+        per = counts.setdefault(int(inverse[p]), {})
+        stack = batch.extra_value[h]
+        per[stack] = per.get(stack, 0) + 1
+    return {i: [{"stack": s.split(";"), "calls": c}
+                for s, c in sorted(per.items(), key=lambda sc: -sc[1])[:top]] for i, per in counts.items()}
 
 
 def _inclusive(self_gpu: np.ndarray, parent: np.ndarray) -> np.ndarray:

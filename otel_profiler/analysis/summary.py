@@ -31,7 +31,13 @@ Shape (all times in µs, every section present even when empty)::
                    unattributed: {no_launch: {kernels, gpu_us}, no_operator: {kernels, gpu_us}},
                    by_name: [{name, calls, total_cpu_us, self_cpu_us, self_gpu_us, total_gpu_us,
                               kernels, gpu_pct, top_kernels: [{name, raw_name, count, gpu_us}]}],
-                   regions: [{name, kind: "cuda_graph"|"compiled", kernels, gpu_us, top_kernels}]},
+                   regions: [{name, kind: "cuda_graph"|"compiled", kernels, gpu_us, top_kernels}],
+                   modules: {calls, kernel_total_us, attributed_us, outside: {kernels, gpu_us},
+                             by_path: [{path, name, depth, parent, calls, cpu_us, self_gpu_us,
+                                        total_gpu_us, kernels, top_kernels}],
+                             by_type: [{type, calls, cpu_us, self_gpu_us, kernels}]}},
+                             # modules: {} without nn.Module events; by_name rows carry
+                             # call_stacks: [{stack, calls}] where the trace recorded them
      "memory": {events, devices: {device: {baseline: "absolute"|"window_start", events, allocations,
                 frees, peak: {allocated_bytes, reserved_bytes, time_ns, step, operator},
                 peak_reserved_bytes, final_allocated_bytes,
@@ -52,7 +58,8 @@ stream waits (``null``: the host does not wait); ``host_blocked_us`` sums the ho
 ``platform`` names the GPU API of the trace (``runtime_api`` lists ``cuda*`` or ``hip*`` calls).
 ``operators``: the operator view, each kernel's time given to the innermost operator that launched
 it (``self_gpu_us``; ``total_gpu_us`` adds the operator's descendants); definitions in
-``otel_profiler.analysis.operators``. ``memory``: GPU memory from the allocator's ``[memory]``
+``otel_profiler.analysis.operators``; ``operators.modules``: the ``nn.Module`` hierarchy
+(``otel_profiler.analysis.modules``). ``memory``: GPU memory from the allocator's ``[memory]``
 events (bytes; empty without ``profile_memory``); definitions in ``otel_profiler.analysis.memory``.
 """
 
@@ -68,6 +75,7 @@ from cuda_tracer.profile import Profile
 
 from ..names import demangle, short_names
 from .memory import memory
+from .modules import modules
 from .operators import operators
 from .breakdown import class_times, classify, idle_breakdown, temporal_breakdown, KERNEL_CLASSES
 from .platform import SYNC_API, blocking_call, platform_of
@@ -200,6 +208,7 @@ def summarize_batch(batch: EventBatch, multi_rank: bool = False) -> dict[str, An
     out["gpu_annotations"] = _by_name(batch, Kind.GPU_USER_ANNOTATION, durations)
     out["steps"] = _steps(batch)
     out["operators"] = operators(batch, corr)
+    out["operators"]["modules"] = modules(batch, corr)
     out["memory"] = memory(batch, multi_rank=multi_rank)
     return out
 

@@ -145,6 +145,14 @@ def operator_tables(summary: dict, top: int, full_names: bool) -> list[Table]:
         out.append(Table("Kernels of CUDA graphs and compiled regions",
                          ("Kind", "Kernels", "GPU (us)", "Region"),
                          [(r["kind"], r["kernels"], r["gpu_us"], r["name"]) for r in ops["regions"]]))
+    mods = ops.get("modules") or {}
+    if mods:
+        rows = [r for r in mods["by_path"] if r["total_gpu_us"] or r["depth"] == 0][:top]
+        out.append(Table(f"nn.Module hierarchy ({len(rows)} of {len(mods['by_path'])} modules; "
+                         f"{_fmt(float(mods['attributed_us']))} us of kernel time inside modules)",
+                         ("Total GPU (us)", "Self GPU (us)", "Calls", "CPU (us)", "Kernels", "Module"),
+                         [(r["total_gpu_us"], r["self_gpu_us"], r["calls"], r["cpu_us"], r["kernels"],
+                           "  " * r["depth"] + r["name"]) for r in rows]))
     return out
 
 

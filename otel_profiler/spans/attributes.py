@@ -18,6 +18,7 @@ import numpy as np
 from cuda_tracer.events import GPU_OP_KINDS, MISSING, Kind, MemcpyKind, SyncKind
 
 from ..analysis.breakdown import KERNEL_CLASSES, classify
+from ..analysis.step_figures import root_figures
 from ..names import demangle
 from .options import SpanOptions
 
@@ -33,6 +34,12 @@ ATTRIBUTES = {
     "otel_profiler.spans.aggregated_events": "events counted in aggregate spans of this trace (root span)",
     "otel_profiler.span_selection": "how individual spans were chosen (root span)",
     "otel_profiler.top_kernels": "names of the kernels with the most GPU time in the trace (root span)",
+    "otel_profiler.top_operators": "PyTorch operators whose kernels took the most GPU time in the trace, "
+                                   "innermost operator that launched each kernel (root span)",
+    "gpu.memory.peak_allocated_bytes": "largest allocated GPU memory in the trace, from [memory] events "
+                                       "(root span; needs memory recording)",
+    "gpu.memory.peak_reserved_bytes": "largest GPU memory reserved by the caching allocator in the trace "
+                                      "(root span; needs memory recording)",
     "otel_profiler.raw_name": "the name as the trace recorded it, where the span name is its demangled "
                               "form (C++ symbols such as _ZN7ck_tile6kentry...)",
     "otel_profiler.aggregated": "true on aggregate spans",
@@ -149,6 +156,18 @@ def root_attributes(cols, batch, opt, run_id, rank, traces, roots, trace_row, ke
                 tops[t].append(demangle(batch.strings[int(ukey[k] % (len(batch.strings) + 1))]))
     has = [p for p, t in enumerate(roots.tolist()) if tops[t]]
     cols.add_values("otel_profiler.top_kernels", np.asarray(has, np.int64), [tops[roots[p]] for p in has])
+
+
+def figure_attributes(cols, batch, corr, opt, traces, roots, trace_row) -> None:
+    """Top operators and the GPU memory peak of each root span (``analysis.step_figures``)."""
+    fig = root_figures(batch, corr, trace_row, traces.start, traces.end, opt.top_kernels)
+    has = [p for p, t in enumerate(roots.tolist()) if fig.top_operators[t]]
+    cols.add_values("otel_profiler.top_operators", np.asarray(has, np.int64),
+                    [fig.top_operators[roots[p]] for p in has])
+    pos = np.arange(len(roots))
+    for key, values in (("gpu.memory.peak_allocated_bytes", fig.peak_allocated[roots]),
+                        ("gpu.memory.peak_reserved_bytes", fig.peak_reserved[roots])):
+        cols.add(key, "int", pos[values >= 0], values[values >= 0])
 
 
 def event_attributes(cols, batch, ev, ev_span, launch_row, corr) -> None:

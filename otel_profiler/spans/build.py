@@ -61,7 +61,7 @@ from cuda_tracer.correlate import correlate
 from cuda_tracer.events import GPU_OP_KINDS, LAUNCH_KINDS, MISSING, EventBatch, Kind
 
 from ..names import demangled
-from .attributes import (KIND_NAMES, AttrColumn, Columns, event_attributes, resource_attributes,
+from .attributes import (KIND_NAMES, AttrColumn, Columns, event_attributes, figure_attributes, resource_attributes,
                          root_attributes, version)
 from .options import SpanOptions
 
@@ -646,6 +646,7 @@ def _assemble(meta, batch, opt, run_id, rank, traces: _Traces, ids, trace_row, p
     kind_ids[:n_root][~traces.is_step[roots]] = cols.value_id("window")
     cols.add("otel_profiler.kind", "value", np.arange(n), kind_ids)
     root_attributes(cols, batch, opt, run_id, rank, traces, roots, trace_row, keep, a_trace, a_count, dev_rows)
+    figure_attributes(cols, batch, corr, opt, traces, roots, trace_row)
     event_attributes(cols, batch, ev, ev_span, launch_row, corr)
     cols.add("otel_profiler.aggregated", "bool", agg_span, np.ones(n_agg, bool))
     cols.add("otel_profiler.aggregate.count", "int", agg_span, a_count)

@@ -1,5 +1,6 @@
 // otel-profiler HTML report: the Operators tab (operators by the GPU time of the kernels they
-// launched; click an operator for its top kernels) and the kernels of CUDA graphs and compiled regions.
+// launched; click an operator for its top kernels and call stacks), the kernels of CUDA graphs and
+// compiled regions, and the nn.Module hierarchy when the trace recorded it.
 "use strict";
 
 function kernelTable(kernels) {
@@ -39,7 +40,9 @@ function buildOperators() {
     tr.classList.add("selected");
     details.replaceChildren(el("h2", {text: r.name}),
       el("div", {"class": "note", text: `${fmtNum(r.calls)} calls · self GPU ${fmtUs(r.self_gpu_us)} · total GPU (with the operators it calls) ${fmtUs(r.total_gpu_us)} · self CPU ${fmtUs(r.self_cpu_us)}`}),
-      r.top_kernels.length ? kernelTable(r.top_kernels) : el("p", {text: "It launched no kernel itself."}));
+      r.top_kernels.length ? kernelTable(r.top_kernels) : el("p", {text: "It launched no kernel itself."}),
+      ...(r.call_stacks || []).map(c => el("div", {"class": "call-stack"},
+        el("h3", {text: `Call stack (${fmtNum(c.calls)} calls)`}), el("pre", {text: c.stack.join("\n")}))));
   });
   root.append(table, details);
   if (O.regions.length) {
@@ -48,5 +51,14 @@ function buildOperators() {
       regions.append(el("h3", {text: `${g.name} (${g.kind === "cuda_graph" ? "CUDA graph" : "compiled region"}): ${fmtNum(g.kernels)} kernels, ${fmtUs(g.gpu_us)}`}),
         kernelTable(g.top_kernels));
     root.append(regions);
+  }
+  const M = O.modules;
+  if (M && M.by_path && M.by_path.length) {
+    root.append(el("p", {"class": "note", id: "module-note", text:
+      `nn.Module hierarchy: ${fmtUs(M.attributed_us)} of ${fmtUs(M.kernel_total_us)} kernel time launched inside a module` +
+      ` (${fmtNum(M.outside.kernels)} kernels outside any module: backward pass, optimizer, no launch call). Hover a module for its path.`}));
+    root.append(sortableTable("stat-modules", `nn.Module hierarchy (${M.by_path.length} modules, ${fmtNum(M.calls)} calls)`,
+      [["total_gpu_us", "Total GPU (µs)"], ["self_gpu_us", "Self GPU (µs)"], ["calls", "Calls"], ["cpu_us", "CPU (µs)"],
+       ["kernels", "Kernels"], ["path", "Module", {display: r => "\u00a0\u00a0".repeat(r.depth) + r.name, title: r => r.path}]], M.by_path));
   }
 }
