@@ -15,7 +15,8 @@ from otel_profiler.metrics import points as m
 NEEDS_GPU: frozenset[m.Spec] = frozenset(
     {s for s in m.CATALOGUE if s.source == "nvml"}
     | {m.GPU_BUSY, m.GPU_BUSY_TIME, m.GPU_SPAN_TIME, m.KERNEL_TIME, m.LAUNCH_DELAY, m.LAUNCH_LATENCY,
-       m.MEMCPY_BYTES, m.MEMCPY_TIME, m.MEMCPY_THROUGHPUT, m.SYNC_TIME, m.QUEUE_DEPTH})
+       m.MEMCPY_BYTES, m.MEMCPY_TIME, m.MEMCPY_THROUGHPUT, m.SYNC_TIME, m.QUEUE_DEPTH,
+       m.GPU_MEMORY_PEAK_ALLOCATED, m.GPU_MEMORY_PEAK_RESERVED})
 
 ON_EVENT: frozenset[m.Spec] = frozenset({m.DROPPED})
 

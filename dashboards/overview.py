@@ -16,6 +16,7 @@ UID, TITLE = "otel-profiler-overview", "otel-profiler / Training overview"
 DESCRIPTION = "GPU and CPU utilization, step time, GPU time breakdown, copies, launches, memory, power."
 
 MEMORY_CLASS = 'gpu_kernel_class="memory"'
+_DEVICE = "otel_profiler_rank, gpu_device_id"
 
 
 def _busy_ratio() -> Query:
@@ -88,6 +89,13 @@ def rows() -> list[tuple[str, list[Panel]]]:
                    Query(sum_by("host_name, hw_id", series(m.GPU_MEMORY_LIMIT)), "{{host_name}} {{hw_id}} total")),
                   "bytes", "GPU memory in use and in total (NVML)."),
             gpu_gauge("GPU memory in use (fraction)", m.GPU_MEMORY_UTILIZATION, "percentunit"),
+            Panel("GPU memory peak per step (profiled)", "timeseries",
+                  (Query(sum_by(_DEVICE, series(m.GPU_MEMORY_PEAK_ALLOCATED), "max"),
+                         "rank {{otel_profiler_rank}} GPU {{gpu_device_id}} allocated"),
+                   Query(sum_by(_DEVICE, series(m.GPU_MEMORY_PEAK_RESERVED), "max"),
+                         "rank {{otel_profiler_rank}} GPU {{gpu_device_id}} reserved")), "bytes",
+                  "Peak allocated (tensors) and reserved (caching allocator) GPU memory of the latest "
+                  "profiled step: a rising line is memory kept from step to step."),
             gpu_gauge("GPU memory per process", m.GPU_PROCESS_MEMORY, "bytes", "process_pid"),
             gpu_gauge("GPU SM utilization per process", m.GPU_PROCESS_UTILIZATION, "percentunit", "process_pid"),
             gpu_gauge("GPU power", m.GPU_POWER, "watt", hw_type='="gpu"'),

@@ -99,3 +99,34 @@ def test_counters_accumulate_and_gauges_follow_the_latest_batch() -> None:
     (d,) = summarize_batch(second)["devices"].values()
     assert _by(points, m.GPU_BUSY)[None] == pytest.approx(d["busy_us"] / d["span_us"])
     assert _by(points, m.DROPPED, "otel_profiler.reason") == {"cupti_dropped_records": 7}
+
+
+@pytest.mark.parametrize("relative", ["tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+                                      "tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz"])
+def test_memory_peak_gauges_equal_a_recount(relative: str) -> None:
+    """The peak gauges hold the largest Total Allocated / Total Reserved of the GPU [memory] events
+    inside the last ProfilerStep, recounted from the raw trace JSON."""
+    import gzip
+    import json
+    path = trace(relative)
+    with gzip.open(path) as f:
+        events = json.load(f)["traceEvents"]
+    steps = [e for e in events if e.get("ph") == "X" and str(e.get("name")).startswith("ProfilerStep#")]
+    last = max(steps, key=lambda e: e["ts"])
+    inside = [e["args"] for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") != 0
+              and last["ts"] <= e["ts"] <= last["ts"] + last["dur"]]
+    assert inside
+    rank = load_profile([str(path)]).ranks[0]
+    metrics = ProfileMetrics(run_id="run-x")
+    metrics.observe(rank.batch, rank.meta)
+    points = metrics.points()
+    device = {a["Device Id"] for a in inside}.pop()
+    assert _by(points, m.GPU_MEMORY_PEAK_ALLOCATED, "gpu.device.id") == {device: max(a["Total Allocated"] for a in inside)}
+    assert _by(points, m.GPU_MEMORY_PEAK_RESERVED, "gpu.device.id") == {device: max(a["Total Reserved"] for a in inside)}
+
+
+def test_no_memory_gauges_without_memory_totals() -> None:
+    rank = load_profile([str(trace(TRACES[0]))]).ranks[0]
+    metrics = ProfileMetrics(run_id="run-x")
+    metrics.observe(rank.batch, rank.meta)
+    assert not [p for p in metrics.points() if p.spec in (m.GPU_MEMORY_PEAK_ALLOCATED, m.GPU_MEMORY_PEAK_RESERVED)]

@@ -162,6 +162,35 @@ def _steps(batch: EventBatch, ctx: _Context, rows: np.ndarray, alloc: np.ndarray
     return out
 
 
+def step_peaks(batch: EventBatch) -> list[dict[str, int | None]]:
+    """Per (rank, device) and step, in step order: ``{rank, device, step, allocated_bytes,
+    reserved_bytes}``, the largest totals of the GPU ``[memory]`` events inside the step (reserved
+    None where the trace records no totals; ``step`` None for a batch without steps, over all its
+    events). Traces without totals give no absolute figure and are left out."""
+    m = gpu_memory_rows(batch)
+    keep = ~m["relative"]
+    rows, alloc, reserved = m["rows"][keep], m["allocated"][keep], m["reserved"][keep]
+    if not len(rows):
+        return []
+    numbers = batch.extra("step")
+    step_rows = np.flatnonzero(batch.kind == Kind.STEP)
+    step_rows = step_rows[np.argsort(batch.start_ns[step_rows], kind="stable")]
+    out = []
+    for key, at in _devices(batch, rows, True):
+        rank, device = (int(x) for x in key.split(":"))
+        t = batch.start_ns[rows[at]]
+        mine = step_rows[batch.rank[step_rows] == rank]
+        ranges = [(numbers.get(int(r)), int(batch.start_ns[r]), int(batch.end_ns[r])) for r in mine.tolist()] \
+            or [(None, int(t[0]), int(t[-1]))]
+        for number, start, end in ranges:
+            lo, hi = np.searchsorted(t, start, "left"), np.searchsorted(t, end, "right")
+            if hi > lo:
+                out.append({"rank": rank, "device": device, "step": number,
+                            "allocated_bytes": int(alloc[at][lo:hi].max()),
+                            "reserved_bytes": int(reserved[at][lo:hi].max())})
+    return out
+
+
 def memory_timeline(batch: EventBatch, multi_rank: bool = False, points: int = TIMELINE_POINTS
                     ) -> dict[str, dict]:
     """Per device the allocated and reserved bytes over time for a chart: ``{t_us, allocated,

@@ -208,6 +208,14 @@ QUEUE_DEPTH = metric("otel_profiler.gpu.stream.queue_depth", "{operation}", GAUG
                      _DEV + ("gpu.stream.id",),
                      "Maximum launched-but-not-started GPU ops of a stream in the latest batch (HTA).",
                      "profile")
+GPU_MEMORY_PEAK_ALLOCATED = metric(
+    "otel_profiler.gpu.memory.peak_allocated", "By", GAUGE, _DEV,
+    "Peak GPU memory held by tensors in the latest profiled step (from the allocator's [memory] "
+    "events, or torch.cuda.max_memory_allocated per step with OTEL_PROFILER_ACTIVITIES=memory).", "profile")
+GPU_MEMORY_PEAK_RESERVED = metric(
+    "otel_profiler.gpu.memory.peak_reserved", "By", GAUGE, _DEV,
+    "Peak GPU memory reserved by the caching allocator in the latest profiled step (same sources).",
+    "profile")
 EVENTS = metric("otel_profiler.events", "{event}", COUNTER, ("otel_profiler.rank", "otel_profiler.kind"),
                 "Events observed per kind (kernel, memcpy, runtime, step, ...).", "profile")
 DROPPED = metric("otel_profiler.events.dropped", "{event}", COUNTER, ("otel_profiler.reason",),

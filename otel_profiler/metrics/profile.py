@@ -10,6 +10,8 @@ Every figure is computed by the same functions as the summary (``analysis.breakd
   (Nsight) histograms over linked GPU ops; per-stream max queue depth (HTA).
 - Step time histogram; each step's observation carries an exemplar with the step's trace id, derived
   exactly as ``spans.trace_id(run_id, rank, "step", n)`` derives the exported ``train.step`` trace.
+- GPU memory peak (allocated, reserved) per device of the latest step with ``[memory]`` events
+  (``analysis.memory.step_peaks``).
 - Dropped events from the batch metadata (CUPTI's dropped records, records the reader skipped).
 
 Aggregation runs where ``observe`` is called (the session's flush thread), never in a training step.
@@ -28,6 +30,7 @@ from cuda_tracer.events import EventBatch, Kind, MemcpyKind, SyncKind
 
 from . import points as m
 from ..analysis.breakdown import class_times, temporal_breakdown
+from ..analysis.memory import step_peaks
 from .points import HistogramValue, Point, Spec
 from ..spans.build import batch_steps, run_id_of, trace_id, trace_rank
 
@@ -139,6 +142,10 @@ class ProfileMetrics:
             self._set(m.QUEUE_DEPTH, {"otel_profiler.rank": q.rank, "gpu.device.id": q.device,
                                       "gpu.stream.id": q.stream}, q.max_depth)
         self._steps(batch, meta)
+        for peak in step_peaks(batch):  # in step order: the latest step's peak stays
+            attrs = {"otel_profiler.rank": peak["rank"], "gpu.device.id": peak["device"]}
+            self._set(m.GPU_MEMORY_PEAK_ALLOCATED, attrs, peak["allocated_bytes"])
+            self._set(m.GPU_MEMORY_PEAK_RESERVED, attrs, peak["reserved_bytes"])
 
     def _transfers(self, batch: EventBatch) -> None:
         durations = batch.duration_ns
