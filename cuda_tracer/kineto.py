@@ -1,7 +1,8 @@
 """Live capture through ``torch.profiler`` (Kineto), read back without writing trace JSON.
 
 ``KinetoSource.start()`` opens a ``torch.profiler.profile`` session with CUDA activities when a GPU
-is present and CPU ops only when asked; ``stop()`` closes it and returns a ``KinetoCapture`` whose
+is present, CPU ops only when asked and the allocator's ``[memory]`` events (``profile_memory``) with
+the ``memory`` activity; ``stop()`` closes it and returns a ``KinetoCapture`` whose
 ``to_batch()`` (cheap to call later, e.g. from a background thread) reads
 ``prof.profiler.kineto_results.events()`` (``_KinetoEvent`` objects) into an ``EventBatch``.
 
@@ -39,12 +40,13 @@ from .trace_files import TraceEvent, events_to_profile, read_trace
 
 GPU_ACTIVITIES = frozenset({"kernel", "memcpy", "memset", "sync", "runtime", "driver"})
 CPU_ACTIVITIES = frozenset({"cpu_op"})
+MEMORY_ACTIVITY = "memory"  # profile_memory: the allocator's [memory] events (a CPU-side record)
 
 _ACTIVITY_OF_KIND = {
     Kind.KERNEL: "kernel", Kind.MEMCPY: "memcpy", Kind.MEMSET: "memset", Kind.SYNC: "sync",
     Kind.RUNTIME: "runtime", Kind.DRIVER: "driver", Kind.CPU_OP: "cpu_op",
     Kind.USER_ANNOTATION: "cpu_op", Kind.PYTHON_FUNCTION: "cpu_op", Kind.STEP: "cpu_op",
-    Kind.GPU_USER_ANNOTATION: "kernel", Kind.MEMORY: "cpu_op", Kind.INSTANT: "cpu_op",
+    Kind.GPU_USER_ANNOTATION: "kernel", Kind.MEMORY: MEMORY_ACTIVITY, Kind.INSTANT: "cpu_op",
 }
 _CPU_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function", "cpu_instant_event"})
 
@@ -63,7 +65,7 @@ def unavailable_reason(activities: Iterable[str]) -> str | None:
     wanted = set(activities)
     if "torch" not in sys.modules:
         return "torch is not imported"
-    if wanted & CPU_ACTIVITIES:
+    if wanted & CPU_ACTIVITIES or MEMORY_ACTIVITY in wanted:
         return None
     if wanted & GPU_ACTIVITIES and cuda_available():
         return None
@@ -84,7 +86,7 @@ class KinetoSource:
         self.activities = frozenset(activities)
         self.rank = rank
         kinds = []
-        if self.activities & CPU_ACTIVITIES:
+        if self.activities & CPU_ACTIVITIES or MEMORY_ACTIVITY in self.activities:
             kinds.append(tp.ProfilerActivity.CPU)
         if self.activities & GPU_ACTIVITIES and cuda_available():
             kinds.append(tp.ProfilerActivity.CUDA)
@@ -105,6 +107,7 @@ class KinetoSource:
         if reason is not None:
             raise ProfilerBusy(reason)
         prof = tp.profile(activities=self._kinds, record_shapes=False, with_stack=False,
+                          profile_memory=MEMORY_ACTIVITY in self.activities,
                           experimental_config=self._experimental_config())
         owned = own_session("torch_profiler")
         owned.__enter__()  # our session: the CUPTI source's detector must not count it as the user's
@@ -154,10 +157,12 @@ class KinetoSource:
 
     @property
     def reads_through_file(self) -> bool:
-        """A GPU window on a torch whose events carry no metadata: read it through the trace file."""
+        """A GPU window on a torch whose events carry no metadata, or a window recording memory (the
+        event objects carry no allocator totals): read it through the trace file."""
         import torch.profiler as tp
 
-        return not self.metadata_exposed and tp.ProfilerActivity.CUDA in self._kinds
+        return MEMORY_ACTIVITY in self.activities or (
+            not self.metadata_exposed and tp.ProfilerActivity.CUDA in self._kinds)
 
 
 class KinetoCapture:

@@ -186,7 +186,7 @@ def parse_step_range(text: str) -> StepRange | None:
 
 
 ACTIVITY_GROUPS = {"gpu": ("kernel", "memcpy", "memset", "sync", "runtime", "driver")}
-ACTIVITIES = ("kernel", "memcpy", "memset", "sync", "runtime", "driver", "cpu_op")
+ACTIVITIES = ("kernel", "memcpy", "memset", "sync", "runtime", "driver", "cpu_op", "memory")
 
 
 def parse_activities(text: str) -> Activities:
@@ -209,7 +209,10 @@ define("OTEL_PROFILER_PROFILE_DIR", "", parse_str,
 define("OTEL_PROFILER_RUN_ID", "", parse_str,
        "Run id shared by every process and rank of a job (default: torchrun/SLURM ids, else generated).")
 define("OTEL_PROFILER_ACTIVITIES", Activities(ACTIVITY_GROUPS["gpu"]), parse_activities,
-       "What detailed windows capture: gpu (kernel,memcpy,memset,sync,runtime,driver) and/or cpu_op.")
+       "What detailed windows capture: gpu (kernel,memcpy,memset,sync,runtime,driver), cpu_op, "
+       "memory (the allocator's [memory] events in windows, torch.cuda memory peaks per step).")
+define("OTEL_PROFILER_MEMORY_SNAPSHOT", 0, parse_int(minimum=0, maximum=10_000_000),
+       "Record the last N CUDA allocation events and write a memory snapshot at exit (0: off).")
 define("OTEL_PROFILER_STEPS", StepRange((1, 11)), parse_step_range,
        "Detailed capture for steps START:STOP (STOP excluded); off for none.")
 define("OTEL_PROFILER_EVERY_STEPS", 0, parse_int(minimum=0, maximum=10_000_000),

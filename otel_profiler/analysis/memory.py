@@ -2,7 +2,8 @@
 
 Each event records one allocation (``Bytes`` > 0) or free (< 0) and the allocator's totals after it:
 ``Total Allocated`` (bytes held by tensors) and ``Total Reserved`` (bytes the caching allocator holds
-from the driver). Events of the CPU (``Device Type`` 0) are left out. Per device:
+from the driver). Events of the CPU (``Device Type`` 0) are kept apart, under ``host`` (key ``cpu``),
+with the same figures. Per device:
 
 - ``peak``: the largest ``Total Allocated``, when it happened, in which step, and the operator that
   made the allocation that reached it (the innermost operator enclosing that event on its thread).
@@ -46,13 +47,14 @@ def _extra_column(batch: EventBatch, key: str, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def gpu_memory_rows(batch: EventBatch) -> dict[str, np.ndarray]:
-    """The GPU ``[memory]`` events in time order with their totals: rows, allocated, reserved,
-    and ``relative`` (True for events whose trace records no totals: their allocated bytes are the
-    running sum of ``Bytes`` on their device from the first event, reserved is MISSING)."""
+def gpu_memory_rows(batch: EventBatch, host: bool = False) -> dict[str, np.ndarray]:
+    """The GPU ``[memory]`` events (``host``: those of the CPU instead) in time order with their
+    totals: rows, allocated, reserved, and ``relative`` (True for events whose trace records no
+    totals: their allocated bytes are the running sum of ``Bytes`` on their device from the first
+    event, reserved is MISSING)."""
     rows = np.flatnonzero(batch.kind == Kind.MEMORY)
     dtype = _extra_column(batch, "device_type", rows)
-    rows = rows[(dtype != 0) & (batch.device[rows] >= 0)]
+    rows = rows[dtype == 0] if host else rows[(dtype != 0) & (batch.device[rows] >= 0)]
     allocated = _extra_column(batch, "total_allocated", rows)  # rows in ascending order here
     reserved = _extra_column(batch, "total_reserved", rows)
     order = np.argsort(batch.start_ns[rows], kind="stable")
@@ -66,14 +68,16 @@ def gpu_memory_rows(batch: EventBatch) -> dict[str, np.ndarray]:
     return {"rows": rows, "allocated": allocated, "reserved": reserved, "relative": relative}
 
 
-def _devices(batch: EventBatch, rows: np.ndarray, multi_rank: bool) -> list[tuple[str, np.ndarray]]:
-    """(key, positions into ``rows``) per (rank, device)."""
-    key = (batch.rank[rows].astype(np.int64) << 32) | batch.device[rows].astype(np.int64)
+def _devices(batch: EventBatch, rows: np.ndarray, multi_rank: bool, host: bool = False
+             ) -> list[tuple[str, np.ndarray]]:
+    """(key, positions into ``rows``) per (rank, device); the host's device is ``cpu``."""
+    device = np.zeros(len(rows), np.int64) if host else batch.device[rows].astype(np.int64)
+    key = (batch.rank[rows].astype(np.int64) << 32) | device
     uniq, inv = np.unique(key, return_inverse=True)
     out = []
     for i, k in enumerate(uniq.tolist()):
-        rank, device = k >> 32, k & 0xFFFFFFFF
-        out.append((f"{rank}:{device}" if multi_rank else str(device), np.flatnonzero(inv == i)))
+        rank, dev = k >> 32, "cpu" if host else k & 0xFFFFFFFF
+        out.append((f"{rank}:{dev}" if multi_rank else str(dev), np.flatnonzero(inv == i)))
     return out
 
 
@@ -112,37 +116,47 @@ class _Context:
 
 
 def memory(batch: EventBatch, multi_rank: bool = False, largest: int = LARGEST) -> dict[str, Any]:
-    """``{events, devices: {device: {events, allocations, frees, peak: {allocated_bytes,
+    """``{events, devices: {device: {baseline, events, allocations, frees, peak: {allocated_bytes,
     reserved_bytes, time_ns, step, operator}, peak_reserved_bytes, final_allocated_bytes,
     steps: [{step, peak_allocated_bytes, end_allocated_bytes, growth_bytes}],
-    largest_allocations: [{bytes, time_ns, step, operator}]}}}`` (see the module docstring)."""
-    m = gpu_memory_rows(batch)
-    rows = m["rows"]
-    out: dict[str, Any] = {"events": int(len(rows)), "devices": {}}
-    if not len(rows):
-        return out
-    ctx = _Context(batch)
-    nbytes = batch.bytes[rows]
-    for key, at in _devices(batch, rows, multi_rank):
-        alloc, reserved, r = m["allocated"][at], m["reserved"][at], rows[at]
-        peak = int(np.argmax(alloc))
-        sizes = nbytes[at]
-        big = np.argsort(-sizes, kind="stable")[:largest]
-        relative = bool(m["relative"][at].all())
-        res_max = None if relative else int(reserved.max())
-        out["devices"][key] = {
-            "baseline": "window_start" if relative else "absolute",
-            "events": int(len(at)), "allocations": int((sizes > 0).sum()), "frees": int((sizes < 0).sum()),
-            "peak": {"allocated_bytes": int(alloc[peak]),
-                     "reserved_bytes": None if relative else int(reserved[peak]),
-                     **ctx.place(int(r[peak]))},
-            "peak_reserved_bytes": res_max,
-            "final_allocated_bytes": int(alloc[-1]),
-            "steps": _steps(batch, ctx, r, alloc),
-            "largest_allocations": [{"bytes": int(sizes[i]), **ctx.place(int(r[i]))}
-                                    for i in big.tolist() if sizes[i] > 0],
-        }
+    largest_allocations: [{bytes, time_ns, step, operator}]}}, host: {cpu: <same>}}`` (see the
+    module docstring; ``host`` only when the CPU's allocator events were recorded)."""
+    out: dict[str, Any] = {"events": 0, "devices": {}}
+    ctx = None
+    for host in (False, True):
+        m = gpu_memory_rows(batch, host)
+        if not len(m["rows"]):
+            continue
+        ctx = ctx or _Context(batch)
+        figures = {key: _figures(batch, ctx, m, at, largest)
+                   for key, at in _devices(batch, m["rows"], multi_rank, host)}
+        if host:
+            out["host"] = figures
+        else:
+            out["events"], out["devices"] = int(len(m["rows"])), figures
     return out
+
+
+def _figures(batch: EventBatch, ctx: "_Context", m: dict[str, np.ndarray], at: np.ndarray,
+             largest: int) -> dict[str, Any]:
+    """The figures of one device: ``at`` are its positions in ``m``'s rows."""
+    alloc, reserved, r = m["allocated"][at], m["reserved"][at], m["rows"][at]
+    peak = int(np.argmax(alloc))
+    sizes = batch.bytes[r]
+    big = np.argsort(-sizes, kind="stable")[:largest]
+    relative = bool(m["relative"][at].all())
+    return {
+        "baseline": "window_start" if relative else "absolute",
+        "events": int(len(at)), "allocations": int((sizes > 0).sum()), "frees": int((sizes < 0).sum()),
+        "peak": {"allocated_bytes": int(alloc[peak]),
+                 "reserved_bytes": None if relative else int(reserved[peak]),
+                 **ctx.place(int(r[peak]))},
+        "peak_reserved_bytes": None if relative else int(reserved.max()),
+        "final_allocated_bytes": int(alloc[-1]),
+        "steps": _steps(batch, ctx, r, alloc),
+        "largest_allocations": [{"bytes": int(sizes[i]), **ctx.place(int(r[i]))}
+                                for i in big.tolist() if sizes[i] > 0],
+    }
 
 
 def _steps(batch: EventBatch, ctx: _Context, rows: np.ndarray, alloc: np.ndarray) -> list[dict]:

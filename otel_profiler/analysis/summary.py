@@ -42,7 +42,13 @@ Shape (all times in µs, every section present even when empty)::
                 frees, peak: {allocated_bytes, reserved_bytes, time_ns, step, operator},
                 peak_reserved_bytes, final_allocated_bytes,
                 steps: [{step, peak_allocated_bytes, end_allocated_bytes, growth_bytes}],
-                largest_allocations: [{bytes, time_ns, step, operator}]}}},
+                largest_allocations: [{bytes, time_ns, step, operator}]}},
+                host: {cpu: <the same, for the CPU allocator's events>},   # when recorded
+                snapshots: [{file, bytes, rank, reason, segments, reserved_bytes, allocated_bytes,
+                             active_bytes, devices, history_events, largest_blocks, error?}]},
+                # snapshots: top level, CUDA memory snapshots found in a profile folder
+     "ranks_meta": [{..., cuda_memory: {steps: [{step, device, peak_allocated_bytes,
+                     peak_reserved_bytes, allocated_bytes}], snapshots: [{reason, file}]}}],
      "ranks": {rank: <this same shape for one rank>}   # only for multi-rank profiles
     }
 
@@ -75,6 +81,7 @@ from cuda_tracer.profile import Profile
 
 from ..names import demangle, short_names
 from .memory import memory
+from .memory_snapshot import snapshots_in
 from .modules import modules
 from .operators import operators
 from .breakdown import class_times, classify, idle_breakdown, temporal_breakdown, KERNEL_CLASSES
@@ -91,6 +98,9 @@ def summarize(profile: Profile) -> dict[str, Any]:
     out = {"schema": SCHEMA, "sources": list(profile.sources),
            "platform": platform_of(profile.batch(), (r.meta for r in profile.ranks)),
            "ranks_meta": [_rank_meta(r.meta) for r in profile.ranks], **out}
+    snapshots = snapshots_in(list(profile.sources))
+    if snapshots:
+        out["memory"]["snapshots"] = snapshots
     sources = sorted({m["step_source"] for m in out["ranks_meta"] if "step_source" in m})
     if sources:
         out["steps"]["source"] = sources[0] if len(sources) == 1 else ",".join(sources)
@@ -121,7 +131,7 @@ def _notes(summary: dict) -> list[str]:
 
 def _rank_meta(meta: dict) -> dict:
     keep = ("source", "file", "source_file", "rank", "world_size", "host_name", "versions", "format",
-            "skipped_events", "step_source")
+            "skipped_events", "step_source", "cuda_memory")
     out = {k: meta[k] for k in keep if k in meta}
     out["devices"] = [d.get("name") for d in meta.get("device_properties", []) if isinstance(d, dict)]
     return out

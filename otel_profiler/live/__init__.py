@@ -1,1 +1,3 @@
-"""Inside the training process: the session (capture windows, flushing, outputs), markers, step evidence and triggers."""
+"""Inside the training process: the session (capture windows, flushing, outputs), markers, step
+evidence and triggers,
+CUDA memory statistics, CPU samples and the compute resources."""

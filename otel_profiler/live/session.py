@@ -43,6 +43,7 @@ from ..version import __version__
 from .. import config
 from . import markers
 from .output import RankWriter, write_summary
+from .cuda_memory import CudaMemory
 from ..profiler_warnings import ProfilerWarning, warn  # noqa: F401 (ProfilerWarning: part of this module's API)
 from .resource import attributes, distributed_position, run_id
 from .step_evidence import TIME_FALLBACK_S, StepEvidence, StepSources
@@ -178,6 +179,8 @@ class Session(StepSources):
         self._failed = False
         self._write_failed = False  # a part could not be written (said once)
         self._rank_known = "RANK" in os.environ
+        self.cuda_memory = CudaMemory(self.folder, self.rank, "memory" in self.activities,
+                                      v["OTEL_PROFILER_MEMORY_SNAPSHOT"])
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -240,6 +243,7 @@ class Session(StepSources):
                     self._close_window(self._step + (self._step_start is not None))
             self._say_no_steps()
             self._unhook()
+            self.cuda_memory.close()
             if self._metrics_due and not self._metrics_made:  # a run shorter than one poll
                 self._start_metrics()
             self.flush()
@@ -334,6 +338,8 @@ class Session(StepSources):
         markers.local.events.append((markers.STEP, f"ProfilerStep#{number}", start, end, number))
         self.policy.step_finished(number, end - start, captured=self._window is not None)
         self._metrics_due = True
+        self.cuda_memory.rank = self.rank
+        self.cuda_memory.step_end(number)
 
     # ------------------------------------------------------------------ metrics
     def _start_metrics(self) -> None:
@@ -581,6 +587,7 @@ class Session(StepSources):
             "windows": self._windows,
             "steps": self._step,
             "step_source": self._step_source(),
+            **({"cuda_memory": cm} if (cm := self.cuda_memory.meta()) else {}),
         }
 
     def _fail(self, exc: BaseException) -> None:

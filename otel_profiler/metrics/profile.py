@@ -11,7 +11,8 @@ Every figure is computed by the same functions as the summary (``analysis.breakd
 - Step time histogram; each step's observation carries an exemplar with the step's trace id, derived
   exactly as ``spans.trace_id(run_id, rank, "step", n)`` derives the exported ``train.step`` trace.
 - GPU memory peak (allocated, reserved) per device of the latest step with ``[memory]`` events
-  (``analysis.memory.step_peaks``).
+  (``analysis.memory.step_peaks``), or of the latest step the live ``torch.cuda`` statistics of
+  the rank's metadata read (``live.cuda_memory``).
 - Dropped events from the batch metadata (CUPTI's dropped records, records the reader skipped).
 
 Aggregation runs where ``observe`` is called (the session's flush thread), never in a training step.
@@ -146,6 +147,12 @@ class ProfileMetrics:
             attrs = {"otel_profiler.rank": peak["rank"], "gpu.device.id": peak["device"]}
             self._set(m.GPU_MEMORY_PEAK_ALLOCATED, attrs, peak["allocated_bytes"])
             self._set(m.GPU_MEMORY_PEAK_RESERVED, attrs, peak["reserved_bytes"])
+        steps = (meta.get("cuda_memory") or {}).get("steps")  # live torch.cuda statistics win
+        if steps and isinstance(meta.get("rank"), int):
+            latest = steps[-1]
+            attrs = {"otel_profiler.rank": meta["rank"], "gpu.device.id": latest["device"]}
+            self._set(m.GPU_MEMORY_PEAK_ALLOCATED, attrs, latest["peak_allocated_bytes"])
+            self._set(m.GPU_MEMORY_PEAK_RESERVED, attrs, latest["peak_reserved_bytes"])
 
     def _transfers(self, batch: EventBatch) -> None:
         durations = batch.duration_ns

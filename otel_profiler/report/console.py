@@ -181,6 +181,34 @@ def memory_tables(summary: dict, top: int) -> list[Table]:
            for k, d in devices.items() for a in d["largest_allocations"][:top]]
     if big:
         out.append(Table("Largest GPU allocations (MiB)", ("Device", "Size", "Step", "Operator"), big))
+    return out + live_memory_tables(summary)
+
+
+def live_memory_tables(summary: dict) -> list[Table]:
+    """The CPU allocator's peak (memory recorded on the host), torch.cuda peaks per step of a live
+    run, and the CUDA memory snapshots of a profile folder."""
+    mem = summary.get("memory") or {}
+    out = []
+    if mem.get("host"):
+        out.append(Table("Host memory (MiB; from the CPU allocator's [memory] events)",
+                         ("Device", "Peak allocated", "Final allocated", "Peak step", "Peak operator",
+                          "Allocations"),
+                         [(k, _mib(d["peak"]["allocated_bytes"]), _mib(d["final_allocated_bytes"]),
+                           "-" if d["peak"]["step"] is None else d["peak"]["step"],
+                           d["peak"]["operator"] or "-", d["allocations"]) for k, d in mem["host"].items()]))
+    steps = [(m.get("rank"), s["device"], s["step"], _mib(s["peak_allocated_bytes"]),
+              _mib(s["peak_reserved_bytes"]), _mib(s["allocated_bytes"]))
+             for m in summary.get("ranks_meta", []) for s in (m.get("cuda_memory") or {}).get("steps", [])]
+    if steps:
+        out.append(Table(f"CUDA memory per step (MiB; torch.cuda peaks, last {len(steps)} steps)",
+                         ("Rank", "Device", "Step", "Peak allocated", "Peak reserved", "Allocated at end"),
+                         steps))
+    if mem.get("snapshots"):
+        out.append(Table("CUDA memory snapshots (open in pytorch.org/memory_viz)",
+                         ("Rank", "Reason", "Segments", "Reserved (MiB)", "Allocated (MiB)", "File"),
+                         [(s["rank"], s["reason"], s.get("segments", "-"), _mib(s.get("reserved_bytes")),
+                           _mib(s.get("allocated_bytes")), s["file"] + (f" ({s['error']})" if "error" in s else ""))
+                          for s in mem["snapshots"]]))
     return out
 
 

@@ -1,0 +1,140 @@
+"""CUDA memory of a live run, read from ``torch.cuda`` (never from a trace):
+
+- **Per step** (``OTEL_PROFILER_ACTIVITIES`` with ``memory``, on a CUDA device): at each step end the
+  current device's ``max_memory_allocated`` / ``max_memory_reserved`` since the previous step end,
+  then ``reset_peak_memory_stats``: a few C calls per step. Kept in the rank's metadata
+  (``cuda_memory.steps``, the last ``MAX_STEPS``); the memory peak metrics show the latest.
+- **Snapshot on request** (``OTEL_PROFILER_MEMORY_SNAPSHOT`` = N > 0): allocation history of the
+  last N events (``torch.cuda.memory._record_memory_history``) and, at exit, the allocator's
+  snapshot (``torch.cuda.memory._snapshot``) pickled into the profile folder as
+  ``memory-snapshot.rank-<r>.exit.pickle``: the file https://pytorch.org/memory_viz reads.
+- **Out of memory**: once CUDA is initialized, an out-of-memory observer of the allocator writes
+  ``memory-snapshot.rank-<r>.oom.pickle`` when an allocation fails (caught or not), once per run.
+
+Nothing here initializes CUDA (it waits for the job to do so), and nothing raises: a torch without
+these APIs, or a failing call, turns the feature off with one warning.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import threading
+from collections import deque
+from typing import Any
+
+from cuda_tracer.private_files import open_private
+
+from ..profiler_warnings import warn
+
+MAX_STEPS = 2000
+SNAPSHOT_NAME = "memory-snapshot.rank-{rank}.{reason}.pickle"
+
+
+class CudaMemory:
+    def __init__(self, folder: str, rank: int, per_step: bool, history_entries: int) -> None:
+        self.folder, self.rank = folder, rank
+        self.per_step, self.history_entries = per_step, history_entries
+        self.steps: deque[dict[str, int]] = deque(maxlen=MAX_STEPS)
+        self.snapshots: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._armed = False  # observer attached / history started (once CUDA is initialized)
+        self._off: set[str] = set()  # features turned off after a failure
+        self._oom_written = False
+
+    @staticmethod
+    def _cuda() -> Any:
+        """``torch.cuda`` when the job imported torch and initialized CUDA, else None."""
+        torch = sys.modules.get("torch")
+        try:
+            return torch.cuda if torch is not None and torch.cuda.is_initialized() else None
+        except Exception:
+            return None
+
+    def _turn_off(self, feature: str, exc: BaseException) -> None:
+        if feature not in self._off:
+            self._off.add(feature)
+            warn(f"CUDA memory {feature} is off ({type(exc).__name__}: {exc})")
+
+    def step_end(self, number: int) -> None:
+        """A step ended: arm the snapshot features once, read the step's peaks. Never raises."""
+        cuda = self._cuda()
+        if cuda is None:
+            return
+        if not self._armed:
+            self._arm(cuda)
+        if not self.per_step or "statistics" in self._off:
+            return
+        try:
+            device = cuda.current_device()
+            reading = {"step": number, "device": device,
+                       "peak_allocated_bytes": int(cuda.max_memory_allocated(device)),
+                       "peak_reserved_bytes": int(cuda.max_memory_reserved(device)),
+                       "allocated_bytes": int(cuda.memory_allocated(device))}
+            cuda.reset_peak_memory_stats(device)
+        except Exception as exc:
+            self._turn_off("statistics", exc)
+            return
+        with self._lock:
+            self.steps.append(reading)
+
+    def _arm(self, cuda: Any) -> None:
+        self._armed = True
+        try:
+            import torch
+
+            torch._C._cuda_attach_out_of_memory_observer(self._on_oom)
+        except Exception as exc:
+            self._turn_off("snapshot on out-of-memory", exc)
+        if self.history_entries > 0:
+            try:
+                cuda.memory._record_memory_history(max_entries=self.history_entries)
+            except Exception as exc:
+                self._turn_off("history", exc)
+
+    def _on_oom(self, device: int, alloc: int, device_alloc: int, device_free: int) -> None:
+        """The allocator's out-of-memory observer (called before the error is raised)."""
+        if self._oom_written:
+            return
+        self._oom_written = True
+        self.write_snapshot("oom", {"device": device, "requested_bytes": alloc,
+                                    "device_allocated_bytes": device_alloc, "device_free_bytes": device_free})
+
+    def write_snapshot(self, reason: str, details: dict[str, Any] | None = None) -> str | None:
+        """Pickle ``torch.cuda.memory._snapshot()`` into the profile folder; the path, or None."""
+        if "snapshot" in self._off:
+            return None
+        try:
+            import torch
+
+            snapshot = torch.cuda.memory._snapshot()
+            os.makedirs(self.folder, mode=0o700, exist_ok=True)
+            path = os.path.join(self.folder, SNAPSHOT_NAME.format(rank=self.rank, reason=reason))
+            with open_private(path + ".tmp", "wb") as f:
+                pickle.dump(snapshot, f)
+            os.replace(path + ".tmp", path)
+        except Exception as exc:
+            self._turn_off("snapshot", exc)
+            return None
+        self.snapshots.append({"reason": reason, "file": os.path.basename(path), **(details or {})})
+        return path
+
+    def close(self) -> None:
+        """At the end of the run: the snapshot asked for, then history recording off. Never raises."""
+        if self.history_entries <= 0 or self._cuda() is None or "history" in self._off:
+            return
+        self.write_snapshot("exit")
+        try:
+            import torch
+
+            torch.cuda.memory._record_memory_history(enabled=None)
+        except Exception:
+            pass
+
+    def meta(self) -> dict[str, Any]:
+        """``{steps: [{step, device, peak_allocated_bytes, peak_reserved_bytes, allocated_bytes}],
+        snapshots: [{reason, file, ...}]}`` for the rank's metadata (empty when nothing was read)."""
+        with self._lock:
+            steps = list(self.steps)
+        return {"steps": steps, "snapshots": list(self.snapshots)} if steps or self.snapshots else {}
