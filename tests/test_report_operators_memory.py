@@ -147,3 +147,28 @@ def test_memory_tab_says_what_is_missing(browser, pages):  # noqa: F811
     assert "profile_memory=True" in browser.find_element(By.ID, "no-memory").text
     assert not browser.find_elements(By.ID, "mem-chart")
     assert _collect_logs(browser) == []
+
+
+def test_memory_tab_of_a_live_cpu_run_with_a_snapshot(browser, tmp_path):  # noqa: F811
+    import pickle
+
+    from test_live_memory import _snapshot, _train
+
+    _train(tmp_path / "run", "cpu_op,memory")
+    with open(tmp_path / "run" / "memory-snapshot.rank-0.oom.pickle", "wb") as f:
+        pickle.dump(_snapshot(), f)
+    profile = load_profile([str(tmp_path / "run")])
+    summary = summarize(profile)
+    write_report(profile, str(tmp_path / "live.html"))
+    _open(browser, (tmp_path / "live.html").as_uri())
+    browser.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=memory]").click()
+    assert browser.find_element(By.ID, "no-memory").is_displayed()  # no GPU memory here
+    (row,) = browser.find_elements(By.CSS_SELECTOR, "#mem-host tbody tr")
+    cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+    host = summary["memory"]["host"]["cpu"]
+    assert cells[0] == "cpu" and cells[4] == host["peak"]["operator"] and cells[5].replace(",", "") == str(host["allocations"])
+    (snap,) = browser.find_elements(By.CSS_SELECTOR, "#mem-snapshots tbody tr")
+    cells = [td.text for td in snap.find_elements(By.TAG_NAME, "td")]
+    assert cells[1] == "oom" and cells[2] == "2" and cells[-1] == "memory-snapshot.rank-0.oom.pickle"
+    assert browser.find_elements(By.ID, "mem-cuda-steps") == []  # no CUDA statistics on the CPU
+    assert _collect_logs(browser) == []

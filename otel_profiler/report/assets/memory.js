@@ -1,6 +1,7 @@
 // otel-profiler HTML report: the Memory tab (GPU memory from the allocator's [memory] events): the
 // allocated and reserved bytes over time per device, the peak table, memory per step, the largest
-// allocations.
+// allocations; the CPU allocator's peak, torch.cuda peaks per step of a live run and the CUDA memory
+// snapshots of a profile folder when there are any.
 "use strict";
 
 function memoryChart(tl) {
@@ -33,12 +34,32 @@ function memTable(id, title, header, rows) {
   return el("div", {"class": "card stat-card", id}, el("h2", {text: title}), el("div", {"class": "table-wrap"}, t));
 }
 
+function liveMemory(root) {
+  const M = S.memory || {};
+  const host = Object.entries(M.host || {});
+  if (host.length)
+    root.append(memTable("mem-host", "Host memory (the CPU allocator's [memory] events)",
+      ["Device", "Peak allocated", "Final allocated", "Step", "Operator", "Allocations"],
+      host.map(([k, d]) => [k, fmtBytes(d.peak.allocated_bytes), fmtBytes(d.final_allocated_bytes), d.peak.step, d.peak.operator, d.allocations])));
+  const steps = (S.ranks_meta || []).flatMap(m => ((m.cuda_memory || {}).steps || []).map(s => [m.rank, s.device, s.step,
+    fmtBytes(s.peak_allocated_bytes), fmtBytes(s.peak_reserved_bytes), fmtBytes(s.allocated_bytes)]));
+  if (steps.length)
+    root.append(memTable("mem-cuda-steps", "CUDA memory per step (torch.cuda peaks)",
+      ["Rank", "Device", "Step", "Peak allocated", "Peak reserved", "Allocated at end"], steps));
+  if ((M.snapshots || []).length)
+    root.append(memTable("mem-snapshots", "CUDA memory snapshots (open the file in pytorch.org/memory_viz)",
+      ["Rank", "Reason", "Segments", "Reserved", "Allocated", "File"],
+      M.snapshots.map(s => [s.rank, s.reason, s.segments == null ? null : s.segments, s.reserved_bytes == null ? null : fmtBytes(s.reserved_bytes),
+        s.allocated_bytes == null ? null : fmtBytes(s.allocated_bytes), s.file + (s.error ? ` (${s.error})` : "")])));
+}
+
 function buildMemory() {
   const root = document.getElementById("memory");
   const devices = Object.entries((S.memory || {}).devices || {});
   if (!devices.length) {
     root.append(el("p", {"class": "note missing", id: "no-memory",
-      text: "No GPU memory events in this profile. Record them with torch.profiler.profile(profile_memory=True)."}));
+      text: "No GPU memory events in this profile. Record them with torch.profiler.profile(profile_memory=True), or OTEL_PROFILER_ACTIVITIES=gpu,memory in a live run."}));
+    liveMemory(root);
     return;
   }
   const timeline = DATA.dashboard.memory || {};
@@ -65,4 +86,5 @@ function buildMemory() {
       s.end_allocated_bytes == null ? null : fmtBytes(s.end_allocated_bytes), s.growth_bytes == null ? null : fmtBytes(s.growth_bytes)]))));
   root.append(memTable("mem-largest", "Largest allocations", ["Device", "Size", "Step", "Operator"],
     devices.flatMap(([k, d]) => d.largest_allocations.map(a => [k, fmtBytes(a.bytes), a.step, a.operator]))));
+  liveMemory(root);
 }
