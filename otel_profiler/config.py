@@ -213,6 +213,8 @@ define("OTEL_PROFILER_ACTIVITIES", Activities(ACTIVITY_GROUPS["gpu"]), parse_act
        "memory (the allocator's [memory] events in windows, torch.cuda memory peaks per step).")
 define("OTEL_PROFILER_MEMORY_SNAPSHOT", 0, parse_int(minimum=0, maximum=10_000_000),
        "Record the last N CUDA allocation events and write a memory snapshot at exit (0: off).")
+define("OTEL_PROFILER_CPU_SAMPLE_S", 1.0, parse_float(minimum=0.0, maximum=3600.0),
+       "Seconds between the CPU utilization samples kept in the profile folder (0: off).")
 define("OTEL_PROFILER_STEPS", StepRange((1, 11)), parse_step_range,
        "Detailed capture for steps START:STOP (STOP excluded); off for none.")
 define("OTEL_PROFILER_EVERY_STEPS", 0, parse_int(minimum=0, maximum=10_000_000),

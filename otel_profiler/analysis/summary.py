@@ -47,6 +47,9 @@ Shape (all times in µs, every section present even when empty)::
                 snapshots: [{file, bytes, rank, reason, segments, reserved_bytes, allocated_bytes,
                              active_bytes, devices, history_events, largest_blocks, error?}]},
                 # snapshots: top level, CUDA memory snapshots found in a profile folder
+     "compute": [{host, ranks, os?, cpu_model?, cpu_cores?: {logical, physical}, memory_bytes?,
+                  gpus: [{index, name, uuid, memory_bytes}], driver, versions, instance_type?:
+                  {value, source}, source: "live"|"trace"}],   # top level: one per host
      "ranks_meta": [{..., cuda_memory: {steps: [{step, device, peak_allocated_bytes,
                      peak_reserved_bytes, allocated_bytes}], snapshots: [{reason, file}]}}],
      "ranks": {rank: <this same shape for one rank>}   # only for multi-rank profiles
@@ -80,6 +83,7 @@ from cuda_tracer.events import EventBatch, Kind, MemcpyKind, SyncKind
 from cuda_tracer.profile import Profile
 
 from ..names import demangle, short_names
+from .compute import compute_overview
 from .memory import memory
 from .memory_snapshot import snapshots_in
 from .modules import modules
@@ -98,6 +102,7 @@ def summarize(profile: Profile) -> dict[str, Any]:
     out = {"schema": SCHEMA, "sources": list(profile.sources),
            "platform": platform_of(profile.batch(), (r.meta for r in profile.ranks)),
            "ranks_meta": [_rank_meta(r.meta) for r in profile.ranks], **out}
+    out["compute"] = compute_overview(profile)
     snapshots = snapshots_in(list(profile.sources))
     if snapshots:
         out["memory"]["snapshots"] = snapshots

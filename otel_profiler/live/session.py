@@ -43,7 +43,9 @@ from ..version import __version__
 from .. import config
 from . import markers
 from .output import RankWriter, write_summary
+from .compute import compute_resources
 from .cuda_memory import CudaMemory
+from .host_samples import CpuTimeline
 from ..profiler_warnings import ProfilerWarning, warn  # noqa: F401 (ProfilerWarning: part of this module's API)
 from .resource import attributes, distributed_position, run_id
 from .step_evidence import TIME_FALLBACK_S, StepEvidence, StepSources
@@ -181,6 +183,8 @@ class Session(StepSources):
         self._rank_known = "RANK" in os.environ
         self.cuda_memory = CudaMemory(self.folder, self.rank, "memory" in self.activities,
                                       v["OTEL_PROFILER_MEMORY_SNAPSHOT"])
+        self.cpu_timeline = CpuTimeline(v["OTEL_PROFILER_CPU_SAMPLE_S"])
+        self._compute: dict[str, Any] | None = None  # read once, by the first flush
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -481,6 +485,7 @@ class Session(StepSources):
                 return
             if self._metrics_due and not self._metrics_made:
                 self._start_metrics()
+            self.cpu_timeline.maybe_sample()
             if (self._wake or self._finished or markers.pending() >= limit
                     or time.monotonic() - self._last_flush >= interval):
                 self._wake = False
@@ -588,7 +593,14 @@ class Session(StepSources):
             "steps": self._step,
             "step_source": self._step_source(),
             **({"cuda_memory": cm} if (cm := self.cuda_memory.meta()) else {}),
+            **({"cpu_samples": cs} if (cs := self.cpu_timeline.meta()) else {}),
+            "compute": self._compute_resources(),
         }
+
+    def _compute_resources(self) -> dict[str, Any]:
+        if self._compute is None:
+            self._compute = compute_resources()
+        return self._compute
 
     def _fail(self, exc: BaseException) -> None:
         """Turn profiling off after an internal error (one warning), also when it is the last flush

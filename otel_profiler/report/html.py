@@ -1,7 +1,8 @@
 """Builds the self-contained HTML report: one file holding the data (JSON, timeline columns as base64
 typed arrays) and the inlined CSS and JavaScript from ``assets/`` (``report.js``: helpers, dashboard,
-tables, insights; ``operators.js``: the operator view; ``memory.js``: GPU memory; ``timeline.js``: the canvas timeline; ``page.js``: tabs); it needs no network to
-open.
+tables, insights; ``operators.js``: the operator view; ``memory.js``: GPU memory; ``host.js``: CPU
+utilization over time and the compute resources; ``timeline.js``: the canvas timeline; ``page.js``:
+tabs); it needs no network to open.
 
 Untrusted names (kernels, annotations) travel only inside the JSON data block, with every ``<``
 escaped, and the script puts them on the page with ``textContent`` or canvas ``fillText`` only.
@@ -24,6 +25,7 @@ from cuda_tracer.profile import Profile
 
 from ..analysis.activity import annotation_durations, cpu_active, precision_times, utilization_over_time
 from ..analysis.insights import Thresholds, insights, thresholds_doc
+from ..analysis.compute import cpu_timelines
 from ..analysis.memory import memory_timeline
 from ..analysis.summary import summarize
 from ..names import demangle, short_names
@@ -103,6 +105,7 @@ def report_data(profile: Profile, thresholds: Thresholds | None = None,
             "precision": precision_times(summary["kernels"]["by_name"]),
             "annotations": annotation_durations(batch),
             "memory": memory_timeline(batch, multi_rank="ranks" in summary),
+            "cpu_timeline": cpu_timelines(profile),
         },
         "thresholds": thresholds_doc() if thresholds is None else
         [dict(t, value=getattr(thresholds, t["name"])) for t in thresholds_doc()],
@@ -110,7 +113,7 @@ def report_data(profile: Profile, thresholds: Thresholds | None = None,
     }
 
 
-_SCRIPTS = ("report.js", "operators.js", "memory.js", "timeline.js", "page.js")  # helpers and tabs, the timeline, the page: in order
+_SCRIPTS = ("report.js", "operators.js", "memory.js", "host.js", "timeline.js", "page.js")  # helpers and tabs, the timeline, the page: in order
 
 
 def _asset(name: str) -> str:

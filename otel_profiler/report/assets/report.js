@@ -158,7 +158,7 @@ function buildDashboard() {
     util.append(sel, holder, el("div", {"class": "note", text: "Merged GPU-op busy time per bucket / bucket length."}));
     draw();
   } else util.append(el("div", {"class": "note", text: "No GPU activity."}));
-  grid.append(util);
+  grid.append(util, cpuUtilCard(), computeCard());
 
   // Top-k kernels by time and by launch count.
   const top = card("Top kernels");

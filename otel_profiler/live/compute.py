@@ -1,0 +1,116 @@
+"""The compute resources of a profiled process, for the rank's metadata (``compute``): host, CPU
+model and cores, memory, GPUs (name, UUID, memory; NVML when it is there, else torch), driver, CUDA
+and framework versions, and the instance type where the environment names it (an environment
+variable of the platform, else the machine's DMI product name). Reads local files and libraries only,
+never the network; every part that cannot be read is left out."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+from typing import Any
+
+INSTANCE_TYPE_VARIABLES = ("SM_CURRENT_INSTANCE_TYPE", "INSTANCE_TYPE")  # SageMaker, generic
+DMI_PRODUCT = "/sys/devices/virtual/dmi/id/product_name"
+
+
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith(("model name", "hardware", "cpu model")):
+                    return line.split(":", 1)[1].strip() or None
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def instance_type(env: dict[str, str] | None = None) -> dict[str, str] | None:
+    """``{value, source}``: the first platform variable set, else the DMI product name."""
+    env = os.environ if env is None else env
+    for name in INSTANCE_TYPE_VARIABLES:
+        if env.get(name):
+            return {"value": env[name][:100], "source": name}
+    try:
+        with open(DMI_PRODUCT, encoding="utf-8", errors="replace") as f:
+            value = f.read().strip()
+        if value:
+            return {"value": value[:100], "source": DMI_PRODUCT}
+    except OSError:
+        pass
+    return None
+
+
+def _gpus_nvml() -> tuple[list[dict[str, Any]], str | None]:
+    import pynvml as nv
+
+    nv.nvmlInit()
+    try:
+        driver = nv.nvmlSystemGetDriverVersion()
+        gpus = []
+        for i in range(nv.nvmlDeviceGetCount()):
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+            name, uuid = nv.nvmlDeviceGetName(h), nv.nvmlDeviceGetUUID(h)
+            gpus.append({"index": i, "name": name.decode() if isinstance(name, bytes) else name,
+                         "uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
+                         "memory_bytes": int(nv.nvmlDeviceGetMemoryInfo(h).total)})
+        return gpus, driver.decode() if isinstance(driver, bytes) else driver
+    finally:
+        nv.nvmlShutdown()
+
+
+def _gpus_torch() -> list[dict[str, Any]]:
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return []
+    out = []
+    for i in range(torch.cuda.device_count()):
+        p = torch.cuda.get_device_properties(i)
+        uuid = getattr(p, "uuid", None)
+        out.append({"index": i, "name": p.name, "uuid": f"GPU-{uuid}" if uuid is not None else None,
+                    "memory_bytes": int(p.total_memory)})
+    return out
+
+
+def compute_resources() -> dict[str, Any]:
+    """What this machine and process have (see the module docstring). Never raises."""
+    try:
+        return _read()
+    except Exception:
+        return {}
+
+
+def _read() -> dict[str, Any]:
+    out: dict[str, Any] = {"host": socket.gethostname(), "os": platform.platform(terse=True),
+                           "cpu_model": _cpu_model()}
+    try:
+        import psutil
+
+        out["cpu_cores"] = {"logical": psutil.cpu_count(), "physical": psutil.cpu_count(logical=False)}
+        out["memory_bytes"] = int(psutil.virtual_memory().total)
+    except Exception:
+        out["cpu_cores"] = {"logical": os.cpu_count(), "physical": None}
+    gpus, driver = [], None
+    try:
+        gpus, driver = _gpus_nvml()
+    except Exception:
+        try:
+            gpus = _gpus_torch()
+        except Exception:
+            gpus = []
+    out["gpus"] = gpus
+    out["driver"] = driver
+    versions = {"python": platform.python_version()}
+    for name in ("torch", "tensorflow", "jax"):
+        module = sys.modules.get(name)
+        if module is not None:
+            versions[name] = str(getattr(module, "__version__", "?"))
+    torch = sys.modules.get("torch")
+    cuda = getattr(getattr(torch, "version", None), "cuda", None) if torch is not None else None
+    if cuda:
+        versions["cuda"] = str(cuda)
+    out["versions"] = versions
+    out["instance_type"] = instance_type()
+    return out
