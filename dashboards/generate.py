@@ -16,12 +16,12 @@ from types import ModuleType
 from grafana_foundation_sdk.builders import dashboard
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 
-from . import coverage, distributed, health, overview
+from . import compare, coverage, distributed, health, overview
 from .links import dashboard_links
 from .panels import Panel, build
 from .variables import all_variables
 
-DASHBOARDS: tuple[ModuleType, ...] = (overview, distributed, health)
+DASHBOARDS: tuple[ModuleType, ...] = (overview, distributed, health, compare)
 OUT = Path(__file__).resolve().parent.parent / "otel_profiler" / "stack" / "grafana"
 TAGS = ["otel-profiler"]
 
@@ -41,7 +41,7 @@ def build_dashboard(module: ModuleType, store: str = "jaeger") -> dashboard.Dash
     """The SDK builder of one dashboard module."""
     board = (dashboard.Dashboard(module.TITLE).uid(module.UID).description(module.DESCRIPTION).tags(TAGS)
              .refresh("30s").time("now-1h", "now").timezone("browser").tooltip(1).links(dashboard_links(store)))
-    for variable in all_variables(store):
+    for variable in all_variables(store) + (module.variables() if hasattr(module, "variables") else []):
         board = board.with_variable(variable)
     for title, row in module.rows():
         board = board.with_row(dashboard.Row(title))

@@ -44,10 +44,10 @@ def test_check_reports_a_stale_file(tmp_path):
     assert generate.main(["--check", "--out", str(tmp_path)]) == 1
 
 
-def test_the_three_dashboards_and_their_variables():
+def test_the_four_dashboards_and_their_variables():
     titles = {b["title"] for b in boards().values()}
     assert titles == {"otel-profiler / Training overview", "otel-profiler / Distributed",
-                      "otel-profiler / Profiler health"}
+                      "otel-profiler / Profiler health", "otel-profiler / Run comparison"}
     for board in boards().values():
         variables = {v["name"]: v for v in board["templating"]["list"]}
         assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
@@ -130,3 +130,19 @@ def test_tempo_flavour_builds(tmp_path):
     variables = {v["name"]: v for v in board["templating"]["list"]}
     assert variables["traces"]["query"] == "tempo"
     assert "traceql" in json.dumps(board["links"])
+
+
+def test_the_comparison_dashboard_picks_two_runs_in_every_query():
+    board = boards()["otel-profiler-compare.json"]
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    for name in ("base_run", "new_run"):
+        v = variables[name]
+        assert v["type"] == "query" and not v.get("multi") and not v.get("includeAll")
+        assert v["query"] == "label_values(otel_profiler_run_info, otel_profiler_run_id)"
+    panels = [p for p in board["panels"] if p["type"] != "row"]
+    assert len(panels) >= 10
+    for panel in panels:
+        runs = [re.findall(r'otel_profiler_run_id=~"\$(\w+)"', t["expr"]) for t in panel["targets"]]
+        assert all(len(r) == t["expr"].count("otel_profiler_run_info{") >= 1 for r, t in zip(runs, panel["targets"]))
+        assert {r for rs in runs for r in rs} == {"base_run", "new_run"}, panel["title"]
+        assert all(t.get("instant") for t in panel["targets"]), panel["title"]

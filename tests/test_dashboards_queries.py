@@ -32,7 +32,7 @@ from prometheus_server import available, free_port, prometheus_server
 pytestmark = pytest.mark.skipif(not available(), reason="/usr/bin/prometheus missing (apt-get install prometheus)")
 
 BUILTINS = {"$__rate_interval": "1m", "$__range": "5m", "$__interval": "15s"}
-ALL = {name: ".*" for name in ("team", "user", "job", "host", "rank", "gpu")}
+ALL = {name: ".*" for name in ("team", "user", "job", "host", "rank", "gpu", "base_run", "new_run")}
 
 
 def substitute(expr: str, values: dict[str, str]) -> str:
@@ -69,7 +69,8 @@ def scraped(tmp_path_factory):
     job = static_job(port)
     labels = job["static_configs"][0]["labels"]
     concrete = {"team": labels["ml_team"], "user": labels["enduser_id"], "host": labels["host_name"],
-                "job": job["job_name"], "rank": "0", "gpu": ".*"}
+                "job": job["job_name"], "rank": "0", "gpu": ".*", "base_run": "dashboards-it",
+                "new_run": "dashboards-it"}
     with prometheus_server([job]) as prom, running(out, port, 3, "dashboards-it") as proc:
         wait_for(out / "done", proc, 60)
         time.sleep(3)  # the last steps scraped, and at least three scrapes so that rate() has samples
@@ -108,7 +109,7 @@ def test_variable_queries_find_the_scraped_values(scraped):
     prom, concrete = scraped
     board = json.loads((REPO / "otel_profiler" / "stack" / "grafana" / "otel-profiler-overview.json").read_text())
     variables = {v["name"]: v for v in board["templating"]["list"]}
-    for name in ALL:
+    for name in (n for n in ALL if not n.endswith("_run")):
         mo = re.fullmatch(r"label_values\((.+), (\w+)\)", variables[name]["query"])
         assert mo, variables[name]["query"]
         selector, label = substitute(mo.group(1), ALL), mo.group(2)
@@ -135,3 +136,40 @@ def test_gpu_only_panels_are_named_and_really_gpu_only():
     assert "GPU utilization per node and GPU" in gpu_only and "Launch delay percentiles (HTA)" in gpu_only
     for panel in ("Step time", "CPU utilization per node and training process", "Events captured per second by kind"):
         assert panel not in gpu_only
+
+
+def test_the_comparison_dashboard_tells_two_runs_apart(tmp_path):
+    """Two jobs with their own run ids scraped by one Prometheus: each comparison query of a run
+    equals the same expression over that run's endpoint alone, and the run variable lists both."""
+    ports = free_port(), free_port()
+    job = static_job(ports[0])
+    job["static_configs"] = [{**job["static_configs"][0], "targets": [f"127.0.0.1:{p}" for p in ports]}]
+    board = json.loads((REPO / "otel_profiler" / "stack" / "grafana" / "otel-profiler-compare.json").read_text())
+    panels = {p["title"]: p for p in board["panels"] if p["type"] != "row"}
+    values = dict(ALL, base_run="run-a", new_run="run-b")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with prometheus_server([job]) as prom, \
+            running(tmp_path / "a", ports[0], 2, "run-a") as a, running(tmp_path / "b", ports[1], 4, "run-b") as b:
+        wait_for(tmp_path / "a" / "done", a, 60)
+        wait_for(tmp_path / "b" / "done", b, 60)
+        time.sleep(3)
+        (run_var,) = [v for v in board["templating"]["list"] if v["name"] == "base_run"]
+        mo = re.fullmatch(r"label_values\((.+), (\w+)\)", run_var["query"])
+        found = {s.get(mo.group(2)) for s in prom.api("/api/v1/series", **{"match[]": mo.group(1)})}
+        assert found == {"run-a", "run-b"}
+        at = time.time()  # one evaluation time for every query compared
+
+        def value(expr: str) -> float:
+            (series,) = prom.api("/api/v1/query", query=expr, time=at)["result"]
+            return float(series["value"][1])
+
+        for title in ("Steps (range)", "Training process memory (RSS, max)"):
+            for target, port in zip(panels[title]["targets"], ports):
+                expr = substitute(target["expr"], values)
+                alone = re.sub(r" and on \(job, instance\) max_over_time\(otel_profiler_run_info\{[^}]*\}\[5m\]\)", "",
+                               expr).replace('job=~".*"', f'job=~".*", instance="127.0.0.1:{port}"')
+                assert alone != expr
+                assert value(expr) == pytest.approx(value(alone), rel=1e-12), title
+        steps = [value(substitute(t["expr"], values)) for t in panels["Steps (range)"]["targets"]]
+        assert steps[1] > steps[0] > 0  # run-b trained twice as long

@@ -216,6 +216,9 @@ GPU_MEMORY_PEAK_RESERVED = metric(
     "otel_profiler.gpu.memory.peak_reserved", "By", GAUGE, _DEV,
     "Peak GPU memory reserved by the caching allocator in the latest profiled step (same sources).",
     "profile")
+RUN_INFO = metric("otel_profiler.run.info", "{run}", GAUGE, ("otel_profiler.run.id",),
+                  "1 for the run a process profiles: join on (job, instance) to pick one run's series "
+                  "(the Run comparison dashboard).", "profile")
 EVENTS = metric("otel_profiler.events", "{event}", COUNTER, ("otel_profiler.rank", "otel_profiler.kind"),
                 "Events observed per kind (kernel, memcpy, runtime, step, ...).", "profile")
 DROPPED = metric("otel_profiler.events.dropped", "{event}", COUNTER, ("otel_profiler.reason",),

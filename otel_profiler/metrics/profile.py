@@ -95,6 +95,9 @@ class ProfileMetrics:
             out = [Point(p.spec, p.attributes, p.value.copy() if isinstance(p.value, HistogramValue)
                          else p.value) for p in self._values.values()]
         out.append(Point(m.OVERHEAD, {"otel_profiler.component": "profile"}, self.cpu_seconds))
+        run_id = self.run_id or self.default_run_id
+        if run_id:
+            out.append(Point(m.RUN_INFO, {"otel_profiler.run.id": run_id}, 1.0))
         return out
 
     # ------------------------------------------------------------------ one batch
