@@ -1,6 +1,7 @@
-"""What the operator view and the GPU memory section cost ``otel-profiler summary`` on the largest
-shared trace: the command's work (read the trace, summarize, insights, render) with the two sections
-against the same work with them left out (what ``summary`` did before they existed), run alternately.
+"""What the operator view (with the nn.Module hierarchy and call stacks), the memory sections and the
+compute resources cost ``otel-profiler summary`` on the largest shared trace: the command's work
+(read the trace, summarize, insights, render) with these sections against the same work with them
+left out (what ``summary`` did before they existed), run alternately.
 
     python benchmarks/summary_sections.py [--repeat 7] [--format table|json]
 
@@ -25,7 +26,7 @@ from otel_profiler.analysis.insights import insights  # noqa: E402
 from otel_profiler.report.console import render_json, render_table  # noqa: E402
 
 LARGEST = REPO / "tests" / "data" / "traces" / "hta" / "df_index_resolver" / "df_index_resolver.json.gz"
-SECTIONS = ("operators", "memory")
+SECTIONS = ("operators", "modules", "memory", "compute_overview", "snapshots_in")
 
 
 def command(path: str, fmt: str) -> tuple[float, float]:
@@ -46,7 +47,9 @@ def main() -> None:
     parser.add_argument("--trace", default=str(LARGEST), help="trace file (default: df_index_resolver)")
     args = parser.parse_args()
     real = {name: getattr(summary_module, name) for name in SECTIONS}
-    left_out = {"operators": lambda batch, corr=None: {}, "memory": lambda batch, multi_rank=False: {}}
+    left_out = {"operators": lambda batch, corr=None: {}, "modules": lambda batch, corr=None: {},
+                "memory": lambda batch, multi_rank=False: {}, "compute_overview": lambda profile: [],
+                "snapshots_in": lambda sources: []}
     command(args.trace, args.format)  # warm-up: imports, caches
     times: dict[str, list[tuple[float, float]]] = {"with": [], "without": []}
     for _ in range(args.repeat):
@@ -60,7 +63,7 @@ def main() -> None:
     for i, clock in ((1, "CPU"), (0, "wall")):
         without = statistics.median(t[i] for t in times["without"])
         with_ = statistics.median(t[i] for t in times["with"])
-        print(f"{clock:>4}: without operator view and memory {without:.3f} s, with {with_:.3f} s, "
+        print(f"{clock:>4}: without the operator, module, memory and compute sections {without:.3f} s, with {with_:.3f} s, "
               f"ratio with/without: {with_ / without:.3f} (target <= 1.15)")
 
 

@@ -51,6 +51,8 @@ FUNCTION_MARKERS: dict[str, tuple[str, ...]] = {
     "test_cpu_ops_are_the_context_of_kept_launches": ("slow",),
     "test_demangling_agrees_with_llvm_on_real_symbols": ("slow",),
     "test_spans_exported_in_pieces_equal_the_whole_batch": ("slow",),
+    "test_modules_of_a_model_recorded_here": ("slow",),
+    "test_a_profiled_run_keeps_cpu_samples_and_its_compute_resources": ("slow",),
     "test_metrics_exporter_prometheus_serves_the_standard_port_for_a_real_scrape": ("prometheus",),
 }
 SLOW_ENV = {"browser", "prometheus", "tensorflow", "fault_process", "fresh_venv", "jobs", "fuzz", "hta",

@@ -223,7 +223,8 @@ def summarize_batch(batch: EventBatch, multi_rank: bool = False) -> dict[str, An
     out["gpu_annotations"] = _by_name(batch, Kind.GPU_USER_ANNOTATION, durations)
     out["steps"] = _steps(batch)
     out["operators"] = operators(batch, corr)
-    out["operators"]["modules"] = modules(batch, corr)
+    if out["operators"]:
+        out["operators"]["modules"] = modules(batch, corr)
     out["memory"] = memory(batch, multi_rank=multi_rank)
     return out
 
