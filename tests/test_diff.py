@@ -44,8 +44,9 @@ def test_a_run_against_itself_changes_nothing(relative):
     figures = list(_figures(d))
     assert len(figures) > 50
     assert all(f["delta"] == 0 for _, f in figures), [p for p, f in figures if f["delta"]]
-    assert {r["status"] for r in d["kernels"]["by_name"] + d["operators"]} == {"same"}
+    assert {r["status"] for r in d["kernels"]["by_name"] + d["operators"] + d["modules"]} == {"same"}
     assert len(d["kernels"]["by_name"]) == len(s["kernels"]["by_name"])
+    assert len(d["modules"]) == len((s["operators"]["modules"] or {}).get("by_type", []))
 
 
 @pytest.mark.parametrize("base, new", [(BASE, NEW), (MEMORY, OTHER_MEMORY)])
@@ -78,6 +79,14 @@ def test_deltas_are_the_difference_of_the_summaries(base, new):
     for r in d["operators"]:
         expected = on.get(r["name"], {}).get("self_gpu_us", 0) - ob.get(r["name"], {}).get("self_gpu_us", 0)
         assert r["self_gpu_us"]["delta"] == pytest.approx(expected)
+    mb = {r["type"]: r for r in (b["operators"]["modules"] or {}).get("by_type", [])}
+    mn = {r["type"]: r for r in (n["operators"]["modules"] or {}).get("by_type", [])}
+    assert {r["type"] for r in d["modules"]} == set(mb) | set(mn)
+    if base == MEMORY:
+        assert mb and mn
+    for r in d["modules"]:
+        for f in ("self_gpu_us", "calls"):
+            assert r[f]["delta"] == pytest.approx(mn.get(r["type"], {}).get(f, 0) - mb.get(r["type"], {}).get(f, 0))
     for direction, fields in d["memcpy"].items():
         src_b = b["memset"] if direction == "Memset" else b["memcpy"].get(direction, {})
         src_n = n["memset"] if direction == "Memset" else n["memcpy"].get(direction, {})

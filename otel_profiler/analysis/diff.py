@@ -17,10 +17,12 @@ Shape::
      "launch": {delay_us|latency_us: {p50, p90, p99, mean: <figure>}, matched_gpu_ops: <figure>},
      "memcpy": {direction|Memset: {count, bytes, total_us: <figure>}},
      "memory": {device: {peak_allocated_bytes, peak_reserved_bytes: <figure>}},
-     "operators": [{name, status, calls, self_gpu_us, total_gpu_us, self_cpu_us: <figure>}]}
+     "operators": [{name, status, calls, self_gpu_us, total_gpu_us, self_cpu_us: <figure>}],
+     "modules": [{type, status, calls, self_gpu_us, cpu_us: <figure>}]}   # nn.Module classes
 
 Devices pair by key (two single-device runs on different devices pair as ``"<base>/<new>"``).
-Rows of ``kernels.by_name`` (keyed by the recorded name) and ``operators`` (keyed by name) are ordered
+Rows of ``kernels.by_name`` (keyed by the recorded name), ``operators`` (keyed by name) and
+``modules`` (``operators.modules.by_type``, keyed by module class; empty without module events) are ordered
 by the size of the time change, largest first. A row is ``added`` when only NEW has it, ``removed``
 when only BASE has it, ``changed`` when its time or count differ, else ``same``.
 """
@@ -114,6 +116,8 @@ def diff(base: dict, new: dict) -> dict[str, Any]:
         "memory": _keyed(_memory(base), _memory(new), ("peak_allocated_bytes", "peak_reserved_bytes")),
         "operators": _rows(ob.get("by_name", []), on.get("by_name", []), "name",
                            ("calls", "self_gpu_us", "total_gpu_us", "self_cpu_us"), "self_gpu_us"),
+        "modules": _rows((ob.get("modules") or {}).get("by_type", []), (on.get("modules") or {}).get("by_type", []),
+                         "type", ("calls", "self_gpu_us", "cpu_us"), "self_gpu_us"),
     }
 
 
@@ -130,7 +134,10 @@ def tables(d: dict, top: int = 20) -> list[tuple[str, tuple[str, ...], list[tupl
                 [fig("kernels total_us", d["kernels"]["total_us"]), fig("kernels count", d["kernels"]["count"]),
                  *(fig(k, v) for k, v in d["kernel_classes"].items())]))
     for title, rows, label in (("Kernels", d["kernels"]["by_name"], "short_name"),
-                               ("Operators", d["operators"], "name")):
+                               ("Operators", d["operators"], "name"),
+                               ("nn.Module classes", d.get("modules", []), "type")):
+        if title.startswith("nn.") and not rows:
+            continue
         fields = [k for k, v in rows[0].items() if isinstance(v, dict)] if rows else []
         changed = [r for r in rows if r["status"] != "same"]
         out.append((f"{title} by time change (top {top} of {len(changed)} changed; "
@@ -138,7 +145,7 @@ def tables(d: dict, top: int = 20) -> list[tuple[str, tuple[str, ...], list[tupl
                     f"{sum(r['status'] == 'removed' for r in rows)} removed)",
                     ("Status", *(f"{f} {s}" for f in fields[:2] for s in ("base", "new", "delta")), "Name"),
                     [(r["status"], *(r[f][s] for f in fields[:2] for s in ("base", "new", "delta")),
-                      r.get(label) or r.get("name")) for r in changed[:top]]))
+                      r.get(label) or r.get("name") or r.get("type")) for r in changed[:top]]))
     out.append(("Launch delay and latency (us)", head,
                 [fig(f"{m} {p}", v) for m in ("delay_us", "latency_us") for p, v in d["launch"][m].items()]
                 + [fig("matched_gpu_ops", d["launch"]["matched_gpu_ops"])]))
