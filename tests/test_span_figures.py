@@ -70,7 +70,8 @@ def _roots(path) -> dict[int, dict]:
                 return None
             return table.values[a.values[i]] if a.type == "value" else int(a.values[i])
         out[get("otel_profiler.step")] = {k: get(k) for k in (
-            "otel_profiler.top_operators", "gpu.memory.peak_allocated_bytes", "gpu.memory.peak_reserved_bytes")}
+            "otel_profiler.top_operators", "otel_profiler.top_operator", "gpu.memory.peak_allocated_bytes",
+            "gpu.memory.peak_reserved_bytes")}
     return out
 
 
@@ -85,6 +86,7 @@ def test_step_roots_carry_top_operators_and_memory_peak(relative):
         assert got is not None and len(got) == len(e["top"]) > 0
         # same time per rank (names may swap on equal times)
         assert [e["per_op"][name] for name in got] == pytest.approx([us for _, us in e["top"]]), number
+        assert root["otel_profiler.top_operator"] == got[0]
         assert root["gpu.memory.peak_allocated_bytes"] == e["alloc"]
         assert root["gpu.memory.peak_reserved_bytes"] == e["reserved"]
     if relative == QWEN:

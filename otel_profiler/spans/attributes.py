@@ -36,6 +36,8 @@ ATTRIBUTES = {
     "otel_profiler.top_kernels": "names of the kernels with the most GPU time in the trace (root span)",
     "otel_profiler.top_operators": "PyTorch operators whose kernels took the most GPU time in the trace, "
                                    "innermost operator that launched each kernel (root span)",
+    "otel_profiler.top_operator": "the first of otel_profiler.top_operators, as one string a trace search "
+                                  "can match (root span)",
     "gpu.memory.peak_allocated_bytes": "largest allocated GPU memory in the trace, from [memory] events "
                                        "(root span; needs memory recording)",
     "gpu.memory.peak_reserved_bytes": "largest GPU memory reserved by the caching allocator in the trace "
@@ -164,6 +166,8 @@ def figure_attributes(cols, batch, corr, opt, traces, roots, trace_row) -> None:
     has = [p for p, t in enumerate(roots.tolist()) if fig.top_operators[t]]
     cols.add_values("otel_profiler.top_operators", np.asarray(has, np.int64),
                     [fig.top_operators[roots[p]] for p in has])
+    cols.add_values("otel_profiler.top_operator", np.asarray(has, np.int64),
+                    [fig.top_operators[roots[p]][0] for p in has])
     pos = np.arange(len(roots))
     for key, values in (("gpu.memory.peak_allocated_bytes", fig.peak_allocated[roots]),
                         ("gpu.memory.peak_reserved_bytes", fig.peak_reserved[roots])):
