@@ -71,6 +71,13 @@ def test_module_hierarchy_table(browser, pages):  # noqa: F811
         assert cells[-1].text.strip() == r["name"]
         assert float(cells[0].get_attribute("data-value")) == pytest.approx(r["total_gpu_us"])
     assert "kernel time launched inside a module" in browser.find_element(By.ID, "module-note").text
+    at = next(i for i, r in enumerate(expected[:len(rows)]) if r["top_kernels"])
+    rows[at].click()
+    details = browser.find_element(By.ID, "module-details")
+    assert details.find_element(By.TAG_NAME, "h2").text == expected[at]["path"]
+    shown = [float(tr.find_elements(By.TAG_NAME, "td")[2].get_attribute("data-value"))
+             for tr in details.find_elements(By.CSS_SELECTOR, "tbody tr")]
+    assert shown == [pytest.approx(k["gpu_us"]) for k in expected[at]["top_kernels"]]
     assert _collect_logs(browser) == []
 
 

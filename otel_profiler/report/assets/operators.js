@@ -57,8 +57,19 @@ function buildOperators() {
     root.append(el("p", {"class": "note", id: "module-note", text:
       `nn.Module hierarchy: ${fmtUs(M.attributed_us)} of ${fmtUs(M.kernel_total_us)} kernel time launched inside a module` +
       ` (${fmtNum(M.outside.kernels)} kernels outside any module: backward pass, optimizer, no launch call). Hover a module for its path.`}));
-    root.append(sortableTable("stat-modules", `nn.Module hierarchy (${M.by_path.length} modules, ${fmtNum(M.calls)} calls)`,
+    const modules = sortableTable("stat-modules", `nn.Module hierarchy (${M.by_path.length} modules, ${fmtNum(M.calls)} calls)`,
       [["total_gpu_us", "Total GPU (µs)"], ["self_gpu_us", "Self GPU (µs)"], ["calls", "Calls"], ["cpu_us", "CPU (µs)"],
-       ["kernels", "Kernels"], ["path", "Module", {display: r => "\u00a0\u00a0".repeat(r.depth) + r.name, title: r => r.path}]], M.by_path));
+       ["kernels", "Kernels"], ["path", "Module", {display: r => "\u00a0\u00a0".repeat(r.depth) + r.name, title: r => r.path}]], M.by_path);
+    const byPath = new Map(M.by_path.map(r => [r.path, r]));
+    const moduleDetails = el("div", {"class": "card", id: "module-details"}, el("em", {text: "Click a module for the kernels it launched itself."}));
+    modules.addEventListener("click", e => {
+      const tr = e.target.closest("tbody tr");
+      const r = tr && byPath.get(tr.lastElementChild.dataset.value);
+      if (!r) return;
+      moduleDetails.replaceChildren(el("h2", {text: r.path}),
+        el("div", {"class": "note", text: `${fmtNum(r.calls)} calls · self GPU ${fmtUs(r.self_gpu_us)} · total GPU (with its sub-modules) ${fmtUs(r.total_gpu_us)} · CPU ${fmtUs(r.cpu_us)}`}),
+        r.top_kernels.length ? kernelTable(r.top_kernels) : el("p", {text: "It launched no kernel itself."}));
+    });
+    root.append(modules, moduleDetails);
   }
 }
