@@ -12,7 +12,7 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard
 from grafana_foundation_sdk.models.dashboard import VariableRefresh, VariableSort
 
-from otel_profiler import metric_points as m
+from otel_profiler.metrics import points as m
 
 from .panels import Panel, Query
 from .promql import RANGE, series, sum_by

@@ -13,7 +13,7 @@ from collections import defaultdict
 import pytest
 
 from cuda_tracer.loading import load_profile
-from otel_profiler.spans import build_spans
+from otel_profiler.spans.build import build_spans
 
 from conftest import trace
 
