@@ -144,7 +144,8 @@ class Pipeline:
         a later batch join the step they belong to, and events after the last finished step are
         held back (``split_open_tail``) until the batch with that step's STEP event arrives or
         ``flush``. Returns the number of spans built now."""
-        from ..spans.build import batch_steps, run_id_of, split_open_tail
+        from ..spans.build import split_open_tail
+        from ..spans.ids import batch_steps, run_id_of
 
         key = (self.config.span_options.run_id or run_id_of(meta), meta.get("rank"))
         state = self._ranks.setdefault(key, _RankState())

@@ -29,7 +29,7 @@ from cuda_tracer.events import EventBatch, Kind, MemcpyKind, SyncKind
 from . import points as m
 from ..analysis.breakdown import class_times, temporal_breakdown
 from .points import HistogramValue, Point, Spec
-from ..spans.build import batch_steps, run_id_of, trace_id, trace_rank
+from ..spans.ids import batch_steps, run_id_of, trace_id, trace_rank
 
 _DROP_KEYS = ("cupti_dropped_records", "lost_records", "skipped_events")
 
