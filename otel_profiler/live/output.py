@@ -110,14 +110,15 @@ def _replace_lock(path: str) -> bool:
 
 
 def summarize_folder(folder: str) -> dict[str, Any] | None:
-    """The summary of the whole folder (every rank); None when it holds no events."""
-    from ..analysis.summary import summarize
+    """The summary document of the whole folder (every rank, with its insights); None when it
+    holds no events."""
+    from ..analysis.document import SummaryDocument
 
     try:
         profile = load_profile([folder])
     except ValueError:
         return None
-    return summarize(profile)
+    return SummaryDocument(profile).summary
 
 
 def write_summary(folder: str) -> dict[str, Any] | None:
