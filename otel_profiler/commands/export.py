@@ -11,16 +11,16 @@ spans were dropped.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import os
 import sys
 
 from cuda_tracer.batch_pieces import step_pieces
 
 from .. import config
-from ..export.exporter import Counters, ExportConfig, Pipeline, warn
+from ..export.exporter import Counters, ExportConfig, Pipeline
 from ..export.sinks import PROTOCOLS, resolve_target
+from ..spans.ids import run_id_of_sources
 from ..spans.options import options_from_settings
+from ..profiler_warnings import print_warning
 from . import add_inputs, load_inputs, progress_bar
 
 
@@ -40,18 +40,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _run_id(sources: list[str]) -> str:
-    """One run id for everything exported together, so the ranks of a step share a trace id prefix."""
-    return hashlib.blake2b("\n".join(sorted(os.path.basename(s) for s in sources)).encode(),
-                           digest_size=8).hexdigest()
-
-
 def run(args: argparse.Namespace) -> int:
     settings = config.load()
     for w in settings.warnings:
-        warn(w)
+        print_warning(w)
     values = settings.values
-    target = resolve_target(values, args.endpoint, args.protocol, warn=warn) \
+    target = resolve_target(values, args.endpoint, args.protocol, warn=print_warning) \
         if (args.endpoint or not args.output) else None
     json_file = pb_file = ""
     if args.output:
@@ -69,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     profile, status = load_inputs(args)
     options = options_from_settings(settings, "otel-profiler-export")
     options.service_name = args.service_name or options.service_name
-    options.run_id = options.run_id or _run_id(profile.sources)
+    options.run_id = options.run_id or run_id_of_sources(profile.sources)
     if args.span_budget:
         options.budget = args.span_budget
     export_config = ExportConfig(target=target, json_file=json_file, pb_file=pb_file,

@@ -2,11 +2,18 @@
 span ids and the hashing they share. Every rank's data of a step can be found by its trace id, and a
 re-export gives the same ids. Light on purpose (numpy only): the profile metrics' exemplars use the
 same trace ids without importing the span model.
+
+The run-id rule, in one place: ``OTEL_PROFILER_RUN_ID`` when set; else, for a live job, the id its
+session made (``live.resource.run_id``: torchrun's or SLURM's job id, else the launcher's start
+time and pid), recorded in every rank's metadata (:func:`run_id_of`); else, for files exported
+together, one derived from their names (:func:`run_id_of_sources`), so the ranks of a step share a
+trace id prefix; else one derived from where the events came from.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Any
 
 import numpy as np
@@ -44,6 +51,12 @@ def run_id_of(meta: dict[str, Any]) -> str:
         return str(meta["run_id"])
     return hash_bytes(meta.get("source"), meta.get("host_name"), meta.get("pid"),
                        meta.get("profiler_window_ns"), size=8).hex()
+
+
+def run_id_of_sources(sources: list[str]) -> str:
+    """One run id for files exported together (their base names, in any order)."""
+    return hashlib.blake2b("\n".join(sorted(os.path.basename(s) for s in sources)).encode(),
+                           digest_size=8).hexdigest()
 
 
 def trace_rank(meta: dict[str, Any], batch: EventBatch) -> int:
