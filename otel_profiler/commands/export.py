@@ -34,7 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--endpoint", help="OTLP endpoint URL (default: OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)")
     p.add_argument("--protocol", choices=PROTOCOLS, help="OTLP protocol (default: OTEL_EXPORTER_OTLP_PROTOCOL)")
     p.add_argument("--output", metavar="FILE", help="also write FILE.jsonl (OTLP JSON lines) or FILE.pb")
-    p.add_argument("--span-budget", type=int, help="spans per trace (default: OTEL_PROFILER_SPAN_BUDGET)")
+    p.add_argument("--span-budget", metavar="N",
+                   help="spans per trace, 10 to 1000000 (default: OTEL_PROFILER_SPAN_BUDGET)")
     p.add_argument("--service-name", help="service.name of the spans (default: OTEL_SERVICE_NAME, "
                                           "else otel-profiler-export)")
     p.set_defaults(func=run)
@@ -44,9 +45,19 @@ def run(args: argparse.Namespace) -> int:
     settings = config.load()
     for w in settings.warnings:
         print_warning(w)
-    values = settings.values
-    target = resolve_target(values, args.endpoint, args.protocol, warn=print_warning) \
-        if (args.endpoint or not args.output) else None
+    try:  # the flags are checked as the variables they stand for
+        if args.endpoint is not None:
+            config.flag_value("OTEL_EXPORTER_OTLP_ENDPOINT", "--endpoint", args.endpoint)
+        budget = None if args.span_budget is None else \
+            config.flag_value("OTEL_PROFILER_SPAN_BUDGET", "--span-budget", args.span_budget)
+    except config.ConfigError as exc:
+        print(f"otel-profiler: error: {exc}", file=sys.stderr)
+        return 2
+    if args.endpoint or args.protocol:  # flags over the settings' target
+        target = resolve_target(settings.values, args.endpoint, args.protocol) \
+            if (args.endpoint or not args.output) else None
+    else:
+        target = None if args.output else settings.traces_target
     json_file = pb_file = ""
     if args.output:
         if args.output.endswith((".jsonl", ".json")):
@@ -64,10 +75,10 @@ def run(args: argparse.Namespace) -> int:
     options = options_from_settings(settings, "otel-profiler-export")
     options.service_name = args.service_name or options.service_name
     options.run_id = options.run_id or run_id_of_sources(profile.sources)
-    if args.span_budget:
-        options.budget = args.span_budget
+    if budget is not None:
+        options.budget = budget
     export_config = ExportConfig(target=target, json_file=json_file, pb_file=pb_file,
-                                 retry_s=float(values["OTEL_PROFILER_EXPORT_RETRY_S"]), span_options=options)
+                                 retry_s=settings["OTEL_PROFILER_EXPORT_RETRY_S"], span_options=options)
     counters = Counters()
     pipeline = Pipeline(export_config, counters)
     events = sum(len(rank.batch) for rank in profile.ranks)

@@ -40,13 +40,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"otel-profiler: error: --endpoint {safe_text(args.endpoint)!r}: {endpoint_problem(args.endpoint)}",
               file=sys.stderr)
         return 2
-    target = resolve_target(settings.values, args.endpoint, args.protocol, warn=print_warning)
+    target = resolve_target(settings.values, args.endpoint, args.protocol) \
+        if (args.endpoint or args.protocol) else settings.traces_target
     if target is None:
         print("otel-profiler: error: give --endpoint (or set a valid OTEL_EXPORTER_OTLP_ENDPOINT)",
               file=sys.stderr)
         return 2
     sink = open_sink(target)
-    retry_s = float(settings.values["OTEL_PROFILER_EXPORT_RETRY_S"])
+    retry_s = settings["OTEL_PROFILER_EXPORT_RETRY_S"]
     reasons: list[str] = []
 
     def send(request: bytes) -> str:

@@ -45,7 +45,6 @@ from cuda_tracer.events import EventBatch
 from ..metrics.points import MetricsSnapshot
 from .pipeline import (COUNTERS, METRICS_RETRY_S, PROBE_S, Counters, ExportConfig,  # noqa: F401
                        Pipeline)
-from .sinks import resolve_target
 from ..spans.options import options_from_settings
 from ..profiler_warnings import print_warning
 
@@ -58,22 +57,20 @@ holds (milliseconds normally; a cap for a machine that is swapping)."""
 
 
 def config_from_settings(settings: Any, default_service: str | None = None) -> ExportConfig:
-    values = settings.values if hasattr(settings, "values") else dict(settings)
-    spool = values.get("OTEL_PROFILER_SPOOL_DIR") or os.path.join(
-        values.get("OTEL_PROFILER_OUTPUT_DIR") or "./otel-profile", "otlp-spool")
+    """What the exporter process needs, from the settings (``config.Settings``, targets resolved)."""
+    metrics = settings["OTEL_PROFILER_METRICS"]
     return ExportConfig(
-        target=resolve_target(values, warn=print_warning),
-        metrics_target=resolve_target(values, warn=print_warning, signal="metrics")
-        if values.get("OTEL_PROFILER_METRICS", True) else None,
-        json_file=values.get("OTEL_PROFILER_OTLP_FILE") or "",
-        spool_dir=spool,
-        spool_max_bytes=int(values.get("OTEL_PROFILER_SPOOL_MAX_MB", 1024)) << 20,
-        retry_s=float(values.get("OTEL_PROFILER_EXPORT_RETRY_S", 30.0)),
-        queue_size=int(values.get("OTEL_PROFILER_EXPORT_QUEUE", 64)),
+        target=settings.traces_target,
+        metrics_target=settings.metrics_target,
+        json_file=settings["OTEL_PROFILER_OTLP_FILE"],
+        spool_dir=settings["OTEL_PROFILER_SPOOL_DIR"] or os.path.join(settings["OTEL_PROFILER_OUTPUT_DIR"],
+                                                                       "otlp-spool"),
+        spool_max_bytes=settings["OTEL_PROFILER_SPOOL_MAX_MB"] << 20,
+        retry_s=settings["OTEL_PROFILER_EXPORT_RETRY_S"],
+        queue_size=settings["OTEL_PROFILER_EXPORT_QUEUE"],
         span_options=options_from_settings(settings, default_service),
-        console_spans="console" in values.get("OTEL_TRACES_EXPORTER", ()),
-        console_metrics="console" in values.get("OTEL_METRICS_EXPORTER", ())
-        and values.get("OTEL_PROFILER_METRICS", True))
+        console_spans="console" in settings["OTEL_TRACES_EXPORTER"],
+        console_metrics="console" in settings["OTEL_METRICS_EXPORTER"] and metrics)
 
 
 # ----------------------------------------------------------------------------- the exporter process
@@ -356,16 +353,11 @@ def _close_at_exit() -> None:
 
 
 def exporter_from_env(settings: Any, default_service: str | None = None) -> Exporter | None:
-    """An Exporter configured from ``otel_profiler.config.load()``; None when neither an OTLP
-    endpoint nor a file sink is configured, or when OTEL_SDK_DISABLED is true."""
-    values = settings.values if hasattr(settings, "values") else dict(settings)
-    if values.get("OTEL_SDK_DISABLED"):
+    """An Exporter configured from the settings (``otel_profiler.config.load()``); None when neither
+    an OTLP endpoint nor a file sink is configured, or when OTEL_SDK_DISABLED is true."""
+    if settings["OTEL_SDK_DISABLED"]:
         return None
-    if default_service is None:
-        from ..live.resource import script_name
-
-        default_service = script_name()
-    config = config_from_settings(settings, default_service)
+    config = config_from_settings(settings, default_service or settings.service_name)
     if not config.has_sink:
         return None
     return Exporter(config)

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import time
 from typing import Any, Mapping
+
+from ..config import script_name
 
 _K8S_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -110,13 +111,6 @@ def attributes(settings_values: Mapping[str, Any], env: Mapping[str, str] | None
         if namespace:
             attrs["k8s.namespace.name"] = namespace
     return attrs
-
-
-def script_name() -> str:
-    """The default service name: the script's file name without ``.py`` (``python`` when none)."""
-    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else ""
-    name = os.path.basename(argv0)
-    return (name[:-3] if name.endswith(".py") else name) or "python"
 
 
 def _read(path: str) -> str:

@@ -182,7 +182,7 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
             from ..analysis import summary  # noqa: F401
         from ..metrics.publisher import metrics_wanted
 
-        if metrics_wanted(v):  # they may start at exit, for a run shorter than one flush poll
+        if metrics_wanted(self.settings):  # they may start at exit, for a run shorter than one flush poll
             from ..metrics import profile as profile_metrics, system as system_metrics  # noqa: F401
         self._make_exporter = _exporter_factory()
         markers.active = True
