@@ -12,6 +12,7 @@ rules the README names, so they hold whatever the floors say.
 from __future__ import annotations
 
 import ast
+import functools
 import shutil
 from pathlib import Path
 
@@ -93,7 +94,8 @@ def _imports(tree: ast.AST, module: str, is_package: bool):
                     yield f"{target}.{alias.name}", child.lineno
 
 
-def import_graph(root: Path) -> list[tuple[str, str, str]]:
+@functools.lru_cache(maxsize=None)
+def import_graph(root: Path) -> tuple[tuple[str, str, str], ...]:
     """(importing module, imported unit, "file:line") for every import between the units under ``root``."""
     edges = []
     for package in PACKAGES:
@@ -106,7 +108,7 @@ def import_graph(root: Path) -> list[tuple[str, str, str]]:
             for target, line in _imports(tree, module, is_package):
                 if target.split(".")[0] in PACKAGES:
                     edges.append((module, _known_unit(root, target), f"{rel}:{line}"))
-    return edges
+    return tuple(edges)
 
 
 def _known_unit(root: Path, target: str) -> str:
