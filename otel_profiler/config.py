@@ -116,6 +116,11 @@ def parse_str(text: str) -> str:
     return text.strip()
 
 
+def parse_or_default(default: str) -> Callable[[str], str]:
+    """Text where empty means ``default`` (a folder, a host to bind: never "" by accident)."""
+    return lambda text: text.strip() or default
+
+
 def parse_endpoint(text: str) -> str:
     """An OTLP endpoint: empty (unset), an http(s):// URL with a host, or host:port for gRPC."""
     from .export.sinks import INVALID_ENDPOINT, endpoint_problem
@@ -153,18 +158,11 @@ define("OTEL_RESOURCE_ATTRIBUTES", {}, parse_key_values,
 define("OTEL_PROFILER_ENABLED", False, parse_bool,
        "Turn profiling on in any Python process that imports the sitecustomize bootstrap.")
 DEFAULT_OUTPUT_DIR = "./otel-profile"
-
-
-def parse_output_dir(text: str) -> str:
-    return text.strip() or DEFAULT_OUTPUT_DIR
-
-
-define("OTEL_PROFILER_OUTPUT_DIR", DEFAULT_OUTPUT_DIR, parse_output_dir,
+define("OTEL_PROFILER_OUTPUT_DIR", DEFAULT_OUTPUT_DIR, parse_or_default(DEFAULT_OUTPUT_DIR),
        "Where profile folders are written (one sub-folder per run).")
 
 
-# ----------------------------------------------------------------- live capture (issue 3: session)
-# Read by otel_profiler.live.session and friends; documented in README "Profiling a training run".
+# ----------------------------------------------------------------- live capture (the session)
 class StepRange(tuple):
     """``(start, stop)`` of a step range, shown as ``start:stop``."""
 
@@ -290,11 +288,9 @@ define("OTEL_TRACES_EXPORTER", Exporters(("otlp",)), _exporter_parser(EXPORTER_N
        "set), console (OTLP JSON lines on stdout) or none; others are ignored with one warning.")
 
 
-# ------------------------------------------------------------ OTLP export (issue 4: exporter)
-# Read by otel_profiler.export.exporter (and the export/replay commands); documented in README
-# "Export to Jaeger / Tempo (OTLP)". Standard OTLP exporter variables first: a signal's own variant
-# (TRACES_, METRICS_) wins over the general one; unset signal variants default to None (= use the
-# general one).
+# ------------------------------------------------------------ OTLP export (the exporter, export, replay)
+# Standard OTLP exporter variables first: a signal's own variant (TRACES_, METRICS_) wins over the
+# general one; unset signal variants default to None (= use the general one).
 def parse_protocol(text: str) -> str:
     return parse_choice("grpc", "http/protobuf", "http/json")(text)
 
@@ -344,8 +340,7 @@ define("OTEL_PROFILER_EXPORT_RETRY_S", 30.0, parse_float(minimum=0.0, maximum=DA
        "How long one request is retried (exponential backoff) before it is spooled.")
 
 
-# ------------------------------------------------------------------------ metrics (issue 5: metrics)
-# Read by otel_profiler.metrics.publisher (MetricsService) and its parts; documented in README "Metrics".
+# ------------------------------------------------------------------------ metrics (the publisher)
 def parse_basic_auth(text: str) -> str:
     value = text.strip()
     if value and (":" not in value or value.startswith(":")):
@@ -359,12 +354,7 @@ define("OTEL_PROFILER_METRICS_INTERVAL_S", 1.0, parse_float(minimum=0.05, maximu
        "Seconds between two samples of GPU (NVML) and CPU (psutil) metrics.")
 define("OTEL_PROFILER_PROMETHEUS_PORT", 0, parse_int(minimum=0, maximum=65535),
        "Serve /metrics on this port plus LOCAL_RANK (0: no Prometheus endpoint).")
-def parse_host(default: str) -> Callable[[str], str]:
-    """A host to bind; empty means the default (never every interface by accident)."""
-    return lambda text: text.strip() or default
-
-
-define("OTEL_PROFILER_PROMETHEUS_HOST", "127.0.0.1", parse_host("127.0.0.1"),
+define("OTEL_PROFILER_PROMETHEUS_HOST", "127.0.0.1", parse_or_default("127.0.0.1"),
        "Address the /metrics endpoint binds (0.0.0.0 to let other hosts scrape).")
 define("OTEL_PROFILER_PROMETHEUS_CERT_FILE", "", parse_str,
        "PEM certificate (chain) file: serve /metrics over HTTPS (needs the key file too).")
@@ -376,7 +366,7 @@ define("OTEL_METRICS_EXPORTER", Exporters(("otlp",)), parse_exporters,
        "Standard OpenTelemetry switch, comma list of otlp (when an OTLP endpoint is set), prometheus "
        "(/metrics on OTEL_EXPORTER_PROMETHEUS_HOST:PORT), console (stdout) or none; others are ignored "
        "with one warning.")
-define("OTEL_EXPORTER_PROMETHEUS_HOST", "localhost", parse_host("localhost"),
+define("OTEL_EXPORTER_PROMETHEUS_HOST", "localhost", parse_or_default("localhost"),
        "Address of the /metrics endpoint OTEL_METRICS_EXPORTER=prometheus serves (when "
        "OTEL_PROFILER_PROMETHEUS_PORT is 0).")
 define("OTEL_EXPORTER_PROMETHEUS_PORT", 9464, parse_int(minimum=1, maximum=65535),
@@ -388,11 +378,10 @@ define("OTEL_METRIC_EXPORT_INTERVAL", 60000, parse_int(minimum=100, maximum=86_4
 # ---------------------------------------------------------------------------------- loading
 @dataclass(frozen=True)
 class Settings:
-    """Every setting, read and validated once by :func:`load` and never changed afterwards: the
-    session, the exporter, the metrics and the commands get this object, and none of them reads the
-    environment or repeats a default again. ``settings["OTEL_PROFILER_STEPS"]`` is a variable's
-    value (its ``define`` default when unset). Resolved here once: the OTLP target of each signal
-    (``None``: that signal is not sent over OTLP) and the service name."""
+    """Every setting, read and validated once by :func:`load`, never changed: the session, exporter,
+    metrics and commands get this object and none reads the environment or repeats a default again.
+    ``settings["OTEL_PROFILER_STEPS"]`` is a variable's value (its ``define`` default when unset).
+    Resolved once: each signal's OTLP target (``None``: not sent over OTLP) and the service name."""
 
     values: Mapping[str, Any]
     warnings: tuple[str, ...] = ()  # unusable: profiling turns itself off
@@ -402,13 +391,7 @@ class Settings:
     service_name: str = "python"  # OTEL_SERVICE_NAME, else service.name of the resource, else the script
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "values", MappingProxyType(dict(self.values)))
-        object.__setattr__(self, "warnings", tuple(self.warnings))
-        object.__setattr__(self, "notices", tuple(self.notices))
-
-    def __reduce__(self) -> tuple:  # a read-only mapping does not pickle: rebuild from a copy
-        return (Settings, (dict(self.values), self.warnings, self.notices, self.traces_target,
-                           self.metrics_target, self.service_name))
+        object.__setattr__(self, "values", MappingProxyType(dict(self.values)))  # read-only
 
     @property
     def ok(self) -> bool:
@@ -447,9 +430,8 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
 
 
 def flag_value(name: str, flag: str, text: str) -> Any:
-    """A command-line flag that sets variable ``name``, parsed and bounded as the variable is;
-    raises ``ConfigError`` with one line naming the flag (e.g. ``--span-budget 1: must be at
-    least 10``)."""
+    """A command-line flag standing for variable ``name``, parsed and bounded as the variable is; a
+    bad one raises ``ConfigError``, one line naming the flag (``--span-budget '1': must be at least 10``)."""
     try:
         return VARIABLES[name].parse(text)
     except ConfigError as exc:
@@ -458,8 +440,7 @@ def flag_value(name: str, flag: str, text: str) -> Any:
 
 def script_name() -> str:
     """The default service name: the script's file name without ``.py`` (``python`` when none)."""
-    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else ""
-    name = os.path.basename(argv0)
+    name = os.path.basename(sys.argv[0] if sys.argv and sys.argv[0] else "")
     return (name[:-3] if name.endswith(".py") else name) or "python"
 
 

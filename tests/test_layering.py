@@ -243,3 +243,12 @@ def test_type_checking_imports_are_not_edges(tree_copy):
     target.write_text(target.read_text()
                       + "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..live import session\n")
     assert violations(tree_copy) == violations(REPO)
+
+
+def test_no_module_over_500_lines_and_at_most_8_loose_modules():
+    """Modules with one job stay small; new code goes into the stage folders, not the package root."""
+    long = [f"{p.relative_to(REPO)}: {n} lines" for package in PACKAGES for p in sorted((REPO / package).rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500]
+    assert long == []
+    loose = sorted(p.name for p in (REPO / "otel_profiler").glob("*.py"))
+    assert len(loose) <= 8, loose
