@@ -21,8 +21,8 @@ from cuda_tracer.profile import Profile
 
 from .insights_context import Context, Thresholds
 from .insights_launch import comm_overlap, deep_stream_queue, launch_bound, pageable_copies, sync_in_step
-from .insights_usage import (batch_size_too_small, cpu_bottleneck, dataloader, gpu_memory_growth, load_balancing,
-                             low_gpu_utilization, step_outliers, straggler_ranks)
+from .insights_usage import (batch_size_too_small, cpu_bottleneck, dataloader, gpu_memory_growth,
+                             load_balancing, low_gpu_utilization, step_outliers, straggler_ranks)
 
 __all__ = ["RULES", "Thresholds", "insights", "thresholds_doc"]
 

@@ -1,1 +1,1 @@
-"""Inside the training process: the session (capture windows, flushing, outputs), markers, step evidence and triggers."""
+"""Inside the training process: the session and its parts, markers, step evidence, triggers."""

@@ -1,6 +1,6 @@
 """How spans are built: the span model's options (``SpanOptions``, whose defaults are the settings'
-defaults too) and how they come from the settings (``options_from_settings``). Shared by the span model (``build``), its attributes
-(``attributes``) and the exporter."""
+defaults too) and how they come from the settings (``options_from_settings``). Shared by the span
+model (``build``), its attributes (``attributes``) and the exporter."""
 
 from __future__ import annotations
 
