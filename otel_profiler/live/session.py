@@ -179,7 +179,7 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
         import cuda_tracer.kineto  # noqa: F401  (does not import torch)
 
         if v["OTEL_PROFILER_SUMMARY_AT_EXIT"]:
-            from ..analysis import summary  # noqa: F401
+            from ..analysis import document  # noqa: F401  (summary and insights, written at exit)
         from ..metrics.publisher import metrics_wanted
 
         if metrics_wanted(self.settings):  # they may start at exit, for a run shorter than one flush poll
