@@ -1,4 +1,4 @@
-"""Cost of finding steps without code (the torch hooks of ``integrations.torch``), and of NVTX mirroring.
+"""Cost of finding steps without code (the torch hooks of ``live.torch_steps``), and of NVTX mirroring.
 
 1. What each hook costs per call, in process (best of many runs, so load on the machine hardly
    matters): an optimizer step ending a step, a backward pass that is ignored, a backward pass

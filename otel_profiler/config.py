@@ -14,8 +14,12 @@ variable the profiler reads.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+import sys
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Callable, Mapping
+
+from .spans.options import DEFAULT_SPAN_BUDGET, DEFAULT_WINDOW_NS
 
 
 class ConfigError(ValueError):
@@ -112,6 +116,11 @@ def parse_str(text: str) -> str:
     return text.strip()
 
 
+def parse_or_default(default: str) -> Callable[[str], str]:
+    """Text where empty means ``default`` (a folder, a host to bind: never "" by accident)."""
+    return lambda text: text.strip() or default
+
+
 def parse_endpoint(text: str) -> str:
     """An OTLP endpoint: empty (unset), an http(s):// URL with a host, or host:port for gRPC."""
     from .export.sinks import INVALID_ENDPOINT, endpoint_problem
@@ -148,12 +157,12 @@ define("OTEL_RESOURCE_ATTRIBUTES", {}, parse_key_values,
 # The profiler's own switches.
 define("OTEL_PROFILER_ENABLED", False, parse_bool,
        "Turn profiling on in any Python process that imports the sitecustomize bootstrap.")
-define("OTEL_PROFILER_OUTPUT_DIR", "./otel-profile", parse_str,
+DEFAULT_OUTPUT_DIR = "./otel-profile"
+define("OTEL_PROFILER_OUTPUT_DIR", DEFAULT_OUTPUT_DIR, parse_or_default(DEFAULT_OUTPUT_DIR),
        "Where profile folders are written (one sub-folder per run).")
 
 
-# ----------------------------------------------------------------- live capture (issue 3: session)
-# Read by otel_profiler.live.session and friends; documented in README "Profiling a training run".
+# ----------------------------------------------------------------- live capture (the session)
 class StepRange(tuple):
     """``(start, stop)`` of a step range, shown as ``start:stop``."""
 
@@ -284,11 +293,9 @@ define("OTEL_TRACES_EXPORTER", Exporters(("otlp",)), _exporter_parser(EXPORTER_N
        "set), console (OTLP JSON lines on stdout) or none; others are ignored with one warning.")
 
 
-# ------------------------------------------------------------ OTLP export (issue 4: exporter)
-# Read by otel_profiler.export.exporter (and the export/replay commands); documented in README
-# "Export to Jaeger / Tempo (OTLP)". Standard OTLP exporter variables first: a signal's own variant
-# (TRACES_, METRICS_) wins over the general one; unset signal variants default to None (= use the
-# general one).
+# ------------------------------------------------------------ OTLP export (the exporter, export, replay)
+# Standard OTLP exporter variables first: a signal's own variant (TRACES_, METRICS_) wins over the
+# general one; unset signal variants default to None (= use the general one).
 def parse_protocol(text: str) -> str:
     return parse_choice("grpc", "http/protobuf", "http/json")(text)
 
@@ -324,9 +331,9 @@ for _prefix, _what in (("OTEL_EXPORTER_OTLP_", "all signals"), ("OTEL_EXPORTER_O
 # The profiler's own export switches.
 define("OTEL_PROFILER_OTLP_FILE", "", parse_str,
        "Also write spans as OTLP JSON lines (Collector file-exporter format) to this file.")
-define("OTEL_PROFILER_SPAN_BUDGET", 2000, parse_int(minimum=10, maximum=1_000_000),
+define("OTEL_PROFILER_SPAN_BUDGET", DEFAULT_SPAN_BUDGET, parse_int(minimum=10, maximum=1_000_000),
        "Spans per trace (step): the costliest GPU ops are spans, the rest aggregated per kernel name.")
-define("OTEL_PROFILER_SPAN_WINDOW_S", 10.0, parse_float(minimum=0.001, maximum=DAY_S),
+define("OTEL_PROFILER_SPAN_WINDOW_S", DEFAULT_WINDOW_NS / 1e9, parse_float(minimum=0.001, maximum=DAY_S),
        "Events outside every step are grouped into traces of windows this long (seconds).")
 define("OTEL_PROFILER_EXPORT_QUEUE", 64, parse_int(minimum=1, maximum=10_000),
        "Batches the exporter process may have queued; more are dropped (and counted), never waited for.")
@@ -338,8 +345,7 @@ define("OTEL_PROFILER_EXPORT_RETRY_S", 30.0, parse_float(minimum=0.0, maximum=DA
        "How long one request is retried (exponential backoff) before it is spooled.")
 
 
-# ------------------------------------------------------------------------ metrics (issue 5: metrics)
-# Read by otel_profiler.metrics.publisher (MetricsService) and its parts; documented in README "Metrics".
+# ------------------------------------------------------------------------ metrics (the publisher)
 def parse_basic_auth(text: str) -> str:
     value = text.strip()
     if value and (":" not in value or value.startswith(":")):
@@ -353,7 +359,7 @@ define("OTEL_PROFILER_METRICS_INTERVAL_S", 1.0, parse_float(minimum=0.05, maximu
        "Seconds between two samples of GPU (NVML) and CPU (psutil) metrics.")
 define("OTEL_PROFILER_PROMETHEUS_PORT", 0, parse_int(minimum=0, maximum=65535),
        "Serve /metrics on this port plus LOCAL_RANK (0: no Prometheus endpoint).")
-define("OTEL_PROFILER_PROMETHEUS_HOST", "127.0.0.1", parse_str,
+define("OTEL_PROFILER_PROMETHEUS_HOST", "127.0.0.1", parse_or_default("127.0.0.1"),
        "Address the /metrics endpoint binds (0.0.0.0 to let other hosts scrape).")
 define("OTEL_PROFILER_PROMETHEUS_CERT_FILE", "", parse_str,
        "PEM certificate (chain) file: serve /metrics over HTTPS (needs the key file too).")
@@ -365,7 +371,7 @@ define("OTEL_METRICS_EXPORTER", Exporters(("otlp",)), parse_exporters,
        "Standard OpenTelemetry switch, comma list of otlp (when an OTLP endpoint is set), prometheus "
        "(/metrics on OTEL_EXPORTER_PROMETHEUS_HOST:PORT), console (stdout) or none; others are ignored "
        "with one warning.")
-define("OTEL_EXPORTER_PROMETHEUS_HOST", "localhost", parse_str,
+define("OTEL_EXPORTER_PROMETHEUS_HOST", "localhost", parse_or_default("localhost"),
        "Address of the /metrics endpoint OTEL_METRICS_EXPORTER=prometheus serves (when "
        "OTEL_PROFILER_PROMETHEUS_PORT is 0).")
 define("OTEL_EXPORTER_PROMETHEUS_PORT", 9464, parse_int(minimum=1, maximum=65535),
@@ -375,11 +381,22 @@ define("OTEL_METRIC_EXPORT_INTERVAL", 60000, parse_int(minimum=100, maximum=86_4
 
 
 # ---------------------------------------------------------------------------------- loading
-@dataclass
+@dataclass(frozen=True)
 class Settings:
-    values: dict[str, Any]
-    warnings: list[str] = field(default_factory=list)  # unusable: profiling turns itself off
-    notices: list[str] = field(default_factory=list)  # one feature off, or a name not known
+    """Every setting, read and validated once by :func:`load`, never changed: the session, exporter,
+    metrics and commands get this object and none reads the environment or repeats a default again.
+    ``settings["OTEL_PROFILER_STEPS"]`` is a variable's value (its ``define`` default when unset).
+    Resolved once: each signal's OTLP target (``None``: not sent over OTLP) and the service name."""
+
+    values: Mapping[str, Any]
+    warnings: tuple[str, ...] = ()  # unusable: profiling turns itself off
+    notices: tuple[str, ...] = ()  # one feature off, or a name not known
+    traces_target: Any = None  # export.sinks.OtlpTarget | None
+    metrics_target: Any = None  # export.sinks.OtlpTarget | None (also None when metrics are off)
+    service_name: str = "python"  # OTEL_SERVICE_NAME, else service.name of the resource, else the script
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "values", MappingProxyType(dict(self.values)))  # read-only
 
     @property
     def ok(self) -> bool:
@@ -390,7 +407,9 @@ class Settings:
 
 
 def load(environ: Mapping[str, str] | None = None) -> Settings:
-    """Read and validate every defined variable. Never raises."""
+    """Read and validate every defined variable, resolve the OTLP targets. Never raises."""
+    from .export.sinks import resolve_target
+
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {}
     warnings: list[str] = []
@@ -407,7 +426,27 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
             (notices if isinstance(exc, FeatureOff) else warnings).append(f"{var.name}={shown}: {exc}")
             values[var.name] = exc.off_value if isinstance(exc, FeatureOff) else var.default
     notices += unknown_names(env)
-    return Settings(values, warnings, notices)
+    metrics = values["OTEL_PROFILER_METRICS"] and not values["OTEL_SDK_DISABLED"]
+    return Settings(values, tuple(warnings), tuple(notices),
+                    traces_target=resolve_target(values),
+                    metrics_target=resolve_target(values, signal="metrics") if metrics else None,
+                    service_name=values["OTEL_SERVICE_NAME"]
+                    or values["OTEL_RESOURCE_ATTRIBUTES"].get("service.name") or script_name())
+
+
+def flag_value(name: str, flag: str, text: str) -> Any:
+    """A command-line flag standing for variable ``name``, parsed and bounded as the variable is; a
+    bad one raises ``ConfigError``, one line naming the flag (``--span-budget '1': must be at least 10``)."""
+    try:
+        return VARIABLES[name].parse(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{flag} {_shown(text)}: {exc}") from None
+
+
+def script_name() -> str:
+    """The default service name: the script's file name without ``.py`` (``python`` when none)."""
+    name = os.path.basename(sys.argv[0] if sys.argv and sys.argv[0] else "")
+    return (name[:-3] if name.endswith(".py") else name) or "python"
 
 
 def _shown(raw: str) -> str:

@@ -1,5 +1,6 @@
-"""The profiler's one warning channel inside a training process: ``warn`` says each message once,
-on one line (``otel-profiler: warning: ...`` on stderr), and never raises.
+"""The profiler's warnings. Inside a training process, ``warn`` says each message once, on one line
+(``otel-profiler: warning: ...`` on stderr), and never raises. Outside one (the command line, the
+exporter process), ``print_warning`` prints the same line every time it is called.
 
 Where Python's warning machinery is being recorded (``warnings.catch_warnings(record=True)``,
 pytest) or redirected (``logging.captureWarnings``), the message is issued as a
@@ -55,3 +56,8 @@ def warn(message: str) -> None:
             print(f"otel-profiler: warning: {message}", file=sys.stderr, flush=True)
     except Exception:
         pass
+
+
+def print_warning(message: str) -> None:
+    """The command line's and the exporter process's warning: the same one line, every time."""
+    print(f"otel-profiler: warning: {message}", file=sys.stderr, flush=True)

@@ -1,4 +1,4 @@
-"""A small CPU training job for the fault-injection tests and ``benchmarks/faults.py``.
+"""A small CPU training job for the fault-injection tests and ``benchmarks/delivery.py``.
 
 Profiled without code changes (the caller sets ``OTEL_PROFILER_ENABLED`` and the bootstrap on
 ``PYTHONPATH``) or, with ``--api-misuse``, through ``otel_profiler.Profiler`` called wrongly on purpose.

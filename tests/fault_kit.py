@@ -1,4 +1,4 @@
-"""Shared parts of the fault-injection tests and ``benchmarks/faults.py``.
+"""Shared parts of the fault-injection tests and ``benchmarks/delivery.py``.
 
 - :func:`job_env` / :func:`run_job`: ``tests/fault_job.py`` profiled zero-code in a subprocess, bounded
   by a timeout.

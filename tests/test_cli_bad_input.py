@@ -240,3 +240,31 @@ def test_report_and_export_also_leave_out_bad_ranks(tmp_path, command):
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     assert str(folder / "rank-1.json") in result.stderr and out.stat().st_size > 0
+
+
+@pytest.mark.parametrize("flag, value, expected", [
+    ("--span-budget", "1", "--span-budget '1': must be at least 10"),
+    ("--span-budget", "0", "--span-budget '0': must be at least 10"),
+    ("--span-budget", "many", "--span-budget 'many': expected an integer"),
+    ("--endpoint", "ftp://collector:4317",
+     "--endpoint 'ftp://collector:4317': expected an http:// or https:// URL; nothing is exported to it"),
+])
+def test_export_flags_are_checked_as_their_variables_are(tmp_path, flag, value, expected):
+    """``--span-budget`` is bounded as ``OTEL_PROFILER_SPAN_BUDGET`` is (1 refused, 0 not ignored),
+    ``--endpoint`` checked as ``OTEL_EXPORTER_OTLP_ENDPOINT`` is: one line, exit 2, nothing written."""
+    out = tmp_path / "spans.jsonl"
+    result = run_cli("export", str(GOOD), "--output", str(out), flag, value)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == f"otel-profiler: error: {expected}", result.stderr
+    assert not out.exists()
+
+
+def test_export_span_budget_flag_within_bounds_is_used(tmp_path):
+    out = tmp_path / "spans.jsonl"
+    result = run_cli("export", str(GOOD), "--output", str(out), "--span-budget", "10")
+    assert result.returncode == 0, result.stderr
+    roots = [s for line in out.read_text().splitlines() for rs in json.loads(line)["resourceSpans"]
+             for ss in rs["scopeSpans"] for s in ss["spans"] if not s.get("parentSpanId")]
+    budgets = {a["value"]["intValue"] for r in roots for a in r["attributes"]
+               if a["key"] == "otel_profiler.span_budget"}
+    assert budgets == {"10"}

@@ -156,10 +156,10 @@ def test_bad_tls_files_warn_once_and_profiling_goes_on(tmp_path: Path, which: st
 
 @pytest.mark.parametrize("value", ["0", "-1", "abc", "nan"])
 def test_bad_interval_is_one_warning_and_the_default(value: str) -> None:
-    settings = config.load({"OTEL_PROFILER_METRICS_INTERVAL_S": value, "OTEL_PROFILER_PROMETHEUS_PORT": "0"})
+    settings = config.load({"OTEL_PROFILER_METRICS_INTERVAL_S": value,
+                            "OTEL_PROFILER_PROMETHEUS_PORT": str(free_port())})
     assert len(settings.warnings) == 1 and settings.warnings[0].startswith("OTEL_PROFILER_METRICS_INTERVAL_S=")
     assert settings["OTEL_PROFILER_METRICS_INTERVAL_S"] == 1.0
-    settings.values["OTEL_PROFILER_PROMETHEUS_PORT"] = free_port()
     service = MetricsService().start(settings, {"ml.local_rank": 0})
     try:
         assert service.sampler.interval_s == 1.0 and service.url
@@ -298,7 +298,7 @@ def test_nothing_runs_without_an_output() -> None:
 def test_otlp_metrics_go_through_the_exporter_process(protocol: str) -> None:
     from otel_profiler.export.exporter import exporter_from_env
     from otel_profiler.metrics.profile import step_trace_hex
-    from otel_profiler.spans.build import root_span_id, run_id_of
+    from otel_profiler.spans.ids import root_span_id, run_id_of
     from otlp_receiver import OtlpReceiver
 
     with OtlpReceiver() as receiver:

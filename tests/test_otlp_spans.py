@@ -12,7 +12,8 @@ from conftest import trace
 from cuda_tracer.events import GPU_OP_KINDS, MISSING, BatchBuilder, Kind
 from cuda_tracer.loading import load_profile
 from otel_profiler.spans.options import SpanOptions
-from otel_profiler.spans.build import batch_steps, build_spans, trace_id
+from otel_profiler.spans.build import build_spans
+from otel_profiler.spans.ids import batch_steps, trace_id
 
 TRACES = ["hta/negative_queue_length_values_check/rank0.json.gz",  # orphan GPU ops, 5 steps
           "hta/nccl_parser_config/nccl_data.json.gz",  # annotations, gpu annotations
@@ -315,13 +316,13 @@ def test_cpu_ops_are_the_context_of_kept_launches(path, budget):
         assert inside_kept_op > 0.5 * len(call_rows)
 
 
-@pytest.mark.parametrize("how", ["_nesting", "_nesting_walk"])
+@pytest.mark.parametrize("how", ["nesting", "nesting_walk"])
 def test_nesting_finds_the_innermost_open_container(how):
-    """``_nesting`` (vectorized) and its fallback for deep nesting, against the definition, on random
+    """``nesting`` (vectorized) and its fallback for deep nesting, against the definition, on random
     intervals with ties and zero lengths."""
-    from otel_profiler.spans import build as spans
+    from otel_profiler.spans import nesting as module
 
-    nesting = getattr(spans, how)
+    nesting = getattr(module, how)
     rng = np.random.default_rng(7)
     for _ in range(300):
         n = int(rng.integers(1, 40))

@@ -25,7 +25,7 @@ def from_environment() -> None:
     """Start a session when ``OTEL_PROFILER_ENABLED`` is true. Never raises (one warning at most).
     Once per process (the startup hook and ``sitecustomize.py`` may both call it)."""
     global _done
-    if _done or os.environ.get("_OTEL_PROFILER_EXPORTER_CHILD"):  # = session.EXPORTER_CHILD_ENV
+    if _done or os.environ.get("_OTEL_PROFILER_EXPORTER_CHILD"):  # = live.wiring.EXPORTER_CHILD_ENV
         return  # our own exporter process: nothing to profile, nothing more to import
     _done = True
     try:

@@ -11,16 +11,16 @@ spans were dropped.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import os
 import sys
 
 from cuda_tracer.batch_pieces import step_pieces
 
 from .. import config
-from ..export.exporter import Counters, ExportConfig, Pipeline, warn
+from ..export.exporter import Counters, ExportConfig, Pipeline
 from ..export.sinks import PROTOCOLS, resolve_target
+from ..spans.ids import run_id_of_sources
 from ..spans.options import options_from_settings
+from ..profiler_warnings import print_warning
 from . import add_inputs, load_inputs, progress_bar
 
 
@@ -34,25 +34,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--endpoint", help="OTLP endpoint URL (default: OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)")
     p.add_argument("--protocol", choices=PROTOCOLS, help="OTLP protocol (default: OTEL_EXPORTER_OTLP_PROTOCOL)")
     p.add_argument("--output", metavar="FILE", help="also write FILE.jsonl (OTLP JSON lines) or FILE.pb")
-    p.add_argument("--span-budget", type=int, help="spans per trace (default: OTEL_PROFILER_SPAN_BUDGET)")
+    p.add_argument("--span-budget", metavar="N",
+                   help="spans per trace, 10 to 1000000 (default: OTEL_PROFILER_SPAN_BUDGET)")
     p.add_argument("--service-name", help="service.name of the spans (default: OTEL_SERVICE_NAME, "
                                           "else otel-profiler-export)")
     p.set_defaults(func=run)
 
 
-def _run_id(sources: list[str]) -> str:
-    """One run id for everything exported together, so the ranks of a step share a trace id prefix."""
-    return hashlib.blake2b("\n".join(sorted(os.path.basename(s) for s in sources)).encode(),
-                           digest_size=8).hexdigest()
-
-
 def run(args: argparse.Namespace) -> int:
     settings = config.load()
     for w in settings.warnings:
-        warn(w)
-    values = settings.values
-    target = resolve_target(values, args.endpoint, args.protocol, warn=warn) \
-        if (args.endpoint or not args.output) else None
+        print_warning(w)
+    try:  # the flags are checked as the variables they stand for
+        if args.endpoint is not None:
+            config.flag_value("OTEL_EXPORTER_OTLP_ENDPOINT", "--endpoint", args.endpoint)
+        budget = None if args.span_budget is None else \
+            config.flag_value("OTEL_PROFILER_SPAN_BUDGET", "--span-budget", args.span_budget)
+    except config.ConfigError as exc:
+        print(f"otel-profiler: error: {exc}", file=sys.stderr)
+        return 2
+    if args.endpoint or args.protocol:  # flags over the settings' target
+        target = resolve_target(settings.values, args.endpoint, args.protocol) \
+            if (args.endpoint or not args.output) else None
+    else:
+        target = None if args.output else settings.traces_target
     json_file = pb_file = ""
     if args.output:
         if args.output.endswith((".jsonl", ".json")):
@@ -69,11 +74,11 @@ def run(args: argparse.Namespace) -> int:
     profile, status = load_inputs(args)
     options = options_from_settings(settings, "otel-profiler-export")
     options.service_name = args.service_name or options.service_name
-    options.run_id = options.run_id or _run_id(profile.sources)
-    if args.span_budget:
-        options.budget = args.span_budget
+    options.run_id = options.run_id or run_id_of_sources(profile.sources)
+    if budget is not None:
+        options.budget = budget
     export_config = ExportConfig(target=target, json_file=json_file, pb_file=pb_file,
-                                 retry_s=float(values["OTEL_PROFILER_EXPORT_RETRY_S"]), span_options=options)
+                                 retry_s=settings["OTEL_PROFILER_EXPORT_RETRY_S"], span_options=options)
     counters = Counters()
     pipeline = Pipeline(export_config, counters)
     events = sum(len(rank.batch) for rank in profile.ranks)

@@ -14,9 +14,9 @@ import os
 import sys
 
 from .. import config
-from ..export.exporter import warn
 from ..export.sinks import PROTOCOLS, deliver, endpoint_problem, open_sink, resolve_target, safe_text
 from ..export.sinks.files import DOWN, REFUSED, SENT, drain_file, spool_files
+from ..profiler_warnings import print_warning
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     settings = config.load()
     for w in settings.warnings:
-        warn(w)
+        print_warning(w)
     if not os.path.exists(args.spool):
         print(f"otel-profiler: error: {args.spool}: no such file or folder", file=sys.stderr)
         return 2
@@ -40,13 +40,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"otel-profiler: error: --endpoint {safe_text(args.endpoint)!r}: {endpoint_problem(args.endpoint)}",
               file=sys.stderr)
         return 2
-    target = resolve_target(settings.values, args.endpoint, args.protocol, warn=warn)
+    target = resolve_target(settings.values, args.endpoint, args.protocol) \
+        if (args.endpoint or args.protocol) else settings.traces_target
     if target is None:
         print("otel-profiler: error: give --endpoint (or set a valid OTEL_EXPORTER_OTLP_ENDPOINT)",
               file=sys.stderr)
         return 2
     sink = open_sink(target)
-    retry_s = float(settings.values["OTEL_PROFILER_EXPORT_RETRY_S"])
+    retry_s = settings["OTEL_PROFILER_EXPORT_RETRY_S"]
     reasons: list[str] = []
 
     def send(request: bytes) -> str:

@@ -11,7 +11,9 @@ from cuda_tracer.profile import TraceError
 
 from cuda_tracer.private_files import open_private
 
+from ..analysis.document import SummaryDocument
 from ..analysis.insights import Thresholds
+from ..report.renderers import RENDERERS, RenderOptions
 from . import add_inputs, add_thresholds, load_inputs
 
 
@@ -36,16 +38,9 @@ def run(args: argparse.Namespace) -> int:
         raise TraceError("--threshold", str(exc)) from None
     profile, status = load_inputs(args)
     try:
-        if args.format == "perfetto":
-            from ..report.perfetto import write_chrome_trace
-
-            with open_private(args.output, "wb") as f:
-                write_chrome_trace(profile, f)
-        else:
-            from ..report.html import write_report
-
-            open_private(args.output, "w").close()  # created user-only (0600) before it is filled
-            write_report(profile, args.output, thresholds)
+        with open_private(args.output, "wb") as f:  # user-only (0600), made before the work
+            output = RENDERERS[args.format](SummaryDocument(profile, thresholds), RenderOptions())
+            f.write(output if isinstance(output, bytes) else output.encode("utf-8"))
     except OSError as exc:
         raise TraceError(args.output, f"cannot write ({exc.strerror or exc})") from None
     print(f"wrote {args.output}", file=sys.stderr)

@@ -59,7 +59,7 @@ def child_environment(args: argparse.Namespace, base: dict[str, str]) -> tuple[d
     """The environment COMMAND runs in, and the profile folder it writes."""
     env = dict(base)
     run_id = resource_run_id(env.get("OTEL_PROFILER_RUN_ID", ""), env)
-    folder = args.output_dir or os.path.join(env.get("OTEL_PROFILER_OUTPUT_DIR", "./otel-profile"), run_id)
+    folder = args.output_dir or os.path.join(config.load(env)["OTEL_PROFILER_OUTPUT_DIR"], run_id)
     folder = os.path.abspath(folder)
     env.update({
         "OTEL_PROFILER_ENABLED": "true",

@@ -9,9 +9,10 @@ from cuda_tracer.jobs import name_of, split_jobs
 from cuda_tracer.private_files import open_private
 from cuda_tracer.profile import TraceError
 
-from ..analysis.insights import Thresholds, insights
-from ..analysis.summary import summarize
-from ..report.console import render_csv, render_json, render_table
+from ..analysis.document import SummaryDocument
+from ..analysis.insights import Thresholds
+from ..report.console import render_json
+from ..report.renderers import RENDERERS, RenderOptions
 from . import add_inputs, add_thresholds, load_inputs
 
 
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if args.separate:
         text = _render_jobs(args, split_jobs(profile), thresholds)
     else:
-        text = _render(args, _summary(profile, thresholds))
+        text = _render(args, SummaryDocument(profile, thresholds))
     if args.output:  # user-only, like the profile it summarizes (it names the code's kernels)
         try:
             with open_private(args.output, "w") as f:
@@ -59,29 +60,19 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
-def _summary(profile, thresholds) -> dict:
-    summary = summarize(profile)
-    summary["insights"] = insights(profile, summary, thresholds)
-    return summary
-
-
-def _render(args: argparse.Namespace, summary: dict) -> str:
-    if args.format == "json":
-        return render_json(summary)
-    if args.format == "csv":
-        return render_csv(summary)
-    return render_table(summary, top=args.top, name_width=max(args.name_width, 0))
+def _render(args: argparse.Namespace, doc: SummaryDocument) -> str:
+    return RENDERERS[args.format](doc, RenderOptions(top=args.top, name_width=args.name_width))
 
 
 def _render_jobs(args: argparse.Namespace, jobs: list, thresholds) -> str:
     """Each job's summary on its own: a JSON object ``{"jobs": [...]}``, or one table (CSV) per job
     under a heading that names its files."""
-    summaries = [_summary(job, thresholds) for job in jobs]
+    docs = [SummaryDocument(job, thresholds) for job in jobs]
     if args.format == "json":
-        return render_json({"jobs": summaries})
+        return render_json({"jobs": [doc.summary for doc in docs]})
     parts = []
-    for i, (job, summary) in enumerate(zip(jobs, summaries), 1):
+    for i, (job, doc) in enumerate(zip(jobs, docs), 1):
         heading = f"job {i} of {len(jobs)}: {', '.join(name_of(r) for r in job.ranks)}"
         heading = f"# {heading}" if args.format == "csv" else f"{heading}\n{'=' * min(len(heading), 100)}"
-        parts.append(f"{heading}\n{_render(args, summary)}")
+        parts.append(f"{heading}\n{_render(args, doc)}")
     return "\n\n".join(parts)

@@ -44,9 +44,9 @@ from cuda_tracer.events import EventBatch
 
 from ..metrics.points import MetricsSnapshot
 from .pipeline import (COUNTERS, METRICS_RETRY_S, PROBE_S, Counters, ExportConfig,  # noqa: F401
-                       Pipeline, warn)
-from .sinks import resolve_target
+                       Pipeline)
 from ..spans.options import options_from_settings
+from ..profiler_warnings import print_warning
 
 HOLD_ROWS = 2_000_000
 """Events kept in the training process while the queue is full (merged into the next batch);
@@ -57,22 +57,20 @@ holds (milliseconds normally; a cap for a machine that is swapping)."""
 
 
 def config_from_settings(settings: Any, default_service: str | None = None) -> ExportConfig:
-    values = settings.values if hasattr(settings, "values") else dict(settings)
-    spool = values.get("OTEL_PROFILER_SPOOL_DIR") or os.path.join(
-        values.get("OTEL_PROFILER_OUTPUT_DIR") or "./otel-profile", "otlp-spool")
+    """What the exporter process needs, from the settings (``config.Settings``, targets resolved)."""
+    metrics = settings["OTEL_PROFILER_METRICS"]
     return ExportConfig(
-        target=resolve_target(values, warn=warn),
-        metrics_target=resolve_target(values, warn=warn, signal="metrics")
-        if values.get("OTEL_PROFILER_METRICS", True) else None,
-        json_file=values.get("OTEL_PROFILER_OTLP_FILE") or "",
-        spool_dir=spool,
-        spool_max_bytes=int(values.get("OTEL_PROFILER_SPOOL_MAX_MB", 1024)) << 20,
-        retry_s=float(values.get("OTEL_PROFILER_EXPORT_RETRY_S", 30.0)),
-        queue_size=int(values.get("OTEL_PROFILER_EXPORT_QUEUE", 64)),
+        target=settings.traces_target,
+        metrics_target=settings.metrics_target,
+        json_file=settings["OTEL_PROFILER_OTLP_FILE"],
+        spool_dir=settings["OTEL_PROFILER_SPOOL_DIR"] or os.path.join(settings["OTEL_PROFILER_OUTPUT_DIR"],
+                                                                       "otlp-spool"),
+        spool_max_bytes=settings["OTEL_PROFILER_SPOOL_MAX_MB"] << 20,
+        retry_s=settings["OTEL_PROFILER_EXPORT_RETRY_S"],
+        queue_size=settings["OTEL_PROFILER_EXPORT_QUEUE"],
         span_options=options_from_settings(settings, default_service),
-        console_spans="console" in values.get("OTEL_TRACES_EXPORTER", ()),
-        console_metrics="console" in values.get("OTEL_METRICS_EXPORTER", ())
-        and values.get("OTEL_PROFILER_METRICS", True))
+        console_spans="console" in settings["OTEL_TRACES_EXPORTER"],
+        console_metrics="console" in settings["OTEL_METRICS_EXPORTER"] and metrics)
 
 
 # ----------------------------------------------------------------------------- the exporter process
@@ -126,7 +124,7 @@ def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any, parent_
         pipeline: Pipeline | None = Pipeline(config, counters, threaded=True,
                                              closing_deadline=network_deadline)
     except Exception as exc:  # e.g. unreadable certificate file
-        warn(f"span exporter cannot start ({exc.__class__.__name__}: {exc}); spans are dropped")
+        print_warning(f"span exporter cannot start ({exc.__class__.__name__}: {exc}); spans are dropped")
         pipeline = None
     ready[0] = time.time()
     parent = mp.parent_process()
@@ -160,7 +158,7 @@ def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any, parent_
             key = f"{exc.__class__.__name__}: {exc}"[:200]
             if key not in errors:
                 errors.add(key)
-                warn(f"{'metrics' if is_metrics else 'span'} export failed ({key})")
+                print_warning(f"{'metrics' if is_metrics else 'span'} export failed ({key})")
     if pipeline is not None:
         if _parent_gone.is_set() and pipeline.delivery is not None:
             pipeline.delivery.persist_now()  # the job is gone: no network, keep what we hold
@@ -271,7 +269,7 @@ class Exporter:
         if not self._gone_warned:
             self._gone_warned = True
             self._count_unread()
-            warn(f"exporter process ended unexpectedly (exit code {self._proc.exitcode}); later "
+            print_warning(f"exporter process ended unexpectedly (exit code {self._proc.exitcode}); later "
                  "spans and metrics are not exported (spans counted as dropped; they stay in the "
                  "profile folder, `otel-profiler export FOLDER` sends them)")
         return False
@@ -320,7 +318,7 @@ class Exporter:
         self._proc.join(max(0.0, end - time.monotonic()))
         stopped = self._proc.is_alive()
         if stopped:
-            warn(f"span exporter did not finish spooling within {timeout_s + PERSIST_S:g} s; stopping it")
+            print_warning(f"span exporter did not finish spooling within {timeout_s + PERSIST_S:g} s; stopping it")
             self._proc.terminate()
             self._proc.join(5.0)
             if self._proc.is_alive():
@@ -338,7 +336,7 @@ class Exporter:
                 "spans not yet sent or spooled (exporter stopped)": self._final["spans_pending"],
                 "spans": self._final["spans_dropped"]}
         if any(lost.values()):
-            warn("span export dropped " + ", ".join(f"{n} {what}" for what, n in lost.items() if n))
+            print_warning("span export dropped " + ", ".join(f"{n} {what}" for what, n in lost.items() if n))
         return self.counters()
 
 
@@ -355,16 +353,11 @@ def _close_at_exit() -> None:
 
 
 def exporter_from_env(settings: Any, default_service: str | None = None) -> Exporter | None:
-    """An Exporter configured from ``otel_profiler.config.load()``; None when neither an OTLP
-    endpoint nor a file sink is configured, or when OTEL_SDK_DISABLED is true."""
-    values = settings.values if hasattr(settings, "values") else dict(settings)
-    if values.get("OTEL_SDK_DISABLED"):
+    """An Exporter configured from the settings (``otel_profiler.config.load()``); None when neither
+    an OTLP endpoint nor a file sink is configured, or when OTEL_SDK_DISABLED is true."""
+    if settings["OTEL_SDK_DISABLED"]:
         return None
-    if default_service is None:
-        from ..live.resource import script_name
-
-        default_service = script_name()
-    config = config_from_settings(settings, default_service)
+    config = config_from_settings(settings, default_service or settings.service_name)
     if not config.has_sink:
         return None
     return Exporter(config)

@@ -21,6 +21,7 @@ from typing import Any, Callable
 from cuda_tracer.events import EventBatch
 
 from ..metrics.points import MetricsSnapshot
+from ..profiler_warnings import print_warning
 from .sinks import OtlpTarget
 from ..spans.options import SpanOptions
 
@@ -39,10 +40,6 @@ PROBE_S = 5.0
 KNOWN_STEPS = 256  # steps per rank remembered for events that arrive in a later batch
 HOLD_OPEN_S = 300  # events after the last finished step wait at most this long (event time) for it
 HOLD_OPEN_ROWS = 2_000_000  # ... and are never more than this many
-
-
-def warn(message: str) -> None:
-    print(f"otel-profiler: warning: {message}", file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -110,7 +107,7 @@ class Pipeline:
     thread of their own (the exporter process); else inline. ``closing_deadline`` returns the
     network deadline (monotonic) once a close has begun."""
 
-    def __init__(self, config: ExportConfig, counters: Counters, warn: Callable[[str], None] = warn,
+    def __init__(self, config: ExportConfig, counters: Counters, warn: Callable[[str], None] = print_warning,
                  threaded: bool = False, closing_deadline: Callable[[], float | None] = lambda: None) -> None:
         from .delivery import Delivery
         from .sinks import open_sink
@@ -144,7 +141,8 @@ class Pipeline:
         a later batch join the step they belong to, and events after the last finished step are
         held back (``split_open_tail``) until the batch with that step's STEP event arrives or
         ``flush``. Returns the number of spans built now."""
-        from ..spans.build import batch_steps, run_id_of, split_open_tail
+        from ..spans.build import split_open_tail
+        from ..spans.ids import batch_steps, run_id_of
 
         key = (self.config.span_options.run_id or run_id_of(meta), meta.get("rank"))
         state = self._ranks.setdefault(key, _RankState())

@@ -28,7 +28,7 @@ active = False
 
 nvtx: tuple | None = None
 """``(range_push, range_pop, range_start, range_end)`` of ``torch.cuda.nvtx`` while annotations are
-also NVTX ranges (``OTEL_PROFILER_NVTX=true`` and a GPU; set by ``integrations.torch``), else None."""
+also NVTX ranges (``OTEL_PROFILER_NVTX=true`` and a GPU; set by ``torch_steps``), else None."""
 
 
 class ThreadLog(threading.local):

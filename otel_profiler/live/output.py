@@ -5,20 +5,29 @@ with user-only permissions and holds every rank's ``rank-<r>.<part>.events`` and
 (``cuda_tracer.profile.write_rank``). A process claims its rank with an exclusive lock file before it
 writes its first part, so two live processes never write the same rank's files (the loser, e.g. a
 spawned helper process, stays silent). A lock left by a dead process is taken over, and that
-rank's old event files are removed: re-using a folder replaces the rank, never mixes two runs. ``write_summary`` reads the whole folder back and writes
-``summary.json``.
+rank's old event files are removed: re-using a folder replaces the rank, never mixes two runs.
+``write_summary`` reads the whole folder back and writes ``summary.json``. ``RankOutput`` (mixed
+into the session) is who the process writes as (rank learned from torch.distributed when no launcher
+said it) and the metadata written next to each part.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
+import sys
 from typing import Any
 
 from cuda_tracer.private_files import open_private
 from cuda_tracer.events import EventBatch
 from cuda_tracer.profile import PROFILE_EVENTS, PROFILE_META, RankProfile, write_rank
 from cuda_tracer.loading import load_profile
+
+from ..profiler_warnings import warn
+from ..version import __version__
+from . import markers
+from .compute import compute_resources
 
 
 class RankWriter:
@@ -102,14 +111,15 @@ def _replace_lock(path: str) -> bool:
 
 
 def summarize_folder(folder: str) -> dict[str, Any] | None:
-    """The summary of the whole folder (every rank); None when it holds no events."""
-    from ..analysis.summary import summarize
+    """The summary document of the whole folder (every rank, with its insights); None when it
+    holds no events."""
+    from ..analysis.document import SummaryDocument
 
     try:
         profile = load_profile([folder])
     except ValueError:
         return None
-    return summarize(profile)
+    return SummaryDocument(profile).summary
 
 
 def write_summary(folder: str) -> dict[str, Any] | None:
@@ -127,3 +137,117 @@ def write_summary(folder: str) -> dict[str, Any] | None:
         _remove(tmp)
         raise
     return summary
+
+
+class RankOutput:
+    """Who this process writes as, and what it writes next to its parts (mixed into
+    ``session.Session``; state lives in ``Session.__init__``)."""
+
+    closed: bool
+    folder: str
+    origin: str
+    rank: int
+    run_id: str
+    position: dict[str, int]
+    resource: dict[str, Any]
+    activities: frozenset
+    writer: RankWriter
+    _rank_known: bool
+    _write_failed: bool
+    _detail_off: str | None
+    _windows: list
+    _step: int
+    cuda_memory: Any
+    cpu_timeline: Any
+    _compute: dict[str, Any] | None
+
+    def _cannot_write(self, exc: OSError) -> None:
+        """One warning the first time a part cannot be written; recording, metrics and OTLP
+        export go on (later parts are tried again: a disk may get space back)."""
+        if not self._write_failed:
+            self._write_failed = True
+            warn(f"cannot write the profile folder {self.folder} ({exc.strerror or exc}); "
+                 "parts are not saved there, steps, metrics and OTLP export go on")
+
+    def _learn_rank(self) -> None:
+        """Take rank and world size from torch.distributed when the launcher set no ``RANK``
+        (``torch.multiprocessing.spawn`` jobs); checked at step boundaries until known."""
+        dist = sys.modules.get("torch.distributed")
+        try:
+            if dist is None or not dist.is_available() or not dist.is_initialized():
+                return
+            rank, world = dist.get_rank(), dist.get_world_size()
+        except Exception:
+            return
+        self._rank_known = True
+        if self.writer.parts == 0:  # nothing written under the old number yet
+            self.rank = rank
+            self.position.update(rank=rank, world_size=world)
+            self.resource.update({"ml.rank": rank, "ml.world_size": world})
+            self.writer = RankWriter(self.folder, rank)
+
+    def _settle_identity(self) -> bool:
+        """Before the first write. False for a multiprocessing helper with no rank of its own (a
+        spawned DataLoader worker): it writes nothing, so it never takes rank 0 from the trainer."""
+        if self._rank_known:
+            return True
+        self._learn_rank()
+        mp = sys.modules.get("multiprocessing")
+        return self._rank_known or mp is None or mp.parent_process() is None
+
+    def _stop_quietly(self) -> None:
+        """This process is not the one that writes its rank: record nothing more, say nothing."""
+        self.closed = True
+        markers.active = False
+
+    def meta(self) -> dict[str, Any]:
+        """This rank's metadata (``rank-<r>.json``)."""
+        torch = sys.modules.get("torch")
+        versions = {"otel_profiler": __version__, "python": sys.version.split()[0]}
+        if torch is not None:
+            versions["torch"] = getattr(torch, "__version__", "?")
+        return {
+            "source": f"live:{self.origin}",
+            "format": "otel-profiler.live",
+            "rank": self.rank,
+            "local_rank": self.position["local_rank"],
+            "world_size": self.position["world_size"],
+            "host_name": socket.gethostname(),
+            "pid": os.getpid(),
+            "run_id": self.run_id,
+            "resource": self.resource,
+            "versions": versions,
+            "device_properties": device_properties(),
+            "activities": sorted(self.activities),
+            "detailed_capture": self._detail_off or "on",
+            "windows": self._windows,
+            "steps": self._step,
+            "step_source": self._step_source(),
+            **({"cuda_memory": cm} if (cm := self.cuda_memory.meta()) else {}),
+            **({"cpu_samples": cs} if (cs := self.cpu_timeline.meta()) else {}),
+            "compute": self._compute_resources(),
+        }
+
+    def _compute_resources(self) -> dict[str, Any]:
+        """The machine's compute resources, read once (by the first flush)."""
+        if self._compute is None:
+            self._compute = compute_resources()
+        return self._compute
+
+
+def device_properties() -> list[dict[str, Any]]:
+    from cuda_tracer.kineto import cuda_available
+
+    if not cuda_available():
+        return []
+    torch = sys.modules["torch"]
+    out = []
+    try:
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            out.append({"id": i, "name": p.name, "totalGlobalMem": p.total_memory,
+                        "computeMajor": p.major, "computeMinor": p.minor,
+                        "numSms": p.multi_processor_count})
+    except Exception:
+        pass
+    return out

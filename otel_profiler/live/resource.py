@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import time
 from typing import Any, Mapping
+
+from ..config import script_name
 
 _K8S_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -45,7 +46,8 @@ def distributed_position(env: Mapping[str, str] | None = None) -> dict[str, int]
 
 
 def run_id(configured: str, env: Mapping[str, str] | None = None) -> str:
-    """The id shared by every rank of one job, so all ranks write into the same profile folder.
+    """The id shared by every rank of one job, so all ranks write into the same profile folder (the
+    run-id rule as a whole: ``otel_profiler.spans.ids``).
 
     Order: the configured id (``otel-profiler run`` passes one down), torchrun's run id, SLURM's
     job and step ids, then (for torchrun without a run id) the launcher's pid and start time, which
@@ -109,13 +111,6 @@ def attributes(settings_values: Mapping[str, Any], env: Mapping[str, str] | None
         if namespace:
             attrs["k8s.namespace.name"] = namespace
     return attrs
-
-
-def script_name() -> str:
-    """The default service name: the script's file name without ``.py`` (``python`` when none)."""
-    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else ""
-    name = os.path.basename(argv0)
-    return (name[:-3] if name.endswith(".py") else name) or "python"
 
 
 def _read(path: str) -> str:

@@ -1,66 +1,56 @@
 """The process-wide profiling session every way of enabling ends in (API, env var, `run`, instrumentor).
 
-A session owns: the settings (``otel_profiler.config``), this process's identity
-(``resource``), the step counter and the window policy (``windows``), the detailed source (opened
-only inside windows: ``cuda_tracer.kineto`` when torch is imported, else ``cuda_tracer.cupti`` for GPU
-activities), a flush thread that moves buffered annotations, steps and finished windows into parts of
-the profile folder (``output``) and hands each batch to the OTLP exporter when one is configured,
-the metrics (``metrics.MetricsService``, started at the first recorded step, fed every written batch),
-and the process hygiene:
+A session owns the settings (``otel_profiler.config``), this process's identity (``resource``), the
+step counter, and its parts, each mixed into :class:`Session` from a module of its own:
 
-- flush on normal exit and ``KeyboardInterrupt`` (atexit) and on ``SIGTERM`` (a handler, installed only
-  where the program has none, that flushes and then dies of the signal as before);
-- fork safety: the flush lock is taken around ``fork`` so a child never inherits it held, and a
-  forked child (a DataLoader worker) stops recording and drops the parent's buffers, so it neither
-  deadlocks nor writes the parent's data twice;
-- bounded memory: buffers are written out once ``OTEL_PROFILER_FLUSH_EVENTS`` accumulate, and at
-  least every ``OTEL_PROFILER_FLUSH_INTERVAL_S``;
-- never raising into user code: any failure gives one warning and turns profiling off, except a
-  profile folder that cannot be written (full disk, read-only): one warning, and recording,
-  metrics and OTLP export go on;
-- at exit the exporter gets ``CLOSE_NETWORK_S`` of network time, then spools what is not
-  delivered (``docs/delivery.md``).
+- ``capture``: the window policy (``windows``) applied at each step: detailed windows opened, handed
+  over in parts and closed (Kineto when torch is imported, else CUPTI);
+- ``flushing``: the flush thread that writes buffered annotations, steps and finished windows as the
+  next part (bounded memory: once ``OTEL_PROFILER_FLUSH_EVENTS`` accumulate, at least every
+  ``OTEL_PROFILER_FLUSH_INTERVAL_S``);
+- ``output``: the profile folder, this rank's identity and metadata;
+- ``hygiene``: SIGTERM (flush, then die of the signal as before) and fork (a forked child records
+  and writes nothing, never inherits the flush lock held);
+- ``wiring``: the metrics (started at the first recorded step) and the OTLP exporter (made at the
+  first write); at exit the exporter gets ``CLOSE_NETWORK_S`` of network time, then spools what is
+  not delivered (``docs/delivery.md``);
+- ``step_evidence``: where steps come from when the code does not say.
+
+Never raising into user code: any failure gives one warning and turns profiling off, except a
+profile folder that cannot be written (full disk, read-only): one warning, and recording, metrics
+and OTLP export go on. Flushed on normal exit and ``KeyboardInterrupt`` (atexit) too.
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
-import signal
-import socket
 import sys
 import threading
 import time
 from time import perf_counter_ns
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
-import numpy as np
-
-from cuda_tracer.events import EventBatch, Kind
-
-from ..version import __version__
 from .. import config
+from ..profiler_warnings import ProfilerWarning, warn  # noqa: F401 (ProfilerWarning: part of this module's API)
 from . import markers
-from .output import RankWriter, write_summary
-from .compute import compute_resources
+from .capture import CaptureWindows
 from .cuda_memory import CudaMemory
 from .host_samples import CpuTimeline
-from ..profiler_warnings import ProfilerWarning, warn  # noqa: F401 (ProfilerWarning: part of this module's API)
+from .flushing import Flushing
+from .hygiene import ProcessHygiene, install_fork_hooks
+from .output import RankOutput, RankWriter, write_summary
 from .resource import attributes, distributed_position, run_id
 from .step_evidence import TIME_FALLBACK_S, StepEvidence, StepSources
 from .windows import WindowPolicy
+from .wiring import EXPORTER_CHILD_ENV, ExportWiring
+from .wiring import exporter_factory as _exporter_factory
 
 _current: "Session | None" = None
 _start_lock = threading.Lock()
 _forked_child = False
-_fork_hooks_installed = False
-MAX_WINDOWS_IN_META = 1000
-FLUSH_POLL_S = 0.2
 CLOSE_NETWORK_S = 5.0
 """At exit, the exporter keeps sending this long at most; then what is not delivered is spooled."""
-EXPORTER_CHILD_ENV = "_OTEL_PROFILER_EXPORTER_CHILD"
-"""Set (internally) in the environment our exporter process is spawned with: no session starts there."""
 
 
 def current() -> "Session | None":
@@ -123,7 +113,7 @@ def _apply_overrides(env: dict[str, str], overrides: Mapping[str, Any]) -> list[
     return problems
 
 
-class Session(StepSources):
+class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene, ExportWiring):
     def __init__(self, settings: config.Settings, origin: str) -> None:
         v = settings.values
         self.settings = settings
@@ -182,8 +172,8 @@ class Session(StepSources):
         self._write_failed = False  # a part could not be written (said once)
         self._rank_known = "RANK" in os.environ
         self.cuda_memory = CudaMemory(self.folder, self.rank, "memory" in self.activities,
-                                      v["OTEL_PROFILER_MEMORY_SNAPSHOT"])
-        self.cpu_timeline = CpuTimeline(v["OTEL_PROFILER_CPU_SAMPLE_S"])
+                                      self.settings["OTEL_PROFILER_MEMORY_SNAPSHOT"])
+        self.cpu_timeline = CpuTimeline(self.settings["OTEL_PROFILER_CPU_SAMPLE_S"])
         self._compute: dict[str, Any] | None = None  # read once, by the first flush
 
     # ------------------------------------------------------------------ lifecycle
@@ -195,15 +185,15 @@ class Session(StepSources):
         import cuda_tracer.kineto  # noqa: F401  (does not import torch)
 
         if v["OTEL_PROFILER_SUMMARY_AT_EXIT"]:
-            from ..analysis import summary  # noqa: F401
+            from ..analysis import document  # noqa: F401  (summary and insights, written at exit)
         from ..metrics.publisher import metrics_wanted
 
-        if metrics_wanted(v):  # they may start at exit, for a run shorter than one flush poll
+        if metrics_wanted(self.settings):  # they may start at exit, for a run shorter than one flush poll
             from ..metrics import profile as profile_metrics, system as system_metrics  # noqa: F401
         self._make_exporter = _exporter_factory()
         markers.active = True
         atexit.register(self.close)
-        _install_fork_hooks()
+        install_fork_hooks(_before_fork, _after_fork_parent, _after_fork_child)
         self._install_sigterm()
         from .triggers import UdpTrigger, install_signal
 
@@ -216,7 +206,7 @@ class Session(StepSources):
             except OSError as exc:
                 warn(f"trigger port unavailable ({exc}); on-demand capture by UDP is off")
         if v["OTEL_PROFILER_AUTO_STEPS"]:
-            from ..integrations.torch import when_torch_imported
+            from .torch_steps import when_torch_imported
 
             when_torch_imported(self, self._hook_installed)
         self._thread = threading.Thread(target=self._flush_loop, name="otel-profiler-flush", daemon=True)
@@ -345,29 +335,6 @@ class Session(StepSources):
         self.cuda_memory.rank = self.rank
         self.cuda_memory.step_end(number)
 
-    # ------------------------------------------------------------------ metrics
-    def _start_metrics(self) -> None:
-        """Once a step was recorded, not in ``start``: a launcher's session (the torchrun agent)
-        records no step and must not take rank 0's Prometheus port. Runs in the flush thread, so
-        the imports, the endpoint and the samplers never delay a training step. Never raises."""
-        self._metrics_made = True
-        try:
-            from ..metrics.publisher import MetricsService
-
-            self.metrics = MetricsService().start(self.settings, self.resource, run_id=self.run_id)
-            self._watch_exporter()
-        except Exception as exc:
-            warn(f"metrics are off ({type(exc).__name__}: {exc})")
-
-    def _watch_exporter(self) -> None:
-        """Connect metrics and the exporter once both exist: its drop counters become metrics and
-        OTLP metrics go out through it."""
-        with self._watch_lock:
-            if self.metrics is None or self._exporter is None or self._exporter_watched:
-                return
-            self._exporter_watched = True
-        self.metrics.attach_exporter(self._exporter)
-
     def _unhook(self) -> None:
         """Give back the optimizer hook, the trigger socket and the signal handlers. Never raises."""
         undo, self._remove_step_hook = self._remove_step_hook, None
@@ -380,228 +347,6 @@ class Session(StepSources):
                 except Exception:
                     pass
 
-    def _close_metrics(self) -> None:
-        metrics, self.metrics = self.metrics, None
-        if metrics is not None:
-            metrics.close()  # never raises
-
-    # ------------------------------------------------------------------ windows
-    def _update_window(self, step: int, now: int) -> None:
-        reason = self.policy.want(step, now)
-        window = self._window
-        if reason and window is None:
-            self._open_window(reason, step)
-        elif not reason and window is not None:
-            self._close_window(step)
-        elif window is not None and window["captured"] and step - window["part_first_step"] >= self._part_steps:
-            self._next_window_part(step)
-
-    def _open_window(self, reason: str, step: int) -> None:
-        window = {"reason": reason, "first_step": step, "start_ns": time.time_ns(), "captured": False,
-                  "parts": 0, "part_first_step": step}
-        self._window = window
-        source = self._detail_source()
-        if source is None:
-            return
-        try:
-            source.start()
-            window["captured"] = True
-            window["parts"] = 1
-        except Exception as exc:  # someone else holds the profiler: back off for good
-            self._back_off(f"{exc}", announced=getattr(exc, "announced", False))
-
-    def _next_window_part(self, step: int) -> None:
-        """Hand over what a long window captured so far and go on capturing (bounded memory)."""
-        window = self._window
-        try:
-            self._finished.append((self._source.stop(), None))
-            self._wake = True
-            self._source.start()
-            window["parts"] += 1
-            window["part_first_step"] = step
-        except Exception as exc:
-            window["captured"] = False
-            self._back_off(f"the detailed source failed to restart ({exc})")
-
-    def _close_window(self, step: int) -> None:
-        window, self._window = self._window, None
-        if window is None:
-            return
-        window["end_ns"] = time.time_ns()
-        window["last_step"] = step - 1
-        capture = None
-        window.pop("part_first_step", None)
-        if window["captured"] and self._source is not None and self._source.running:
-            try:
-                capture = self._source.stop()
-            except Exception as exc:
-                self._back_off(f"the detailed source failed to stop ({exc})")
-        if len(self._windows) < MAX_WINDOWS_IN_META:
-            self._windows.append(window)
-        self._finished.append((capture, window))
-        self._wake = True
-
-    def _detail_source(self) -> Any:
-        """The detailed source for a window opening now, else None (``_detail_off`` says why).
-
-        Kineto (``torch.profiler``) when torch is imported; without torch, CUPTI through cupti-python
-        for GPU activities (TensorFlow, JAX). Chosen at each window: torch may be imported later.
-        CUPTI missing is said once and skips the window (a later one may use Kineto); CUPTI held by
-        another profiler makes ``start`` raise, and detailed capture backs off for the run.
-        """
-        if self._backed_off:
-            return None
-        from cuda_tracer import cupti, kineto
-
-        use_kineto = "torch" in sys.modules or not self.activities & kineto.GPU_ACTIVITIES
-        self._detail_off = (kineto if use_kineto else cupti).unavailable_reason(self.activities)
-        if self._detail_off is not None:
-            if not use_kineto and not self._told_no_cupti:
-                self._told_no_cupti = True
-                warn(f"GPU capture without torch is unavailable: {self._detail_off}; "
-                     "steps and annotations are still recorded")
-            return None
-        make = kineto.KinetoSource if use_kineto else cupti.CuptiWindowSource
-        if type(self._source) is not make:
-            self._source = make(self.activities, rank=self.rank)
-        return self._source
-
-    def _back_off(self, why: str, announced: bool = False) -> None:
-        """Another profiler holds the process (or ours failed): no more detailed windows.
-        ``announced``: the source has already warned, so the user gets one line, not two."""
-        if not self._backed_off and not announced:
-            warn(f"detailed GPU/op capture is off for this run: {why}; "
-                 "annotations and steps are still recorded")
-        self._backed_off = True
-        self._detail_off = why
-
-    # ------------------------------------------------------------------ writing
-    def _flush_loop(self) -> None:
-        interval = self.settings["OTEL_PROFILER_FLUSH_INTERVAL_S"]
-        limit = self.settings["OTEL_PROFILER_FLUSH_EVENTS"]
-        while not self.closed:
-            time.sleep(FLUSH_POLL_S)  # polling, not an Event: nothing here may hold a lock that
-            if self.closed:           # a signal handler in the main thread could wait for
-                return
-            if self._metrics_due and not self._metrics_made:
-                self._start_metrics()
-            self.cpu_timeline.maybe_sample()
-            if (self._wake or self._finished or markers.pending() >= limit
-                    or time.monotonic() - self._last_flush >= interval):
-                self._wake = False
-                self.flush()
-
-    def flush(self) -> None:
-        """Write what is buffered as the next part of this rank (and submit it to the exporter)."""
-        try:
-            with self.lock:
-                self._last_flush = time.monotonic()
-                batches = [markers.drain(self.rank, forget_dead_threads=not self._in_signal)]
-                n = len(self._finished)  # slice + del: each atomic, so no racing append is lost
-                finished = self._finished[:n]
-                del self._finished[:n]
-                for capture, window in finished:  # window None: a part of a window still open
-                    if capture is not None:
-                        batches.append(capture.to_batch())
-                    if window is not None:
-                        batches.append(_window_event(window, self.rank))
-                batch = EventBatch.concat(b for b in batches if len(b))
-                if not len(batch):
-                    return
-                if self.writer.parts == 0 and not self._settle_identity():
-                    self._stop_quietly()
-                    return
-                batch.columns["rank"][:] = self.rank
-                meta = self.meta()
-                try:
-                    if not self.writer.write(meta, batch):  # another live process holds this rank
-                        self._stop_quietly()
-                        return
-                except OSError as exc:  # the folder is unusable or the disk full: export goes on
-                    self._cannot_write(exc)
-                if self.metrics is not None:
-                    self.metrics.observe_batch(batch, meta)
-                if not self._exporter_made:
-                    self._exporter_made = True
-                    self._exporter = self._make_exporter(self.settings, self.resource["service.name"])
-                    self._watch_exporter()
-                if self._exporter is not None:
-                    self._exporter.submit(meta, batch)
-        except Exception as exc:
-            self._fail(exc)
-
-    def _cannot_write(self, exc: OSError) -> None:
-        """One warning the first time a part cannot be written; recording, metrics and OTLP
-        export go on (later parts are tried again: a disk may get space back)."""
-        if not self._write_failed:
-            self._write_failed = True
-            warn(f"cannot write the profile folder {self.folder} ({exc.strerror or exc}); "
-                 "parts are not saved there, steps, metrics and OTLP export go on")
-
-    def _learn_rank(self) -> None:
-        """Take rank and world size from torch.distributed when the launcher set no ``RANK``
-        (``torch.multiprocessing.spawn`` jobs); checked at step boundaries until known."""
-        dist = sys.modules.get("torch.distributed")
-        try:
-            if dist is None or not dist.is_available() or not dist.is_initialized():
-                return
-            rank, world = dist.get_rank(), dist.get_world_size()
-        except Exception:
-            return
-        self._rank_known = True
-        if self.writer.parts == 0:  # nothing written under the old number yet
-            self.rank = rank
-            self.position.update(rank=rank, world_size=world)
-            self.resource.update({"ml.rank": rank, "ml.world_size": world})
-            self.writer = RankWriter(self.folder, rank)
-
-    def _settle_identity(self) -> bool:
-        """Before the first write. False for a multiprocessing helper with no rank of its own (a
-        spawned DataLoader worker): it writes nothing, so it never takes rank 0 from the trainer."""
-        if self._rank_known:
-            return True
-        self._learn_rank()
-        mp = sys.modules.get("multiprocessing")
-        return self._rank_known or mp is None or mp.parent_process() is None
-
-    def _stop_quietly(self) -> None:
-        """This process is not the one that writes its rank: record nothing more, say nothing."""
-        self.closed = True
-        markers.active = False
-
-    def meta(self) -> dict[str, Any]:
-        """This rank's metadata (``rank-<r>.json``)."""
-        torch = sys.modules.get("torch")
-        versions = {"otel_profiler": __version__, "python": sys.version.split()[0]}
-        if torch is not None:
-            versions["torch"] = getattr(torch, "__version__", "?")
-        return {
-            "source": f"live:{self.origin}",
-            "format": "otel-profiler.live",
-            "rank": self.rank,
-            "local_rank": self.position["local_rank"],
-            "world_size": self.position["world_size"],
-            "host_name": socket.gethostname(),
-            "pid": os.getpid(),
-            "run_id": self.run_id,
-            "resource": self.resource,
-            "versions": versions,
-            "device_properties": _device_properties(),
-            "activities": sorted(self.activities),
-            "detailed_capture": self._detail_off or "on",
-            "windows": self._windows,
-            "steps": self._step,
-            "step_source": self._step_source(),
-            **({"cuda_memory": cm} if (cm := self.cuda_memory.meta()) else {}),
-            **({"cpu_samples": cs} if (cs := self.cpu_timeline.meta()) else {}),
-            "compute": self._compute_resources(),
-        }
-
-    def _compute_resources(self) -> dict[str, Any]:
-        if self._compute is None:
-            self._compute = compute_resources()
-        return self._compute
-
     def _fail(self, exc: BaseException) -> None:
         """Turn profiling off after an internal error (one warning), also when it is the last flush
         of ``close`` that fails (the only write of a short job); silent once stopped otherwise."""
@@ -612,81 +357,18 @@ class Session(StepSources):
         self.closed = True
         markers.active = False
 
-    # ------------------------------------------------------------------ signals and fork
-    def _install_sigterm(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        try:
-            if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-                return  # the program handles SIGTERM itself (and usually exits through atexit)
-            signal.signal(signal.SIGTERM, self._on_sigterm)
-        except (ValueError, OSError):
-            pass
 
-    def _uninstall_sigterm(self) -> None:
-        if self._in_signal or threading.current_thread() is not threading.main_thread():
-            return
-        try:
-            if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        except (ValueError, OSError):
-            pass
-
-    def _holds_sigterm(self) -> bool:
-        """Our SIGTERM handler is the installed one (callable from any thread)."""
-        try:
-            return signal.getsignal(signal.SIGTERM) == self._on_sigterm
-        except (ValueError, OSError):
-            return False
-
-    def _on_sigterm(self, signum: int, frame: Any) -> None:
-        """Write what is left, then die of SIGTERM as the program would have without us."""
-        try:
-            self._in_signal = True
-            self.close()
-        except BaseException:
-            pass
-        finally:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    def after_fork_in_child(self) -> None:
-        """A forked child (e.g. a DataLoader worker) records nothing and writes nothing."""
-        self.closed = True
-        self.lock = threading.RLock()
-        self._thread = None
-        self._finished = []
-        self._source = None
-        self._trigger = None
-        self.metrics = None  # its threads did not survive the fork; the parent owns its port
-        self._watch_lock = threading.Lock()
-        try:
-            atexit.unregister(self.close)
-        except Exception:
-            pass
-        try:  # SIGTERM kills the child as it would without us (e.g. Pool.terminate of its workers)
-            if self._holds_sigterm():
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        except (ValueError, OSError):
-            pass
-
-
+# ---------------------------------------------------------------------- the process-wide fork hooks
 def _before_fork() -> None:
     session = _current
     if session is not None:
-        session._fork_held = session.lock.acquire(timeout=5)
-        session._fork_masked = session._holds_sigterm() and _block_sigterm()
+        session.before_fork()
 
 
 def _after_fork_parent() -> None:
     session = _current
     if session is not None:
-        if getattr(session, "_fork_masked", False):
-            session._fork_masked = False
-            _unblock_sigterm()
-        if getattr(session, "_fork_held", False):
-            session._fork_held = False
-            session.lock.release()
+        session.after_fork_in_parent()
 
 
 def _after_fork_child() -> None:
@@ -697,97 +379,4 @@ def _after_fork_child() -> None:
     markers.reset_after_fork()
     session, _current = _current, None
     if session is not None:
-        session.after_fork_in_child()  # SIGTERM back to the default action
-        if getattr(session, "_fork_masked", False):
-            _unblock_sigterm()  # a SIGTERM sent since the fork (Pool.terminate) now kills the child
-
-
-def _block_sigterm() -> bool:
-    """Block SIGTERM in the forking thread (the child inherits the mask). Without this, a SIGTERM
-    that reaches a new child before it runs (a Pool torn down at once) hits the inherited Python
-    handler and is discarded by CPython's after-fork reset of pending signals: the child never dies.
-    True when this call blocked it (it was not blocked already)."""
-    try:
-        return signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    except (AttributeError, ValueError, OSError):
-        return False
-
-
-def _unblock_sigterm() -> None:
-    try:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-    except (AttributeError, ValueError, OSError):
-        pass
-
-
-def _install_fork_hooks() -> None:
-    global _fork_hooks_installed
-    if not _fork_hooks_installed and hasattr(os, "register_at_fork"):
-        os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_parent,
-                            after_in_child=_after_fork_child)
-        _fork_hooks_installed = True
-
-
-# ---------------------------------------------------------------------- helpers
-def _window_event(window: dict[str, Any], rank: int) -> EventBatch:
-    """A PROFILER event spanning one detailed window, with its reason and step range."""
-    end = window.get("end_ns", window["start_ns"])
-    batch = EventBatch.from_columns(["otel-profiler window", "reason", "first_step", "last_step"],
-                                    kind=[Kind.PROFILER], name=[0], start_ns=[window["start_ns"]],
-                                    end_ns=[end], rank=[rank], pid=[os.getpid()])
-    batch.extra_row = np.zeros(3, np.int64)
-    batch.extra_key = np.arange(1, 4, dtype=np.int32)
-    batch.extra_value = [window["reason"], window["first_step"], window.get("last_step", -1)]
-    return batch
-
-
-def _device_properties() -> list[dict[str, Any]]:
-    from cuda_tracer.kineto import cuda_available
-
-    if not cuda_available():
-        return []
-    torch = sys.modules["torch"]
-    out = []
-    try:
-        for i in range(torch.cuda.device_count()):
-            p = torch.cuda.get_device_properties(i)
-            out.append({"id": i, "name": p.name, "totalGlobalMem": p.total_memory,
-                        "computeMajor": p.major, "computeMinor": p.minor,
-                        "numSms": p.multi_processor_count})
-    except Exception:
-        pass
-    return out
-
-
-def _exporter_factory() -> Any:
-    """A function making the OTLP exporter (None when none is configured); imports it now."""
-    try:
-        from ..export.exporter import exporter_from_env
-    except ImportError:
-        return lambda settings, service: None
-
-    def make(settings: config.Settings, service: str) -> Any:
-        try:
-            with _exporter_child_marked():
-                return exporter_from_env(settings, default_service=service)
-        except Exception as exc:
-            warn(f"OTLP export is off ({type(exc).__name__}: {exc})")
-            return None
-
-    return make
-
-
-@contextlib.contextmanager
-def _exporter_child_marked() -> Iterator[None]:
-    """Mark the environment while the exporter's processes are spawned (its worker and
-    multiprocessing's resource tracker inherit it), so the bootstrap in them starts no session.
-
-    multiprocessing's spawn takes no per-process environment, so the mark is in ``os.environ`` for
-    the few milliseconds the exporter takes to start; a process another thread starts in that time
-    is not profiled either.
-    """
-    os.environ[EXPORTER_CHILD_ENV] = "1"
-    try:
-        yield
-    finally:
-        os.environ.pop(EXPORTER_CHILD_ENV, None)
+        session.after_fork_in_new_child()

@@ -88,7 +88,7 @@ class StepEvidence:
 
 class StepSources:
     """The session's side of step evidence (mixed into ``session.Session``): what the framework hooks
-    (``integrations.torch``, ``integrations.keras``) call, and the time fallback window. Uses the
+    (``torch_steps``, ``integrations.keras``) call, and the time fallback window. Uses the
     session's step and window machinery (``_advance``, ``_open_window``, ``_close_window``)."""
 
     evidence: StepEvidence
@@ -106,7 +106,7 @@ class StepSources:
     _time_window_s: float
 
     def optimizer_made(self) -> None:
-        """An optimizer was constructed (``integrations.torch``)."""
+        """An optimizer was constructed (``torch_steps``)."""
         self.evidence.optimizer_made = True
 
     def optimizer_step_started(self) -> None:

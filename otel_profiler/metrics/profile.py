@@ -33,7 +33,7 @@ from . import points as m
 from ..analysis.breakdown import class_times, temporal_breakdown
 from ..analysis.memory import step_peaks
 from .points import HistogramValue, Point, Spec
-from ..spans.build import batch_steps, run_id_of, trace_id, trace_rank
+from ..spans.ids import batch_steps, run_id_of, trace_id, trace_rank
 
 _DROP_KEYS = ("cupti_dropped_records", "lost_records", "skipped_events")
 

@@ -60,18 +60,17 @@ class MetricsService:
     # ------------------------------------------------------------------ lifecycle
     def start(self, settings: Any, resource_attributes: dict[str, Any] | None = None,
               run_id: str | None = None) -> "MetricsService":
-        """Start what ``settings`` (``config.load()``) asks for. ``run_id``: the session's run id, used
+        """Start what ``settings`` (``config.Settings``) asks for. ``run_id``: the session's run id, used
         when the batch metadata has none (exemplar trace ids follow ``OTEL_PROFILER_RUN_ID`` first,
         as the span exporter does)."""
         try:
-            self._start(settings.values if hasattr(settings, "values") else dict(settings),
-                        dict(resource_attributes or {}), run_id)
+            self._start(settings, dict(resource_attributes or {}), run_id)
         except Exception as exc:
             warn(f"metrics are off after an internal error ({type(exc).__name__}: {exc})")
             self.close()
         return self
 
-    def _start(self, v: dict[str, Any], resource: dict[str, Any], run_id: str | None) -> None:
+    def _start(self, v: Any, resource: dict[str, Any], run_id: str | None) -> None:
         if not metrics_wanted(v):
             return
         host, port = prometheus_address(v)
@@ -80,9 +79,9 @@ class MetricsService:
         from .system import SystemSampler
 
         self._resource = resource
-        self._interval_s = float(v.get("OTEL_METRIC_EXPORT_INTERVAL") or 60000) / 1e3
-        self.profile = ProfileMetrics(v.get("OTEL_PROFILER_RUN_ID") or None, run_id)
-        self.sampler = SystemSampler(float(v.get("OTEL_PROFILER_METRICS_INTERVAL_S") or 1.0))
+        self._interval_s = v["OTEL_METRIC_EXPORT_INTERVAL"] / 1e3
+        self.profile = ProfileMetrics(v["OTEL_PROFILER_RUN_ID"] or None, run_id)
+        self.sampler = SystemSampler(v["OTEL_PROFILER_METRICS_INTERVAL_S"])
         if port:
             self._start_endpoint(v, host, port + _local_rank(resource))
         if not self.active:
@@ -90,7 +89,7 @@ class MetricsService:
             return
         self.sampler.start()
 
-    def _start_endpoint(self, v: dict[str, Any], host: str, port: int) -> None:
+    def _start_endpoint(self, v: Any, host: str, port: int) -> None:
         from prometheus_client.registry import CollectorRegistry
 
         from .prometheus import Endpoint, PointsCollector
@@ -99,9 +98,9 @@ class MetricsService:
         self.collector = PointsCollector([self.points])
         registry.register(self.collector)
         self.endpoint = Endpoint.start(registry, host, port,
-                                       v.get("OTEL_PROFILER_PROMETHEUS_CERT_FILE") or "",
-                                       v.get("OTEL_PROFILER_PROMETHEUS_KEY_FILE") or "",
-                                       v.get("OTEL_PROFILER_PROMETHEUS_BASIC_AUTH") or "", warn=warn)
+                                       v["OTEL_PROFILER_PROMETHEUS_CERT_FILE"],
+                                       v["OTEL_PROFILER_PROMETHEUS_KEY_FILE"],
+                                       v["OTEL_PROFILER_PROMETHEUS_BASIC_AUTH"], warn=warn)
 
     def attach_exporter(self, exporter: Any) -> None:
         """Expose ``exporter``'s drop counters as metrics and, when it has a metrics endpoint and
@@ -183,35 +182,33 @@ class MetricsService:
                     pass
 
 
-def metrics_wanted(values: dict[str, Any]) -> bool:
+def metrics_wanted(settings: Any) -> bool:
     """Whether settings ask for any metrics: a Prometheus port or an OTLP metrics endpoint."""
-    if not values.get("OTEL_PROFILER_METRICS", True) or values.get("OTEL_SDK_DISABLED"):
+    if not settings["OTEL_PROFILER_METRICS"] or settings["OTEL_SDK_DISABLED"]:
         return False
-    return bool(prometheus_address(values)[1]) or otlp_wanted(values) or console_wanted(values)
+    return bool(prometheus_address(settings)[1]) or otlp_wanted(settings) or console_wanted(settings)
 
 
-def prometheus_address(values: dict[str, Any]) -> tuple[str, int]:
+def prometheus_address(settings: Any) -> tuple[str, int]:
     """Host and base port (0: none) of the /metrics endpoint: the profiler's own
     ``OTEL_PROFILER_PROMETHEUS_HOST``/``PORT`` when that port is set, else the standard
     ``OTEL_EXPORTER_PROMETHEUS_HOST``/``PORT`` when ``OTEL_METRICS_EXPORTER`` lists prometheus."""
-    port = int(values.get("OTEL_PROFILER_PROMETHEUS_PORT") or 0)
+    port = settings["OTEL_PROFILER_PROMETHEUS_PORT"]
     if port:
-        return values.get("OTEL_PROFILER_PROMETHEUS_HOST") or "127.0.0.1", port
-    if "prometheus" in values.get("OTEL_METRICS_EXPORTER", ()):
-        return (values.get("OTEL_EXPORTER_PROMETHEUS_HOST") or "localhost",
-                int(values.get("OTEL_EXPORTER_PROMETHEUS_PORT") or 9464))
+        return settings["OTEL_PROFILER_PROMETHEUS_HOST"], port
+    if "prometheus" in settings["OTEL_METRICS_EXPORTER"]:
+        return settings["OTEL_EXPORTER_PROMETHEUS_HOST"], settings["OTEL_EXPORTER_PROMETHEUS_PORT"]
     return "", 0
 
 
-def console_wanted(values: dict[str, Any]) -> bool:
+def console_wanted(settings: Any) -> bool:
     """``OTEL_METRICS_EXPORTER`` lists console: snapshots as OTLP JSON lines on stdout."""
-    return "console" in values.get("OTEL_METRICS_EXPORTER", ())
+    return "console" in settings["OTEL_METRICS_EXPORTER"]
 
 
-def otlp_wanted(values: dict[str, Any]) -> bool:
-    from ..export.sinks import resolve_target
-
-    return resolve_target(values, signal="metrics") is not None
+def otlp_wanted(settings: Any) -> bool:
+    """An OTLP metrics target was resolved (``config.load``)."""
+    return settings.metrics_target is not None
 
 
 def exporter_points(counters: dict[str, int]) -> list[Point]:
@@ -228,9 +225,8 @@ def exporter_points(counters: dict[str, int]) -> list[Point]:
 
 
 def _local_rank(resource: dict[str, Any]) -> int:
+    """The local rank the session recorded in its resource (0 without one)."""
     try:
-        return int(resource["ml.local_rank"])
-    except (KeyError, TypeError, ValueError):
-        from ..live.resource import distributed_position
-
-        return distributed_position()["local_rank"]
+        return int(resource.get("ml.local_rank", 0))
+    except (TypeError, ValueError):
+        return 0

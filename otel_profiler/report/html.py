@@ -24,10 +24,10 @@ from cuda_tracer.events import Kind
 from cuda_tracer.profile import Profile
 
 from ..analysis.activity import annotation_durations, cpu_active, precision_times, utilization_over_time
-from ..analysis.insights import Thresholds, insights, thresholds_doc
 from ..analysis.compute import cpu_timelines
+from ..analysis.document import SummaryDocument
+from ..analysis.insights import Thresholds, thresholds_doc
 from ..analysis.memory import memory_timeline
-from ..analysis.summary import summarize
 from ..names import demangle, short_names
 from .timeline_budget import left_out_note, thin
 from .tracks import Tracks, assign_tracks
@@ -87,13 +87,10 @@ def _within_budget(t: Tracks) -> tuple:
             position[t.flow_dst[linked]], left_out, note)
 
 
-def report_data(profile: Profile, thresholds: Thresholds | None = None,
-                summary: dict | None = None) -> dict[str, Any]:
-    """Everything the page shows: the summary (with insights), dashboard extras and the timeline."""
-    if summary is None:
-        summary = summarize(profile)
-    if "insights" not in summary:
-        summary["insights"] = insights(profile, summary, thresholds)
+def report_data(doc: SummaryDocument) -> dict[str, Any]:
+    """Everything the page shows: the document's summary (with insights), dashboard extras and the
+    timeline."""
+    profile, summary, thresholds = doc.profile, doc.summary, doc.thresholds
     batch = profile.batch()
     return {
         "title": ", ".join(profile.sources) or "profile",
@@ -107,8 +104,8 @@ def report_data(profile: Profile, thresholds: Thresholds | None = None,
             "memory": memory_timeline(batch, multi_rank="ranks" in summary),
             "cpu_timeline": cpu_timelines(profile),
         },
-        "thresholds": thresholds_doc() if thresholds is None else
-        [dict(t, value=getattr(thresholds, t["name"])) for t in thresholds_doc()],
+        "thresholds": [dict(t, value=getattr(thresholds, t["name"])) for t in thresholds_doc()]
+        if doc.thresholds_given else thresholds_doc(),
         "timeline": timeline_data(profile),
     }
 
@@ -132,7 +129,7 @@ def render_html(data: dict[str, Any]) -> str:
 
 def write_report(profile: Profile, path: str, thresholds: Thresholds | None = None) -> int:
     """Write the HTML report of ``profile`` to ``path``; returns its size in bytes."""
-    text = render_html(report_data(profile, thresholds))
+    text = render_html(report_data(SummaryDocument(profile, thresholds)))
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
     return len(text.encode("utf-8"))

@@ -68,5 +68,10 @@ def chrome_trace(profile: Profile) -> dict[str, Any]:
             "otherData": {"generator": "otel-profiler", "t0_unix_ns": t0}}
 
 
+def chrome_trace_bytes(profile: Profile) -> bytes:
+    """The Trace Event Format document as JSON bytes."""
+    return msgspec.json.encode(chrome_trace(profile))
+
+
 def write_chrome_trace(profile: Profile, out: BinaryIO) -> None:
-    out.write(msgspec.json.encode(chrome_trace(profile)))
+    out.write(chrome_trace_bytes(profile))

@@ -46,12 +46,11 @@ Model (one rank's batch at a time; every rule is stated here, next to its code):
 
 Attribute names: semantic conventions where they exist (``thread.id``, ``service.name``,
 ``host.name``, ``process.pid``), else the project namespaces ``gpu.*`` (GPU facts) and
-``otel_profiler.*`` (profiler bookkeeping), listed in ``span_attrs.ATTRIBUTES``.
+``otel_profiler.*`` (profiler bookkeeping), listed in ``attributes.ATTRIBUTES``.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +62,9 @@ from cuda_tracer.events import GPU_OP_KINDS, LAUNCH_KINDS, MISSING, EventBatch, 
 from ..names import demangled
 from .attributes import (KIND_NAMES, AttrColumn, Columns, event_attributes, figure_attributes, resource_attributes,
                          root_attributes, version)
+from .budget import keep_launch_context, select
+from .ids import batch_steps, hash64, mix64, root_span_id, run_id_of, trace_id, trace_rank
+from .nesting import parents_by_thread, scope_parents, thread_forests
 from .options import SpanOptions
 
 SPAN_KIND_INTERNAL = 1
@@ -102,122 +104,9 @@ class SpanTable:
 
 
 # ----------------------------------------------------------------------------------- hashing
-def mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finalizer, vectorized (uint64 arithmetic wraps)."""
-    x = x.astype(np.uint64, copy=True)
-    with np.errstate(over="ignore"):
-        x ^= x >> np.uint64(30)
-        x *= np.uint64(0xBF58476D1CE4E5B9)
-        x ^= x >> np.uint64(27)
-        x *= np.uint64(0x94D049BB133111EB)
-        x ^= x >> np.uint64(31)
-    return x
-
-
-def _hash_bytes(*parts: Any, size: int = 8) -> bytes:
-    h = hashlib.blake2b(digest_size=size)
-    for p in parts:
-        h.update(str(p).encode("utf-8", "surrogatepass"))
-        h.update(b"\x1f")
-    return h.digest()
-
-
-def _hash64(*parts: Any) -> int:
-    return int.from_bytes(_hash_bytes(*parts), "big") or 1
-
-
-def run_id_of(meta: dict[str, Any]) -> str:
-    """The run id: ``meta['run_id']``, else one derived from where the events came from."""
-    if meta.get("run_id"):
-        return str(meta["run_id"])
-    return _hash_bytes(meta.get("source"), meta.get("host_name"), meta.get("pid"),
-                       meta.get("profiler_window_ns"), size=8).hex()
-
-
-def trace_rank(meta: dict[str, Any], batch: EventBatch) -> int:
-    """The rank a batch's traces are derived from: ``meta['rank']``, else the batch's, else 0."""
-    rank = int(meta.get("rank", -1))
-    if rank < 0:
-        rank = int(batch.rank[0]) if len(batch) and batch.rank[0] >= 0 else 0
-    return rank
-
-
-def root_span_id(hi: int, lo: int) -> int:
-    """The span id of the root span of trace ``(hi, lo)`` (deterministic, like the trace id)."""
-    return _hash64(hi, lo, "root")
-
-
-def trace_id(run_id: str, rank: int, what: str, number: int) -> tuple[int, int]:
-    """``(hi, lo)`` of the trace of step (``what="step"``) or window ``number`` of ``rank``."""
-    digest = _hash_bytes(run_id, what, number, size=12)
-    hi = int.from_bytes(digest[:8], "big")
-    lo = (int.from_bytes(digest[8:12], "big") << 32) | (rank & 0xFFFFFFFF)
-    return hi, lo
-
-
-# ----------------------------------------------------------------------------------- helpers
-def _innermost(starts: np.ndarray, ends: np.ndarray, parent: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """For each time in ``t``: index of the innermost interval containing it, or -1.
-
-    Intervals are sorted by (start, -end) and properly nested; ``parent`` is each interval's
-    enclosing interval (-1: none).
-    """
-    j = np.searchsorted(starts, t, side="right") - 1
-    while True:
-        bad = np.flatnonzero((j >= 0) & (ends[np.maximum(j, 0)] <= t))
-        if not len(bad):
-            return j
-        j[bad] = parent[j[bad]]
-
-
-def _nesting(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Enclosing interval of each interval (sorted by (start, -end)): the nearest earlier one still
-    open at its start that ends no sooner. Found for all intervals at once by pointer jumping: while
-    a candidate closed before the interval started or ends sooner, the interval takes the
-    candidate's own candidate (everything skipped closed sooner still)."""
-    n = len(starts)
-    candidate = np.arange(-1, n - 1, dtype=np.int64)
-    active = np.arange(n, dtype=np.int64)
-    for _ in range(_JUMP_ROUNDS):
-        if not len(active):
-            return candidate
-        c = candidate[active]
-        c_end = ends[np.maximum(c, 0)]
-        skip = (c >= 0) & ((c_end < ends[active]) | (c_end <= starts[active]))
-        active = active[skip]
-        candidate[active] = candidate[c[skip]]
-    return _nesting_walk(starts, ends)  # very deep nesting: the sequential walk is faster then
-
-
-_JUMP_ROUNDS = 64
-
-
-def _nesting_walk(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """``_nesting`` by a stack walk: one Python step per interval, whatever the depth."""
-    parent = np.full(len(starts), -1, np.int64)
-    stack: list[int] = []
-    for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
-        while stack and (ends[stack[-1]] <= s or ends[stack[-1]] < e):
-            stack.pop()
-        if stack:
-            parent[i] = stack[-1]
-        stack.append(i)
-    return parent
-
-
 def _group_first(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(unique_keys, inverse)`` of an int64 key array."""
     return np.unique(keys, return_inverse=True)
-
-
-# ----------------------------------------------------------------------------------- the model
-def batch_steps(batch: EventBatch) -> list[tuple[int, int, int]]:
-    """``(step number, start_ns, end_ns)`` of the batch's STEP events, by start time."""
-    rows = np.flatnonzero(batch.kind == Kind.STEP)
-    rows = rows[np.argsort(batch.start_ns[rows], kind="stable")]
-    numbers = batch.extra("step")
-    return [(int(numbers.get(r, i)), int(batch.start_ns[r]), int(batch.end_ns[r]))
-            for i, r in enumerate(rows.tolist())]
 
 
 @dataclass
@@ -270,7 +159,7 @@ def build_spans(meta: dict[str, Any], batch: EventBatch, options: SpanOptions | 
 
     # --- span ids of events (deterministic)
     lane = np.where(batch.tid != MISSING, batch.tid, batch.stream)
-    seed = np.uint64(_hash64(run_id, rank))
+    seed = np.uint64(hash64(run_id, rank))
     with np.errstate(over="ignore"):
         ids = mix64(mix64(start.astype(np.uint64) ^ seed) + end.astype(np.uint64))
         ids = mix64(ids ^ (lane.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
@@ -280,22 +169,22 @@ def build_spans(meta: dict[str, Any], batch: EventBatch, options: SpanOptions | 
 
     # --- parents: innermost scope (annotation or CPU op) of the anchor's thread, within the same trace
     parent_row = np.full(len(batch), -1, np.int64)
-    forests = _thread_forests(batch, np.concatenate([annot_rows, op_rows]))
-    scope_rows, scope_parents = _scope_parents(forests, trace_row)
-    parent_row[scope_rows] = scope_parents
+    forests = thread_forests(batch, np.concatenate([annot_rows, op_rows]))
+    scope_rows, enclosing = scope_parents(forests, trace_row)
+    parent_row[scope_rows] = enclosing
     cpu_members = np.concatenate([call_rows, dev_rows])
-    parent_row[cpu_members] = _parents_by_thread(forests, cpu_members, anchor_t, anchor_tid, trace_row)
+    parent_row[cpu_members] = parents_by_thread(forests, cpu_members, anchor_t, anchor_tid, trace_row)
 
     # --- budget: units ranked by duration, costliest kept while the budget lasts; then the CPU ops
     # around the kept launch calls, in the room reserved for them. Room they did not take goes back
     # to the units (a second selection keeps a superset of the first's launches).
     room = np.minimum(np.bincount(trace_row[op_rows], minlength=n_traces), opt.budget // 4)
-    keep = _select(batch, opt.budget, trace_row, n_traces, annot_rows, gpu_annot_rows, call_rows,
+    keep = select(batch, opt.budget, trace_row, n_traces, annot_rows, gpu_annot_rows, call_rows,
                    dev_rows, launch_of, room)
-    used = _keep_launch_context(batch, keep, parent_row, trace_row, call_rows, dev_rows, launch_of, room)
+    used = keep_launch_context(batch, keep, parent_row, trace_row, call_rows, dev_rows, launch_of, room)
     if (used < room).any():
         kept_ops = op_rows[keep[op_rows]]
-        keep = _select(batch, opt.budget, trace_row, n_traces, annot_rows, gpu_annot_rows, call_rows,
+        keep = select(batch, opt.budget, trace_row, n_traces, annot_rows, gpu_annot_rows, call_rows,
                        dev_rows, launch_of, used)
         keep[kept_ops] = True
     trace_row[op_rows[~keep[op_rows]]] = -1  # not exported, not aggregated
@@ -443,135 +332,6 @@ def _dedupe(ids: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return ids
 
 
-_Forest = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # rows, starts, ends, enclosing
-
-
-def _thread_forests(batch: EventBatch, scopes: np.ndarray) -> dict[int, _Forest]:
-    """Per thread: its scopes sorted by (start, -end), their starts and ends, and each one's
-    enclosing scope (an index into that order, -1: none). Computed once for the scopes' own parents
-    and for the calls' parents."""
-    out = {}
-    tids = batch.tid[scopes]
-    for tid in np.unique(tids).tolist():
-        rows = scopes[tids == tid]
-        rows = rows[np.lexsort((-batch.end_ns[rows], batch.start_ns[rows]))]
-        starts, ends = batch.start_ns[rows], batch.end_ns[rows]
-        out[tid] = (rows, starts, ends, _nesting(starts, ends))
-    return out
-
-
-def _scope_parents(forests: dict[int, _Forest], trace_row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(scope rows, enclosing scope row)``: same thread and same trace, else -1 (the trace root)."""
-    rows_out, parents_out = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    for rows, _, _, par in forests.values():
-        prow = np.where(par >= 0, rows[np.maximum(par, 0)], -1)
-        prow[(prow >= 0) & (trace_row[np.maximum(prow, 0)] != trace_row[rows])] = -1
-        rows_out.append(rows)
-        parents_out.append(prow)
-    return np.concatenate(rows_out), np.concatenate(parents_out)
-
-
-def _parents_by_thread(forests: dict[int, _Forest], rows: np.ndarray, anchor_t: np.ndarray,
-                       anchor_tid: np.ndarray, trace_row: np.ndarray) -> np.ndarray:
-    """Innermost scope on the anchor thread containing the anchor time (same trace), else -1."""
-    out = np.full(len(rows), -1, np.int64)
-    q_tid = anchor_tid[rows]
-    for tid in np.unique(q_tid).tolist():
-        if tid == MISSING or tid not in forests:
-            continue
-        scope_rows, starts, ends, par = forests[tid]
-        q = np.flatnonzero(q_tid == tid)
-        j = _innermost(starts, ends, par, anchor_t[rows[q]])
-        prow = np.where(j >= 0, scope_rows[np.maximum(j, 0)], -1)
-        prow[(prow >= 0) & (trace_row[np.maximum(prow, 0)] != trace_row[rows[q]])] = -1
-        out[q] = prow
-    return out
-
-
-def _select(batch: EventBatch, budget: int, trace_row: np.ndarray, n_traces: int, annot_rows: np.ndarray,
-            gpu_annot_rows: np.ndarray, call_rows: np.ndarray, dev_rows: np.ndarray,
-            launch_of: np.ndarray, reserved: np.ndarray) -> np.ndarray:
-    """Boolean per batch row: exported as an individual span (else aggregated). ``reserved``: room
-    per trace kept free (for CPU-op context)."""
-    keep = np.zeros(len(batch), bool)
-    dur = batch.duration_ns
-    # Annotations: the longest ``budget // 2`` of a trace are spans, the rest aggregated.
-    annots = np.concatenate([annot_rows, gpu_annot_rows])
-    a_trace = trace_row[annots]
-    order = np.lexsort((-dur[annots], a_trace))
-    rank_in_trace = np.arange(len(order)) - np.searchsorted(a_trace[order], a_trace[order], side="left")
-    keep[annots[order[rank_in_trace < budget // 2]]] = True
-    dropped_annots = annots[~keep[annots]]
-    launched = np.zeros(len(batch), bool)
-    launched[launch_of[launch_of >= 0]] = True
-    lone_calls = call_rows[~launched[call_rows]]
-    units = np.concatenate([dev_rows, lone_calls])
-    unit_launch = np.concatenate([launch_of, np.full(len(lone_calls), -1, np.int64)])
-    if not len(units):
-        return keep
-    u_trace = trace_row[units]
-    # Reserve: one aggregate per distinct (trace, kind, name) of units, launch calls and dropped
-    # annotations.
-    may_aggregate = np.concatenate([units, call_rows, dropped_annots])
-    key = (trace_row[may_aggregate] << 40) | (batch.kind[may_aggregate].astype(np.int64) << 32) | \
-        batch.name[may_aggregate].astype(np.int64)
-    ukey = np.unique(key)
-    reserve = np.bincount((ukey >> 40).astype(np.int64), minlength=n_traces)
-    fixed = 1 + np.bincount(trace_row[annots[keep[annots]]], minlength=n_traces)
-    avail = np.maximum(budget - fixed - reserve - reserved, 0)
-
-    order = np.lexsort((-dur[units], u_trace))
-    units, unit_launch, u_trace = units[order], unit_launch[order], u_trace[order]
-    cost = np.ones(len(units), np.int64)
-    has = np.flatnonzero(unit_launch >= 0)
-    _, first = np.unique(unit_launch[has], return_index=True)
-    cost[has[first]] += 1
-    csum = np.cumsum(cost)
-    group_start = np.searchsorted(u_trace, u_trace, side="left")
-    before = np.where(group_start > 0, csum[np.maximum(group_start - 1, 0)], 0)
-    kept = (csum - before) <= avail[u_trace]
-    keep[units[kept]] = True
-    keep[unit_launch[kept & (unit_launch >= 0)]] = True
-    return keep
-
-
-def _keep_launch_context(batch: EventBatch, keep: np.ndarray, parent_row: np.ndarray, trace_row: np.ndarray,
-                         call_rows: np.ndarray, dev_rows: np.ndarray, launch_of: np.ndarray,
-                         room: np.ndarray) -> np.ndarray:
-    """Keep the CPU ops enclosing kept launch calls: each op weighs as much as the costliest GPU op
-    launched inside it; the heaviest first (ancestors before descendants of equal weight), at most
-    ``room`` per trace. Returns how many were kept per trace."""
-    dur = batch.duration_ns
-    weight = np.zeros(len(batch), np.int64)
-    calls = call_rows[keep[call_rows]]
-    weight[calls] = dur[calls]
-    launched = launch_of >= 0
-    np.maximum.at(weight, launch_of[launched], dur[dev_rows[launched]])
-    ops, weights = [], []
-    cur, w = parent_row[calls], weight[calls]
-    while len(cur):  # one level of nesting per pass (a chain is rarely ten deep)
-        up = cur >= 0
-        cur, w = cur[up], w[up]
-        is_op = batch.kind[cur] == Kind.CPU_OP
-        ops.append(cur[is_op])
-        weights.append(w[is_op])
-        cur = parent_row[cur]
-    if not ops or not sum(map(len, ops)):
-        return np.zeros(len(room), np.int64)
-    ops, weights = np.concatenate(ops), np.concatenate(weights)
-    order = np.lexsort((-weights, ops))  # per op, its heaviest chain first
-    ops, weights = ops[order], weights[order]
-    first = np.r_[True, ops[1:] != ops[:-1]]
-    ops, weights = ops[first], weights[first]
-    t = trace_row[ops]
-    order = np.lexsort((-batch.end_ns[ops], batch.start_ns[ops], -weights, t))
-    ops, t = ops[order], t[order]
-    rank = np.arange(len(ops)) - np.searchsorted(t, t, side="left")
-    chosen = rank < room[t]
-    keep[ops[chosen]] = True
-    return np.bincount(t[chosen], minlength=len(room))
-
-
 def _existing_trace(traces: _Traces, opt: SpanOptions, t: np.ndarray) -> np.ndarray:
     """The trace each time falls in: the step containing it, else its window if that window has a
     trace in this batch, else -1."""
@@ -671,7 +431,7 @@ def _assemble(meta, batch, opt, run_id, rank, traces: _Traces, ids, trace_row, p
 
 
 def _agg_ids(t_hi, t_lo, a_trace, a_kind, a_name, names_tab) -> np.ndarray:
-    name_hash = np.array([_hash64(s) for s in names_tab] or [0], np.uint64)
+    name_hash = np.array([hash64(s) for s in names_tab] or [0], np.uint64)
     with np.errstate(over="ignore"):
         x = mix64(t_hi[a_trace] ^ mix64(t_lo[a_trace]) ^ name_hash[a_name]
                       ^ (a_kind.astype(np.uint64) << np.uint64(56)))

@@ -1,6 +1,6 @@
-"""How spans are built: the span model's options (``SpanOptions``) and how they come from the
-environment (``options_from_settings``). Shared by the span model (``build``), its attributes
-(``attributes``) and the exporter."""
+"""How spans are built: the span model's options (``SpanOptions``, whose defaults are the settings'
+defaults too) and how they come from the settings (``options_from_settings``). Shared by the span
+model (``build``), its attributes (``attributes``) and the exporter."""
 
 from __future__ import annotations
 
@@ -25,17 +25,17 @@ class SpanOptions:
 
 
 def options_from_settings(settings: Any, default_service: str | None = None) -> SpanOptions:
-    """SpanOptions from ``otel_profiler.config.load()`` (budget, window, service, resource attrs).
+    """SpanOptions from the settings (``config.Settings``: budget, window, run id, service,
+    resource attributes).
 
     The service name is ``OTEL_SERVICE_NAME``, else ``service.name`` of ``OTEL_RESOURCE_ATTRIBUTES``,
     else ``default_service`` (the training process passes its script name).
     """
-    values = settings.values if hasattr(settings, "values") else dict(settings)
     return SpanOptions(
-        budget=int(values.get("OTEL_PROFILER_SPAN_BUDGET", DEFAULT_SPAN_BUDGET)),
-        window_ns=int(float(values.get("OTEL_PROFILER_SPAN_WINDOW_S", DEFAULT_WINDOW_NS / 1e9)) * 1e9),
-        run_id=values.get("OTEL_PROFILER_RUN_ID") or None,
-        service_name=values.get("OTEL_SERVICE_NAME") or None,
-        resource_attributes=dict(values.get("OTEL_RESOURCE_ATTRIBUTES") or {}),
+        budget=settings["OTEL_PROFILER_SPAN_BUDGET"],
+        window_ns=int(settings["OTEL_PROFILER_SPAN_WINDOW_S"] * 1e9),
+        run_id=settings["OTEL_PROFILER_RUN_ID"] or None,
+        service_name=settings["OTEL_SERVICE_NAME"] or None,
+        resource_attributes=dict(settings["OTEL_RESOURCE_ATTRIBUTES"]),
         default_service=default_service,
     )

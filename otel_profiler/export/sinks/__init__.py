@@ -116,11 +116,11 @@ def http_signal_url(base: str, signal: str = "traces") -> str:
     return base.rstrip("/") + f"/v1/{signal}"
 
 
-def resolve_target(values: dict[str, Any], endpoint: str | None = None, protocol: str | None = None,
-                   warn: Callable[[str], None] | None = None,
+def resolve_target(values: Any, endpoint: str | None = None, protocol: str | None = None,
                    signal: str = "traces") -> OtlpTarget | None:
     """The target of ``signal`` ("traces" or "metrics") from settings values
-    (``config.load().values``); ``endpoint``/``protocol`` (command-line flags) override them. None
+    (``config.load`` resolves both signals once; the commands call it again only for their
+    ``--endpoint``/``--protocol`` flags, which override the variables). None
     when no endpoint is configured, or for metrics when ``OTEL_METRICS_EXPORTER`` is ``none``."""
     if not endpoint and "otlp" not in values.get(f"OTEL_{signal.upper()}_EXPORTER", ("otlp",)):
         return None  # OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER without otlp

@@ -1,0 +1,141 @@
+"""What the insight rules share: their thresholds (``Thresholds``), the profile facts several rules
+read (``Context``, computed once) and the shape of one finding (``insight``)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from cuda_tracer.correlate import Correlation, correlate
+from cuda_tracer.events import EventBatch, Kind
+from cuda_tracer.profile import Profile
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Every threshold the rules use. Override any with ``Thresholds(name=value)`` or ``--threshold``."""
+
+    gpu_util_low_pct: float = 70.0
+    """low_gpu_utilization: a device busy less than this % of its span is underutilized (SageMaker p95 70)."""
+    host_wait_pct: float = 20.0
+    """cpu_bottleneck: GPU idle waiting for the CPU (host wait) for at least this % of the device span."""
+    step_outlier_mads: float = 3.0
+    """step_outliers: a step slower than median + this many scaled MADs (robust sigmas) is an outlier."""
+    step_outlier_min_excess_pct: float = 5.0
+    """step_outliers: ... and at least this % slower than the median step."""
+    min_steps: int = 3
+    """step_outliers: fewer steps than this say nothing about outliers."""
+    load_imbalance_points: float = 20.0
+    """load_balancing: utilization of the most and least busy GPU this many % points apart."""
+    straggler_pct: float = 5.0
+    """straggler_ranks: a rank whose median step is this % above the median of all ranks."""
+    memory_growth_pct_points: float = 10.0
+    """gpu_memory_growth: allocated memory rising by this many points of device memory (SageMaker 10)."""
+    memory_window_fraction: float = 0.1
+    """gpu_memory_growth: first and last fraction of memory samples averaged (moving-average window)."""
+    batch_gpu_util_pct: float = 70.0
+    """batch_size_too_small: GPU busy below this %, ... (SageMaker BatchSize 70)."""
+    batch_memory_pct: float = 70.0
+    """batch_size_too_small: ... and peak allocated GPU memory below this % of device memory."""
+    dataloader_pct: float = 10.0
+    """dataloader: time in DataLoader ``__next__`` at least this % of step (or profile) time."""
+    short_kernel_us: float = 10.0
+    """launch_bound: kernels shorter than this are 'short'."""
+    short_kernel_fraction: float = 0.5
+    """launch_bound: at least this fraction of kernels are short, ..."""
+    launch_bound_util_pct: float = 70.0
+    """launch_bound: ... the GPU is busy less than this %, and a launch call takes as long as a kernel."""
+    sync_in_step_pct: float = 1.0
+    """sync_in_step: blocking syncs and device-to-host copies take at least this % of step time."""
+    pageable_pct: float = 10.0
+    """pageable_copies: pageable host memory copies take at least this % of all memcpy time."""
+    comm_min_pct: float = 5.0
+    """comm_overlap: communication kernels run for at least this % of the device span, ..."""
+    comm_overlap_pct: float = 50.0
+    """comm_overlap: ... and less than this % of it overlaps compute kernels."""
+    queue_depth: int = 960
+    """deep_stream_queue: a stream queue this deep is near CUDA's ~1024-entry launch queue limit."""
+
+    @classmethod
+    def parse(cls, items: list[str]) -> "Thresholds":
+        """From ``name=value`` strings (e.g. ``gpu_util_low_pct=60``); raises ``ValueError``."""
+        types = {f.name: f.type for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for item in items:
+            name, sep, value = item.partition("=")
+            name = name.strip()
+            if not sep or name not in types:
+                raise ValueError(f"unknown threshold {item!r}; known: {', '.join(types)}")
+            values[name] = int(value) if types[name] in ("int", int) else float(value)
+        return cls(**values)
+
+
+SCALAR_READ_OPS = ("aten::item", "aten::_local_scalar_dense")
+LAUNCH_API = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+              "hipLaunchKernel", "hipExtModuleLaunchKernel", "hipModuleLaunchKernel")
+CUDA_DEVICE_TYPE = 1  # Kineto's [memory] "Device Type": 0 CPU, 1 CUDA
+HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME, Kind.DRIVER,
+              Kind.OTHER)
+"""Host-side kinds: rules find their events by name among all of them, since one trace records as an
+operator what another records as a user annotation or a Python function."""
+DATALOADER_NEXT = re.compile(r"DataLoader.*__next__|utils/data/dataloader\.py\(\d+\): __next__")
+
+
+class Context:
+    """What several rules read, computed once: the batch, its correlation, step windows per rank."""
+
+    def __init__(self, profile: Profile, summary: dict, th: Thresholds) -> None:
+        self.profile, self.summary, self.th = profile, summary, th
+        self.batch: EventBatch = profile.batch()
+        self._corr: Correlation | None = None
+        b = self.batch
+        steps = np.flatnonzero(b.kind == Kind.STEP)
+        self.step_rows = steps[np.lexsort((b.start_ns[steps], b.rank[steps]))]
+
+    @property
+    def corr(self) -> Correlation:
+        if self._corr is None:
+            self._corr = correlate(self.batch)
+        return self._corr
+
+    def name_rows(self, names, kinds: tuple[Kind, ...] = HOST_KINDS) -> np.ndarray:
+        """Rows of ``kinds`` whose name is in ``names`` (a collection, or a predicate on a name)."""
+        b = self.batch
+        match = names if callable(names) else names.__contains__
+        ids = [i for i, s in enumerate(b.strings) if match(s)]
+        return np.flatnonzero(np.isin(b.name, ids) & np.isin(b.kind, np.asarray(kinds, np.uint8)))
+
+    def in_steps(self, rows: np.ndarray) -> np.ndarray:
+        """The subset of ``rows`` whose start lies inside a step of the same rank."""
+        b, steps = self.batch, self.step_rows
+        if not len(steps) or not len(rows):
+            return rows[:0]
+        keep = np.zeros(len(rows), bool)
+        for rank in np.unique(b.rank[steps]).tolist():
+            s = steps[b.rank[steps] == rank]
+            lo, hi = b.start_ns[s], b.end_ns[s]
+            mine = b.rank[rows] == rank
+            t = b.start_ns[rows]
+            i = np.searchsorted(lo, t, side="right") - 1
+            ok = (i >= 0) & (t < hi[np.maximum(i, 0)])
+            keep |= mine & ok
+        return rows[keep]
+
+    def step_time_ns(self) -> int:
+        b = self.batch
+        return int((b.end_ns[self.step_rows] - b.start_ns[self.step_rows]).sum())
+
+
+def insight(rule: str, severity: str, scope: str, title: str, evidence: str,
+             recommendation: str, **metrics: Any) -> dict[str, Any]:
+    return {"rule": rule, "severity": severity, "scope": scope, "title": title,
+            "evidence": evidence, "recommendation": recommendation, "metrics": metrics}
+
+
+def device_label(key: str) -> str:
+    return f"device {key}" if ":" not in key else "rank {} device {}".format(*key.split(":"))
+
+

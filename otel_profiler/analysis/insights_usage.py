@@ -1,0 +1,239 @@
+"""Insight rules on how busy the GPUs are and what holds them back: utilization, host wait, step
+outliers, load balance, stragglers, memory growth, batch size, the data loader."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cuda_tracer.profile import Profile
+
+from .breakdown import merged_length
+from .insights_context import CUDA_DEVICE_TYPE, DATALOADER_NEXT, Context, device_label, insight
+
+
+def low_gpu_utilization(ctx: Context) -> list[dict]:
+    """GPU busy (merged GPU-op time) below ``gpu_util_low_pct`` % of the device's span."""
+    out = []
+    for key, d in ctx.summary["devices"].items():
+        util = 100.0 - d["idle_pct"]
+        if d["span_us"] > 0 and util < ctx.th.gpu_util_low_pct:
+            out.append(insight(
+                "low_gpu_utilization", "high" if util < ctx.th.gpu_util_low_pct / 2 else "medium",
+                device_label(key), "Low GPU utilization",
+                f"The GPU was busy {util:.1f}% of its {d['span_us'] / 1e3:,.1f} ms span "
+                f"(idle {d['idle_us'] / 1e3:,.1f} ms; threshold {ctx.th.gpu_util_low_pct:g}%).",
+                "Find what the GPU waits for in the timeline's idle gaps: minimize blocking calls "
+                "(syncs, .item()), overlap data loading with compute, increase the batch size, or "
+                "change the distributed strategy.",
+                util_pct=util, idle_us=d["idle_us"], span_us=d["span_us"]))
+    return out
+
+
+def cpu_bottleneck(ctx: Context) -> list[dict]:
+    """GPU idle time attributable to waiting for the CPU ≥ ``host_wait_pct`` % of the device span.
+
+    Per device: idle time × (host-wait share of all stream gaps), where a gap is host wait when the
+    next op's launch call began after the previous op ended (HTA idle breakdown). Needs CPU-side
+    launch calls in the trace; without them no gap is host wait and the rule stays silent.
+    """
+    out = []
+    gaps: dict[tuple[int, int], list[float]] = {}
+    for s in ctx.summary["streams"]:
+        g = gaps.setdefault((s["rank"], s["device"]), [0.0, 0.0])
+        g[0] += s["host_wait_us"]
+        g[1] += s["host_wait_us"] + s["kernel_wait_us"] + s["other_us"]
+    multi = "ranks" in ctx.summary
+    for (rank, device), (host, total) in gaps.items():
+        key = f"{rank}:{device}" if multi else str(device)
+        d = ctx.summary["devices"].get(key)
+        if not d or not d["span_us"] or not total:
+            continue
+        wait = d["idle_us"] * host / total
+        pct = 100.0 * wait / d["span_us"]
+        if pct >= ctx.th.host_wait_pct:
+            out.append(insight(
+                "cpu_bottleneck", "high", device_label(key), "CPU bottleneck: the GPU waits for the host",
+                f"The GPU sat idle about {wait / 1e3:,.1f} ms waiting for the CPU to launch the next op "
+                f"({pct:.1f}% of the {d['span_us'] / 1e3:,.1f} ms device span; {100 * host / total:.0f}% "
+                f"of stream gaps are host waits; threshold {ctx.th.host_wait_pct:g}%).",
+                "Move CPU work off the training loop: more DataLoader workers (num_workers) with "
+                "prefetching, fewer Python-side operations per step, CUDA graphs or torch.compile "
+                "to cut launch overhead.",
+                host_wait_us=wait, host_wait_pct=pct))
+    return out
+
+
+def step_outliers(ctx: Context) -> list[dict]:
+    """Steps slower than median + ``step_outlier_mads`` scaled MADs and ``min_excess_pct`` % slower."""
+    b, th, out = ctx.batch, ctx.th, []
+    for rank in np.unique(b.rank[ctx.step_rows]).tolist():
+        rows = ctx.step_rows[b.rank[ctx.step_rows] == rank]
+        if len(rows) < th.min_steps:
+            continue
+        d = (b.end_ns[rows] - b.start_ns[rows]).astype(np.float64) / 1e3
+        med = float(np.median(d))
+        mad = 1.4826 * float(np.median(np.abs(d - med)))
+        limit = max(med + th.step_outlier_mads * mad, med * (1 + th.step_outlier_min_excess_pct / 100))
+        slow = np.flatnonzero(d > limit)
+        if len(slow):
+            names = b.names(rows[slow])
+            out.append(insight(
+                "step_outliers", "medium", f"rank {rank}", "Step-time outliers",
+                f"{len(slow)} of {len(rows)} steps took longer than {limit / 1e3:,.2f} ms "
+                f"(median {med / 1e3:,.2f} ms): " +
+                ", ".join(f"{n} {v / 1e3:,.2f} ms" for n, v in zip(names[:5], d[slow][:5])) + ".",
+                "Open the slow steps in the timeline and compare them with a median step: look for "
+                "data-loading stalls, I/O, garbage collection, recompilation or checkpointing "
+                "correlated with them.",
+                steps=names, durations_us=d[slow].tolist(), median_us=med, limit_us=limit))
+    return out
+
+
+def load_balancing(ctx: Context) -> list[dict]:
+    """GPU utilization (busy % of span) of the most and least busy device ``load_imbalance_points`` apart.
+
+    SageMaker's LoadBalancing compares per-GPU utilization histograms; with a trace we compare each
+    device's utilization over its span, across the devices of one rank and across ranks.
+    """
+    devices = ctx.summary["devices"]
+    if len(devices) < 2:
+        return []
+    util = {k: 100.0 - v["idle_pct"] for k, v in devices.items()}
+    hi_key, lo_key = max(util, key=util.get), min(util, key=util.get)
+    points = util[hi_key] - util[lo_key]
+    if points < ctx.th.load_imbalance_points:
+        return []
+    return [insight(
+        "load_balancing", "medium", "all devices", "Unbalanced work across GPUs",
+        f"GPU utilization ranges from {util[lo_key]:.1f}% ({device_label(lo_key)}) to "
+        f"{util[hi_key]:.1f}% ({device_label(hi_key)}): {points:.1f} points apart (threshold "
+        f"{ctx.th.load_imbalance_points:g} points).",
+        "Balance the work: shard data and model evenly, check for uneven sequence lengths or "
+        "embedding tables, or choose a different distributed strategy.",
+        util_pct=util, imbalance_points=points)]
+
+
+def straggler_ranks(ctx: Context) -> list[dict]:
+    """Ranks whose median step time is ``straggler_pct`` % above the median over ranks."""
+    b = ctx.batch
+    ranks = np.unique(b.rank[ctx.step_rows]).tolist()
+    if len(ranks) < 2:
+        return []
+    med = {}
+    for rank in ranks:
+        rows = ctx.step_rows[b.rank[ctx.step_rows] == rank]
+        med[rank] = float(np.median(b.end_ns[rows] - b.start_ns[rows])) / 1e3
+    overall = float(np.median(list(med.values())))
+    out = []
+    for rank, m in med.items():
+        pct = 100.0 * (m - overall) / overall if overall else 0.0
+        if pct >= ctx.th.straggler_pct:
+            out.append(insight(
+                "straggler_ranks", "high", f"rank {rank}", "Straggler rank",
+                f"Rank {rank}'s median step takes {m / 1e3:,.2f} ms, {pct:.1f}% above the median over "
+                f"{len(ranks)} ranks ({overall / 1e3:,.2f} ms; threshold {ctx.th.straggler_pct:g}%); "
+                f"every other rank waits for it in collectives.",
+                "Check this rank's host (thermal throttling, noisy neighbours, slower storage or "
+                "network) and its share of the data; compare its timeline with a fast rank's.",
+                median_step_us=m, ranks_median_step_us=overall, slower_pct=pct))
+    return out
+
+
+def _device_memory(profile: Profile) -> dict[tuple[int, int], int]:
+    """(rank, device) → total device memory in bytes, from the trace's device properties."""
+    out = {}
+    for r in profile.ranks:
+        for d in r.meta.get("device_properties") or []:
+            if isinstance(d, dict) and isinstance(d.get("totalGlobalMem"), int):
+                out[(r.rank, int(d.get("id", -1)))] = d["totalGlobalMem"]
+    return out
+
+
+def _memory_samples(ctx: Context) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]:
+    """(rank, device) → (times, Total Allocated bytes) of CUDA [memory] events, in time order."""
+    b = ctx.batch
+    alloc, dtype = b.extra("total_allocated"), b.extra("device_type")
+    rows = np.array([r for r in alloc if dtype.get(r) == CUDA_DEVICE_TYPE], np.int64)
+    out: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+    if not len(rows):
+        return out
+    rows = rows[np.argsort(b.start_ns[rows], kind="stable")]
+    values = np.array([alloc[int(r)] for r in rows], np.float64)
+    for rank, device in set(zip(b.rank[rows].tolist(), b.device[rows].tolist())):
+        sel = (b.rank[rows] == rank) & (b.device[rows] == device)
+        out[(rank, device)] = (b.start_ns[rows[sel]], values[sel])
+    return out
+
+
+def gpu_memory_growth(ctx: Context) -> list[dict]:
+    """Moving average of allocated memory rising by ``memory_growth_pct_points`` of device memory."""
+    totals, out = _device_memory(ctx.profile), []
+    for (rank, device), (_, values) in _memory_samples(ctx).items():
+        n = max(1, int(len(values) * ctx.th.memory_window_fraction))
+        if len(values) < 2 * n:
+            continue
+        first, last = float(values[:n].mean()), float(values[-n:].mean())
+        total = totals.get((rank, device)) or float(values.max())
+        points = 100.0 * (last - first) / total
+        if points >= ctx.th.memory_growth_pct_points:
+            out.append(insight(
+                "gpu_memory_growth", "medium", f"rank {rank} device {device}", "GPU memory keeps growing",
+                f"Allocated memory rose from {first / 2**30:,.2f} GiB to {last / 2**30:,.2f} GiB "
+                f"(moving averages over {n} samples), {points:.1f} points of the device's "
+                f"{total / 2**30:,.1f} GiB (threshold {ctx.th.memory_growth_pct_points:g} points).",
+                "Look for tensors kept alive across steps (losses accumulated with their graph, "
+                "growing caches, lists of outputs); call .detach()/.item() on logged values. Choose a "
+                "larger instance if close to the device's memory.",
+                first_bytes=first, last_bytes=last, growth_points=points))
+    return out
+
+
+def batch_size_too_small(ctx: Context) -> list[dict]:
+    """GPU busy below ``batch_gpu_util_pct`` and peak memory below ``batch_memory_pct`` of the device."""
+    totals, out = _device_memory(ctx.profile), []
+    multi = "ranks" in ctx.summary
+    for (rank, device), (_, values) in _memory_samples(ctx).items():
+        total = totals.get((rank, device))
+        d = ctx.summary["devices"].get(f"{rank}:{device}" if multi else str(device))
+        if not total or not d:
+            continue
+        util, mem = 100.0 - d["idle_pct"], 100.0 * float(values.max()) / total
+        if util < ctx.th.batch_gpu_util_pct and mem < ctx.th.batch_memory_pct:
+            out.append(insight(
+                "batch_size_too_small", "medium", f"rank {rank} device {device}",
+                "Batch size may be too small",
+                f"GPU busy {util:.1f}% (threshold {ctx.th.batch_gpu_util_pct:g}%) and peak allocated "
+                f"memory {float(values.max()) / 2**30:,.2f} GiB = {mem:.1f}% of "
+                f"{total / 2**30:,.1f} GiB (threshold {ctx.th.batch_memory_pct:g}%).",
+                "Increase the batch size (scaling the learning rate), or run on a smaller, cheaper "
+                "GPU instance.",
+                util_pct=util, peak_memory_pct=mem))
+    return out
+
+
+def dataloader(ctx: Context) -> list[dict]:
+    """Time in DataLoader ``__next__`` ≥ ``dataloader_pct`` % of step (or profile) time.
+
+    The calls are found by name whatever their kind: ``enumerate(DataLoader)#...__next__`` as an
+    operator or a user annotation, or the Python function ``torch/utils/data/dataloader.py(N):
+    __next__``; their union is the loading time."""
+    b = ctx.batch
+    rows = ctx.name_rows(lambda s: bool(DATALOADER_NEXT.search(s)))
+    if not len(rows):
+        return []
+    loading = merged_length(b.start_ns[rows], b.end_ns[rows])
+    whole = ctx.step_time_ns() or int(b.end_ns.max() - b.start_ns.min())
+    pct = 100.0 * loading / whole if whole else 0.0
+    if pct < ctx.th.dataloader_pct:
+        return []
+    single = any("SingleProcess" in b.strings[i] for i in set(b.name[rows].tolist()))
+    return [insight(
+        "dataloader", "high", "profile", "Training waits for the data loader",
+        f"{int(np.bincount(b.kind[rows]).max())} DataLoader __next__ calls took {loading / 1e6:,.1f} ms, {pct:.1f}% of "
+        f"{'step' if ctx.step_time_ns() else 'profiled'} time (threshold {ctx.th.dataloader_pct:g}%)"
+        + ("; the loader runs in the training process (num_workers=0)." if single else "."),
+        "Set DataLoader(num_workers=N, pin_memory=True, prefetch_factor=2+, persistent_workers=True) "
+        "with N near the CPU cores per GPU; move decoding/augmentation to the workers or the GPU.",
+        loading_us=loading / 1e3, loading_pct=pct, single_process=single)]
+
+

@@ -1,0 +1,156 @@
+"""Automatic training steps for PyTorch, from whatever evidence the training loop gives.
+
+Hooks, all installed through ``import_hooks.when_imported`` so the bootstrap never imports torch:
+
+- every ``Optimizer.step`` (``register_optimizer_step_pre_hook`` / ``..._post_hook``, global): the
+  pre-hook says "an optimizer steps" (so backward passes inside an LBFGS closure are not steps), the
+  post-hook ends a step. With several optimizers only the first one seen stepping counts, so a
+  GAN's two optimizers give one step per iteration;
+- ``Optimizer.__init__``: an optimizer exists, so backward passes wait longer for its first step
+  (gradient accumulation);
+- ``torch.autograd.backward`` (``Tensor.backward`` calls it): one call per backward pass;
+- with ``OTEL_PROFILER_NVTX=true`` and a GPU, ``annotate`` ranges become NVTX ranges too
+  (``markers.nvtx``);
+- a global module forward pre-hook while the session wants to hear of torch work (the first module
+  call starts the time fallback; later calls close it once its time is up). It removes itself.
+
+What counts as a step is decided by the session (``Session.step_evidence``); this module only
+reports. Every hook catches everything: the training job never sees an error from here.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from types import ModuleType
+from typing import Any, Callable
+
+from . import markers
+
+
+class TorchHooks:
+    """Reports torch evidence to ``sink`` (the session): ``optimizer_step_started()``,
+    ``step_boundary(manual=False)``, ``optimizer_made()``, ``backward_done()`` and ``torch_work()``
+    (returns True while it wants more module-call reports)."""
+
+    def __init__(self, sink: Any) -> None:
+        self.sink = sink
+        self._undo: list[Callable[[], None]] = []
+        self._forward_hook: Any = None
+
+    def install(self) -> None:
+        import torch
+        from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook, \
+            register_optimizer_step_pre_hook
+
+        sink = self.sink
+        leader: list[Any] = [None]  # weakref to the optimizer whose steps count
+
+        def leads(optimizer: Any) -> bool:
+            current = leader[0]() if leader[0] is not None else None
+            if current is None:
+                leader[0] = weakref.ref(optimizer)
+                return True
+            return current is optimizer
+
+        def pre(optimizer: Any, args: Any, kwargs: Any) -> None:
+            try:
+                if leads(optimizer):
+                    sink.optimizer_step_started()
+            except Exception:
+                pass
+
+        def post(optimizer: Any, args: Any, kwargs: Any) -> None:
+            try:
+                if leads(optimizer):
+                    sink.step_boundary(manual=False)
+            except Exception:
+                pass
+
+        self._undo.append(register_optimizer_step_pre_hook(pre).remove)
+        self._undo.append(register_optimizer_step_post_hook(post).remove)
+
+        original_init = Optimizer.__init__
+
+        @functools.wraps(original_init)
+        def init(opt: Any, *args: Any, **kwargs: Any) -> None:
+            original_init(opt, *args, **kwargs)
+            try:
+                sink.optimizer_made()
+            except Exception:
+                pass
+
+        Optimizer.__init__ = init  # type: ignore[method-assign]
+        self._undo.append(lambda: _restore(Optimizer, "__init__", init, original_init))
+
+        autograd = torch.autograd
+        original_backward = autograd.backward
+
+        @functools.wraps(original_backward)
+        def backward(*args: Any, **kwargs: Any) -> Any:
+            result = original_backward(*args, **kwargs)
+            try:
+                sink.backward_done()
+            except Exception:
+                pass
+            return result
+
+        autograd.backward = backward
+        self._undo.append(lambda: _restore(autograd, "backward", backward, original_backward))
+        self.watch_module_calls()
+        if getattr(sink, "wants_nvtx", False) and torch.cuda.is_available():
+            nvtx = torch.cuda.nvtx
+            markers.nvtx = (nvtx.range_push, nvtx.range_pop, nvtx.range_start, nvtx.range_end)
+            self._undo.append(_nvtx_off)
+
+    def watch_module_calls(self) -> None:
+        """Report module calls to ``sink.torch_work()`` until it returns False."""
+        if self._forward_hook is not None:
+            return
+        from torch.nn.modules.module import register_module_forward_pre_hook
+
+        def hook(module: Any, args: Any) -> None:
+            try:
+                if not self.sink.torch_work():
+                    self.stop_watching_module_calls()
+            except Exception:
+                self.stop_watching_module_calls()
+
+        self._forward_hook = register_module_forward_pre_hook(hook)
+
+    def stop_watching_module_calls(self) -> None:
+        handle, self._forward_hook = self._forward_hook, None
+        if handle is not None:
+            handle.remove()
+
+    def remove(self) -> None:
+        """Give every hook and patch back (idempotent, never raises)."""
+        self.stop_watching_module_calls()
+        undo, self._undo = self._undo, []
+        for step in reversed(undo):
+            try:
+                step()
+            except Exception:
+                pass
+
+
+def _nvtx_off() -> None:
+    markers.nvtx = None
+
+
+def _restore(owner: Any, name: str, ours: Any, original: Any) -> None:
+    """Put ``original`` back unless someone patched over ours since (then leave theirs)."""
+    if getattr(owner, name, None) is ours:
+        setattr(owner, name, original)
+
+
+def when_torch_imported(sink: Any, installed: Callable[[TorchHooks], None]) -> None:
+    """Install the hooks as soon as ``torch.optim`` is loaded; hand them to ``installed``."""
+    from .import_hooks import when_imported
+
+    def install(_module: ModuleType) -> None:
+        hooks = TorchHooks(sink)
+        installed(hooks)
+        hooks.install()
+
+    when_imported("torch.optim", install)

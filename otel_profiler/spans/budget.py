@@ -1,0 +1,94 @@
+"""The span budget: which events of a trace become individual spans and which are counted in
+aggregate spans (the longest annotations, the costliest GPU work with its launch calls, and the
+CPU ops enclosing kept launches), as the span model's docstring states.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cuda_tracer.events import EventBatch, Kind
+
+
+def select(batch: EventBatch, budget: int, trace_row: np.ndarray, n_traces: int, annot_rows: np.ndarray,
+            gpu_annot_rows: np.ndarray, call_rows: np.ndarray, dev_rows: np.ndarray,
+            launch_of: np.ndarray, reserved: np.ndarray) -> np.ndarray:
+    """Boolean per batch row: exported as an individual span (else aggregated). ``reserved``: room
+    per trace kept free (for CPU-op context)."""
+    keep = np.zeros(len(batch), bool)
+    dur = batch.duration_ns
+    # Annotations: the longest ``budget // 2`` of a trace are spans, the rest aggregated.
+    annots = np.concatenate([annot_rows, gpu_annot_rows])
+    a_trace = trace_row[annots]
+    order = np.lexsort((-dur[annots], a_trace))
+    rank_in_trace = np.arange(len(order)) - np.searchsorted(a_trace[order], a_trace[order], side="left")
+    keep[annots[order[rank_in_trace < budget // 2]]] = True
+    dropped_annots = annots[~keep[annots]]
+    launched = np.zeros(len(batch), bool)
+    launched[launch_of[launch_of >= 0]] = True
+    lone_calls = call_rows[~launched[call_rows]]
+    units = np.concatenate([dev_rows, lone_calls])
+    unit_launch = np.concatenate([launch_of, np.full(len(lone_calls), -1, np.int64)])
+    if not len(units):
+        return keep
+    u_trace = trace_row[units]
+    # Reserve: one aggregate per distinct (trace, kind, name) of units, launch calls and dropped
+    # annotations.
+    may_aggregate = np.concatenate([units, call_rows, dropped_annots])
+    key = (trace_row[may_aggregate] << 40) | (batch.kind[may_aggregate].astype(np.int64) << 32) | \
+        batch.name[may_aggregate].astype(np.int64)
+    ukey = np.unique(key)
+    reserve = np.bincount((ukey >> 40).astype(np.int64), minlength=n_traces)
+    fixed = 1 + np.bincount(trace_row[annots[keep[annots]]], minlength=n_traces)
+    avail = np.maximum(budget - fixed - reserve - reserved, 0)
+
+    order = np.lexsort((-dur[units], u_trace))
+    units, unit_launch, u_trace = units[order], unit_launch[order], u_trace[order]
+    cost = np.ones(len(units), np.int64)
+    has = np.flatnonzero(unit_launch >= 0)
+    _, first = np.unique(unit_launch[has], return_index=True)
+    cost[has[first]] += 1
+    csum = np.cumsum(cost)
+    group_start = np.searchsorted(u_trace, u_trace, side="left")
+    before = np.where(group_start > 0, csum[np.maximum(group_start - 1, 0)], 0)
+    kept = (csum - before) <= avail[u_trace]
+    keep[units[kept]] = True
+    keep[unit_launch[kept & (unit_launch >= 0)]] = True
+    return keep
+
+
+def keep_launch_context(batch: EventBatch, keep: np.ndarray, parent_row: np.ndarray, trace_row: np.ndarray,
+                         call_rows: np.ndarray, dev_rows: np.ndarray, launch_of: np.ndarray,
+                         room: np.ndarray) -> np.ndarray:
+    """Keep the CPU ops enclosing kept launch calls: each op weighs as much as the costliest GPU op
+    launched inside it; the heaviest first (ancestors before descendants of equal weight), at most
+    ``room`` per trace. Returns how many were kept per trace."""
+    dur = batch.duration_ns
+    weight = np.zeros(len(batch), np.int64)
+    calls = call_rows[keep[call_rows]]
+    weight[calls] = dur[calls]
+    launched = launch_of >= 0
+    np.maximum.at(weight, launch_of[launched], dur[dev_rows[launched]])
+    ops, weights = [], []
+    cur, w = parent_row[calls], weight[calls]
+    while len(cur):  # one level of nesting per pass (a chain is rarely ten deep)
+        up = cur >= 0
+        cur, w = cur[up], w[up]
+        is_op = batch.kind[cur] == Kind.CPU_OP
+        ops.append(cur[is_op])
+        weights.append(w[is_op])
+        cur = parent_row[cur]
+    if not ops or not sum(map(len, ops)):
+        return np.zeros(len(room), np.int64)
+    ops, weights = np.concatenate(ops), np.concatenate(weights)
+    order = np.lexsort((-weights, ops))  # per op, its heaviest chain first
+    ops, weights = ops[order], weights[order]
+    first = np.r_[True, ops[1:] != ops[:-1]]
+    ops, weights = ops[first], weights[first]
+    t = trace_row[ops]
+    order = np.lexsort((-batch.end_ns[ops], batch.start_ns[ops], -weights, t))
+    ops, t = ops[order], t[order]
+    rank = np.arange(len(ops)) - np.searchsorted(t, t, side="left")
+    chosen = rank < room[t]
+    keep[ops[chosen]] = True
+    return np.bincount(t[chosen], minlength=len(room))
