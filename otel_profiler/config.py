@@ -112,8 +112,7 @@ def parse_choice(*choices: str) -> Callable[[str], str]:
     return parse
 
 
-def parse_str(text: str) -> str:
-    return text.strip()
+parse_str: Callable[[str], str] = str.strip
 
 
 def parse_or_default(default: str) -> Callable[[str], str]:
@@ -383,9 +382,8 @@ define("OTEL_METRIC_EXPORT_INTERVAL", 60000, parse_int(minimum=100, maximum=86_4
 # ---------------------------------------------------------------------------------- loading
 @dataclass(frozen=True)
 class Settings:
-    """Every setting, read and validated once by :func:`load`, never changed: the session, exporter,
-    metrics and commands get this object and none reads the environment or repeats a default again.
-    ``settings["OTEL_PROFILER_STEPS"]`` is a variable's value (its ``define`` default when unset).
+    """Every setting, read and validated once by :func:`load`, never changed, passed to the session, exporter,
+    metrics and commands. ``settings["OTEL_PROFILER_STEPS"]`` is a value (its ``define`` default when unset).
     Resolved once: each signal's OTLP target (``None``: not sent over OTLP) and the service name."""
 
     values: Mapping[str, Any]
@@ -476,8 +474,7 @@ def _number(x: Any) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
 
 
-IGNORED_PREFIX = "OTEL_PROFILER_TEST_"
-"""Variables of this project's own test runs (where the test traces are), not profiler settings."""
+IGNORED_PREFIX = "OTEL_PROFILER_TEST_"  # the project's own test runs (where the test traces are)
 
 
 def bounds_table() -> str:
