@@ -50,6 +50,9 @@ FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {"tf_python": ("tensorflow",), "br
 FUNCTION_MARKERS: dict[str, tuple[str, ...]] = {
     "test_cpu_ops_are_the_context_of_kept_launches": ("slow",),
     "test_demangling_agrees_with_llvm_on_real_symbols": ("slow",),
+    "test_mangled_kernels_of_the_traces_are_demangled": ("slow",),
+    "test_dataloader_rule_finds_loader_calls_whatever_their_kind": ("slow",),
+    "test_cpu_samples_off": ("slow",),
     "test_spans_exported_in_pieces_equal_the_whole_batch": ("slow",),
     "test_modules_of_a_model_recorded_here": ("slow",),
     "test_a_profiled_run_keeps_cpu_samples_and_its_compute_resources": ("slow",),
