@@ -57,7 +57,10 @@ class CpuTimeline:
             wall = max(now[0] - self._last[0], 1e-9)
             self.t.append(time.time())
             self.system_pct.append(round(100.0 * (now[1] - self._last[1]) / (now[2] - self._last[2]), 2))
-            self.process_pct.append(round(100.0 * max(now[3] - self._last[3], 0.0) / (wall * self.cores), 2))
+            # A process's CPU times advance by clock ticks, so a short interval can read a little
+            # over its cores' wall time: the share is capped at 100%.
+            share = max(now[3] - self._last[3], 0.0) / (wall * self.cores)
+            self.process_pct.append(round(100.0 * min(share, 1.0), 2))
             if len(self.t) > MAX_SAMPLES:
                 self.t, self.system_pct, self.process_pct = \
                     self.t[::2], self.system_pct[::2], self.process_pct[::2]

@@ -332,7 +332,6 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
         markers.local.events.append((markers.STEP, f"ProfilerStep#{number}", start, end, number))
         self.policy.step_finished(number, end - start, captured=self._window is not None)
         self._metrics_due = True
-        self.cuda_memory.rank = self.rank
         self.cuda_memory.step_end(number)
 
     def _unhook(self) -> None:
