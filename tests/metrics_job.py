@@ -7,7 +7,9 @@ saved under OUT_DIR (so the test can build the spans of the very same batches) a
 exporter process writing OUT_DIR/spans.jsonl (so the exporter's health series exist). Metrics settings
 come from the environment (``OTEL_PROFILER_PROMETHEUS_PORT``, ``OTEL_PROFILER_RUN_ID``, ...). It
 writes OUT_DIR/ready (the endpoint URL) once serving and OUT_DIR/done after training, then keeps
-serving until OUT_DIR/stop appears.
+serving until OUT_DIR/stop appears. Started with ``gate=True`` it waits for OUT_DIR/go before
+training, so that a test can let Prometheus scrape the untrained job first; OUT_DIR/done holds the
+number of steps trained.
 
 Tests start it with :func:`running` and wait for its marker files with :func:`wait_for`.
 """
@@ -33,14 +35,17 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @contextlib.contextmanager
-def running(out: Path, port: int, seconds: float, run_id: str) -> Iterator[subprocess.Popen]:
+def running(out: Path, port: int, seconds: float, run_id: str, gate: bool = False) -> Iterator[subprocess.Popen]:
     """This job in a subprocess (rank 0, /metrics on ``port``, samples every 0.5 s, no OTLP), training
-    for ``seconds``; on exit it is told to stop (OUT/stop) and waited for."""
+    for ``seconds`` (after OUT/go appears when ``gate``); on exit it is told to stop (OUT/stop) and
+    waited for."""
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}",
            "OTEL_PROFILER_PROMETHEUS_PORT": str(port), "OTEL_PROFILER_RUN_ID": run_id,
            "OTEL_PROFILER_METRICS_INTERVAL_S": "0.5", "LOCAL_RANK": "0",
            "OTEL_PROFILER_OTLP_FILE": str(Path(out) / "spans.jsonl")}
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+    if gate:
+        env["METRICS_JOB_GATE"] = "1"
     proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), str(out), str(seconds)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -74,6 +79,8 @@ def main(out: str, seconds: float) -> None:
         service.attach_exporter(exporter)
     with open(os.path.join(out, "ready"), "w") as f:
         f.write(service.url or "")
+    while os.environ.get("METRICS_JOB_GATE") and not os.path.exists(os.path.join(out, "go")):
+        time.sleep(0.05)
     torch.manual_seed(0)
     torch.set_num_threads(1)
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
@@ -93,7 +100,8 @@ def main(out: str, seconds: float) -> None:
             flush(service, exporter, meta, out, part)
             part, last_flush = part + 1, time.monotonic()
     flush(service, exporter, meta, out, part)
-    open(os.path.join(out, "done"), "w").close()
+    with open(os.path.join(out, "done"), "w") as f:
+        f.write(str(step))
     while not os.path.exists(os.path.join(out, "stop")):
         time.sleep(0.05)
     if exporter is not None:

@@ -78,6 +78,14 @@ def scraped(tmp_path_factory):
         yield prom, concrete
 
 
+def poll(condition, timeout: float, what: str) -> None:
+    """Wait until ``condition()`` holds, checking every 0.2 s; fail naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for the {what}"
+        time.sleep(0.2)
+
+
 def _run(prom, expr: str) -> list:
     try:
         return prom.query(expr)
@@ -150,10 +158,21 @@ def test_the_comparison_dashboard_tells_two_runs_apart(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     with prometheus_server([job]) as prom, \
-            running(tmp_path / "a", ports[0], 2, "run-a") as a, running(tmp_path / "b", ports[1], 4, "run-b") as b:
-        wait_for(tmp_path / "a" / "done", a, 60)
-        wait_for(tmp_path / "b" / "done", b, 60)
-        time.sleep(3)
+            running(tmp_path / "a", ports[0], 2, "run-a", gate=True) as a, \
+            running(tmp_path / "b", ports[1], 4, "run-b", gate=True) as b:
+        # Both jobs train only once Prometheus has scraped their step counters at zero, and the
+        # queries run once it has scraped each job's last step: a busy machine can delay either.
+        count = 'otel_profiler_step_duration_seconds_count{instance="127.0.0.1:%d"}'
+        poll(lambda: all(prom.query(count % p) for p in ports), 120, "first scrape of both jobs")
+        for out in (tmp_path / "a", tmp_path / "b"):
+            (out / "go").touch()
+        wait_for(tmp_path / "a" / "done", a, 120)
+        wait_for(tmp_path / "b" / "done", b, 120)
+        for out, port in zip((tmp_path / "a", tmp_path / "b"), ports):
+            trained = int((out / "done").read_text())
+            poll(lambda: [float(s["value"][1]) for s in prom.query(count % port)] == [trained], 120,
+                 f"scrape of the last step of {out.name}")
+        time.sleep(2)  # two more scrapes at the final count
         (run_var,) = [v for v in board["templating"]["list"] if v["name"] == "base_run"]
         mo = re.fullmatch(r"label_values\((.+), (\w+)\)", run_var["query"])
         found = {s.get(mo.group(2)) for s in prom.api("/api/v1/series", **{"match[]": mo.group(1)})}

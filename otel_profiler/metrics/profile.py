@@ -8,7 +8,8 @@ Every figure is computed by the same functions as the summary (``analysis.breakd
 - Kernel time by class = ``class_times`` (summed, not merged); memcpy bytes (positive sizes) and time
   per direction, throughput = bytes / copy time; sync time per kind; launch delay (HTA) and latency
   (Nsight) histograms over linked GPU ops; per-stream max queue depth (HTA).
-- Step time histogram; each step's observation carries an exemplar with the step's trace id, derived
+- Step time histogram, published at zero for the process's rank from the start (``expect_steps``);
+  each step's observation carries an exemplar with the step's trace id, derived
   exactly as ``spans.trace_id(run_id, rank, "step", n)`` derives the exported ``train.step`` trace.
 - GPU memory peak (allocated, reserved) per device of the latest step with ``[memory]`` events
   (``analysis.memory.step_peaks``), or of the latest step the live ``torch.cuda`` statistics of
@@ -84,6 +85,12 @@ class ProfileMetrics:
         h.total += float(seconds.sum())
         for i, trace_hex, ts in exemplars:
             h.exemplars[int(slots[i])] = (trace_hex, float(seconds[i]), ts)
+
+    def expect_steps(self, rank: int) -> None:
+        """Publish ``rank``'s step-time histogram at zero before its first step, so that the first
+        scrape sees the counter start from 0 and ``increase()``/``rate()`` count the first steps."""
+        with self._lock:
+            self._observe(m.STEP_DURATION, {"otel_profiler.rank": int(rank)}, np.empty(0))
 
     def add_dropped(self, reason: str, count: float) -> None:
         if count:

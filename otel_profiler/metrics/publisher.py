@@ -81,9 +81,10 @@ class MetricsService:
         self._resource = resource
         self._interval_s = v["OTEL_METRIC_EXPORT_INTERVAL"] / 1e3
         self.profile = ProfileMetrics(v["OTEL_PROFILER_RUN_ID"] or None, run_id)
+        self.profile.expect_steps(_resource_rank(resource))
         self.sampler = SystemSampler(v["OTEL_PROFILER_METRICS_INTERVAL_S"])
         if port:
-            self._start_endpoint(v, host, port + _local_rank(resource))
+            self._start_endpoint(v, host, port + _resource_rank(resource, "ml.local_rank"))
         if not self.active:
             self.close()
             return
@@ -224,9 +225,10 @@ def exporter_points(counters: dict[str, int]) -> list[Point]:
     return out
 
 
-def _local_rank(resource: dict[str, Any]) -> int:
-    """The local rank the session recorded in its resource (0 without one)."""
+def _resource_rank(resource: dict[str, Any], key: str = "ml.rank") -> int:
+    """The rank (``ml.rank``) or local rank (``ml.local_rank``) the session recorded in its
+    resource (0 without one)."""
     try:
-        return int(resource.get("ml.local_rank", 0))
+        return int(resource.get(key, 0))
     except (TypeError, ValueError):
         return 0
