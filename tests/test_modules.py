@@ -2,19 +2,22 @@
 real traces recorded with module events, each module's kernel time equals a plain recount from the
 raw trace JSON (kernel -> launch call by correlation id -> innermost enclosing module event on the
 launch call's thread); on a trace recorded here with torch.profiler(with_modules=True, with_stack=True) the paths are
-the model's structure; call stacks equal a plain count of the ``Call stack`` args."""
+the model's structure; call stacks equal a plain count of the ``Call stack`` args, or a plain
+recount of the ``python_function`` events holding each operator's start."""
 
 from __future__ import annotations
 
 import gzip
 import json
 from collections import Counter, defaultdict
+from decimal import Decimal
 
 import pytest
 
 from cuda_tracer.loading import load_profile
 from otel_profiler.analysis.modules import PREFIX, modules
-from otel_profiler.analysis.operators import STEP_ROW
+from otel_profiler.analysis.operators import STEP_ROW, TOP_STACKS
+from otel_profiler.analysis.python_stacks import MAX_FRAMES
 from otel_profiler.analysis.summary import summarize
 from otel_profiler.report.console import render_table
 
@@ -132,6 +135,33 @@ def test_call_stacks_equal_a_plain_count():
         got = [(";".join(c["stack"]), c["calls"]) for c in rows[name]["call_stacks"]]
         assert [c for _, c in got] == sorted(counts.values(), reverse=True)[:3], name
         assert all(counts[s] == c for s, c in got), name
+    assert not any("call_stacks" in r for n, r in rows.items() if n not in expected)
+
+
+@pytest.mark.parametrize("name", MODULE_TRACES)
+def test_python_function_stacks_equal_a_plain_recount(name):
+    """Traces of current PyTorch record Python frames as ``python_function`` events instead of a
+    ``Call stack`` string: an operator's stack is then every Python event on its thread that holds
+    its start (start <= op start < end), innermost (latest start, then shortest) first."""
+    events = json.loads(gzip.open(trace(name)).read(), parse_float=Decimal)["traceEvents"]
+    complete = [e for e in events if e.get("ph") == "X"]
+    frames = defaultdict(list)
+    for e in complete:
+        if e.get("cat") == "python_function":
+            frames[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e.get("dur", 0), e["name"]))
+    expected: dict[str, Counter] = defaultdict(Counter)
+    for e in complete:
+        if e.get("cat") in ("cpu_op", "user_annotation"):
+            held = sorted(((-s, t - s, n) for s, t, n in frames[(e["pid"], e["tid"])] if s <= e["ts"] < t))
+            if held:
+                op = STEP_ROW if e["name"].startswith("ProfilerStep#") else e["name"]
+                expected[op][";".join(n for _, _, n in held[:MAX_FRAMES])] += 1
+    rows = {r["name"]: r for r in summarize(load_profile([str(trace(name))]))["operators"]["by_name"]}
+    assert sum(map(len, expected.values())) > 10
+    for op, counts in expected.items():
+        got = [(";".join(c["stack"]), c["calls"]) for c in rows[op]["call_stacks"]]
+        assert [c for _, c in got] == sorted(counts.values(), reverse=True)[:TOP_STACKS], op
+        assert all(counts[s] == c for s, c in got), op
     assert not any("call_stacks" in r for n, r in rows.items() if n not in expected)
 
 

@@ -23,7 +23,8 @@ import numpy as np
 from cuda_tracer.correlate import Correlation, correlate
 from cuda_tracer.events import EventBatch, Kind
 
-from .operators import _depths, _inclusive, _top_kernels, parents
+from .operators import _inclusive, _top_kernels
+from .time_nesting import depths, parents
 
 PREFIX = "nn.Module: "
 TOP_KERNELS = 3
@@ -40,7 +41,7 @@ def module_rows(batch: EventBatch) -> np.ndarray:
 
 def _paths(batch: EventBatch, mods: np.ndarray, parent: np.ndarray) -> tuple[list[str], np.ndarray]:
     """The distinct paths and, per module call, the index of its path (parents resolved first)."""
-    depth = _depths(parent)
+    depth = depths(parent)
     path_of = np.full(len(mods), -1, np.int64)
     names = [s[len(PREFIX):] for s in batch.names(mods)]
     index: dict[str, int] = {}

@@ -18,8 +18,9 @@ Definitions:
   call) are gathered per graph; kernels whose operator runs inside a compiled region
   (``Torch-Compiled Region``, ``CompiledFunction``, ``## Call CompiledFxGraph``) per region;
   Inductor/Triton kernels (``triton_*``) with no operator under ``[compiled, no operator]``.
-- **Call stacks**: where the trace recorded a ``Call stack`` per operator (``with_stack=True``), each
-  operator name lists its most frequent stacks (``call_stacks``, innermost frame first).
+- **Call stacks**: where the trace recorded Python stacks (``with_stack=True``), each operator name
+  lists its most frequent stacks (``call_stacks``, innermost frame first): the ``Call stack`` string
+  of older PyTorch, else the ``python_function`` events enclosing the operator (``python_stacks``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from cuda_tracer.correlate import Correlation, correlate
 from cuda_tracer.events import MISSING, EventBatch, Kind
 
 from ..names import demangle
+from .python_stacks import top_stacks
+from .time_nesting import depths, parents
 
 OPERATOR_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.STEP)
 COMPILED_MARKERS = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
@@ -43,40 +46,6 @@ _KEY_SHIFT = 40
 
 def operator_rows(batch: EventBatch) -> np.ndarray:
     return np.flatnonzero(np.isin(batch.kind, np.asarray(OPERATOR_KINDS, np.uint8)))
-
-
-def parents(batch: EventBatch, ops: np.ndarray, points: np.ndarray | None = None
-            ) -> tuple[np.ndarray, np.ndarray]:
-    """For each row of ``ops``: the index (into ``ops``) of its innermost enclosing operator on the
-    same thread, or -1; and the same for each row of ``points`` (events such as launch calls, placed
-    at their start time), which are never parents themselves.
-
-    In start order (longer first at equal starts) the parent of an event is the nearest earlier
-    operator on its thread that *encloses* it (ends after it starts and not before it ends). Found
-    for all events at once by pointer jumping: each pointer starts at the previous event and jumps
-    to that event's pointer while it does not enclose; every event skipped encloses nothing the
-    jumped-from event does not."""
-    points = np.zeros(0, np.int64) if points is None else points
-    rows = np.concatenate([ops, points])
-    start = batch.start_ns[rows]
-    end = np.concatenate([batch.end_ns[ops], start[len(ops):]])
-    is_point = np.r_[np.zeros(len(ops), bool), np.ones(len(points), bool)]
-    order = np.lexsort((is_point, -end, start, batch.tid[rows], batch.pid[rows], batch.rank[rows]))
-    s, e, pt = start[order], end[order], is_point[order]
-    thread = np.stack([batch.rank[rows], batch.pid[rows], batch.tid[rows]], 1)[order]
-    first = np.r_[True, (np.diff(thread, axis=0) != 0).any(1)] if len(rows) else np.zeros(0, bool)
-    ptr = np.arange(-1, len(rows) - 1)
-    ptr[first] = -1
-    live = np.flatnonzero(ptr >= 0)
-    while len(live):
-        p = ptr[live]
-        miss = pt[p] | (e[p] < e[live]) | (e[p] <= s[live])
-        live = live[miss]
-        ptr[live] = ptr[ptr[live]]
-        live = live[ptr[live] >= 0]
-    out = np.full(len(rows), -1, np.int64)
-    out[order] = np.where(ptr >= 0, order[np.maximum(ptr, 0)], -1)
-    return out[:len(ops)], out[len(ops):]
 
 
 def operator_of_gpu_op(batch: EventBatch, corr: Correlation, ops: np.ndarray) -> np.ndarray:
@@ -194,11 +163,12 @@ def operators(batch: EventBatch, corr: Correlation | None = None, top_kernels: i
 
 def _call_stacks(batch: EventBatch, ops: np.ndarray, inverse: np.ndarray, top: int = TOP_STACKS
                  ) -> dict[int, list[dict]]:
-    """Per operator name index: its most frequent recorded call stacks (``Call stack`` of traces
-    taken with ``with_stack=True``), ``[{stack: [frames, innermost first], calls}]``."""
+    """Per operator name index: its most frequent call stacks, ``[{stack: [frames, innermost
+    first], calls}]``: the ``Call stack`` recorded per operator (``with_stack=True`` in older
+    PyTorch), else the enclosing ``python_function`` events (current PyTorch)."""
     key = batch.name_id("call_stack")
     if key < 0:
-        return {}
+        return top_stacks(batch, ops, inverse, top)
     hits = np.flatnonzero(batch.extra_key == key)
     pos = np.searchsorted(ops, batch.extra_row[hits])
     ok = pos < len(ops)
@@ -217,21 +187,11 @@ def _inclusive(self_gpu: np.ndarray, parent: np.ndarray) -> np.ndarray:
     total = self_gpu.copy()
     if not (parent >= 0).any():
         return total
-    depth = _depths(parent)
+    depth = depths(parent)
     for level in range(int(depth.max()), 0, -1):
         at = np.flatnonzero(depth == level)
         np.add.at(total, parent[at], total[at])
     return total
-
-
-def _depths(parent: np.ndarray) -> np.ndarray:
-    depth = np.zeros(len(parent), np.int64)
-    cur = parent.copy()
-    while (cur >= 0).any():
-        live = cur >= 0
-        depth[live] += 1
-        cur[live] = parent[cur[live]]
-    return depth
 
 
 def _top_kernels(batch: EventBatch, rows: np.ndarray, durs: np.ndarray, group: np.ndarray,

@@ -1,0 +1,53 @@
+"""Nesting by time on one thread: each event's innermost enclosing event (the parent of an
+operator, a module call, a Python frame) and the depth of each event in that forest."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cuda_tracer.events import EventBatch
+
+
+def parents(batch: EventBatch, ops: np.ndarray, points: np.ndarray | None = None
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """For each row of ``ops``: the index (into ``ops``) of its innermost enclosing operator on the
+    same thread, or -1; and the same for each row of ``points`` (events such as launch calls, placed
+    at their start time), which are never parents themselves.
+
+    In start order (longer first at equal starts) the parent of an event is the nearest earlier
+    operator on its thread that *encloses* it (ends after it starts and not before it ends). Found
+    for all events at once by pointer jumping: each pointer starts at the previous event and jumps
+    to that event's pointer while it does not enclose; every event skipped encloses nothing the
+    jumped-from event does not."""
+    points = np.zeros(0, np.int64) if points is None else points
+    rows = np.concatenate([ops, points])
+    start = batch.start_ns[rows]
+    end = np.concatenate([batch.end_ns[ops], start[len(ops):]])
+    is_point = np.r_[np.zeros(len(ops), bool), np.ones(len(points), bool)]
+    order = np.lexsort((is_point, -end, start, batch.tid[rows], batch.pid[rows], batch.rank[rows]))
+    s, e, pt = start[order], end[order], is_point[order]
+    thread = np.stack([batch.rank[rows], batch.pid[rows], batch.tid[rows]], 1)[order]
+    first = np.r_[True, (np.diff(thread, axis=0) != 0).any(1)] if len(rows) else np.zeros(0, bool)
+    ptr = np.arange(-1, len(rows) - 1)
+    ptr[first] = -1
+    live = np.flatnonzero(ptr >= 0)
+    while len(live):
+        p = ptr[live]
+        miss = pt[p] | (e[p] < e[live]) | (e[p] <= s[live])
+        live = live[miss]
+        ptr[live] = ptr[ptr[live]]
+        live = live[ptr[live] >= 0]
+    out = np.full(len(rows), -1, np.int64)
+    out[order] = np.where(ptr >= 0, order[np.maximum(ptr, 0)], -1)
+    return out[:len(ops)], out[len(ops):]
+
+
+def depths(parent: np.ndarray) -> np.ndarray:
+    """Each event's number of enclosing events (0 for the outermost), from ``parent`` indices."""
+    depth = np.zeros(len(parent), np.int64)
+    cur = parent.copy()
+    while (cur >= 0).any():
+        live = cur >= 0
+        depth[live] += 1
+        cur[live] = parent[cur[live]]
+    return depth
