@@ -77,8 +77,7 @@ def main(out: str, seconds: float) -> None:
     exporter = exporter_from_env(settings, default_service="metrics_job")
     if exporter is not None:
         service.attach_exporter(exporter)
-    with open(os.path.join(out, "ready"), "w") as f:
-        f.write(service.url or "")
+    _write_marker(os.path.join(out, "ready"), service.url or "")
     while os.environ.get("METRICS_JOB_GATE") and not os.path.exists(os.path.join(out, "go")):
         time.sleep(0.05)
     torch.manual_seed(0)
@@ -100,13 +99,20 @@ def main(out: str, seconds: float) -> None:
             flush(service, exporter, meta, out, part)
             part, last_flush = part + 1, time.monotonic()
     flush(service, exporter, meta, out, part)
-    with open(os.path.join(out, "done"), "w") as f:
-        f.write(str(step))
+    _write_marker(os.path.join(out, "done"), str(step))
     while not os.path.exists(os.path.join(out, "stop")):
         time.sleep(0.05)
     if exporter is not None:
         exporter.close(10)
     service.close()
+
+
+def _write_marker(path: str, text: str) -> None:
+    """``path`` holding ``text``, appearing whole (written aside, then renamed): a test reads it as
+    soon as it exists."""
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
 
 
 def flush(service: MetricsService, exporter, meta: dict, out: str, part: int) -> None:

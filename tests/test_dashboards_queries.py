@@ -71,10 +71,8 @@ def scraped(tmp_path_factory):
     concrete = {"team": labels["ml_team"], "user": labels["enduser_id"], "host": labels["host_name"],
                 "job": job["job_name"], "rank": "0", "gpu": ".*", "base_run": "dashboards-it",
                 "new_run": "dashboards-it"}
-    with prometheus_server([job]) as prom, running(out, port, 3, "dashboards-it") as proc:
-        wait_for(out / "done", proc, 60)
-        time.sleep(3)  # the last steps scraped, and at least three scrapes so that rate() has samples
-        assert prom.query('otel_profiler_step_duration_seconds_count{job="otel-profiler"}'), prom.log()
+    with prometheus_server([job]) as prom, running(out, port, 3, "dashboards-it", gate=True) as proc:
+        train_scraped(prom, [(out, port, proc)])
         yield prom, concrete
 
 
@@ -84,6 +82,28 @@ def poll(condition, timeout: float, what: str) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for the {what}"
         time.sleep(0.2)
+
+
+def train_scraped(prom, jobs: list) -> None:
+    """Let gated ``metrics_job`` runs ``[(out, port, process)]`` train once Prometheus has scraped
+    their step counters at zero, and return once it holds each job's last step and at least three
+    scrapes at that count (``rate()`` and ``increase()`` need two samples): a busy machine can
+    delay a job, a scrape, or both."""
+    count = 'otel_profiler_step_duration_seconds_count{instance="127.0.0.1:%d"}'
+    poll(lambda: all(prom.query(count % port) for _, port, _ in jobs), 120, "first scrape of each job")
+    for out, _, _ in jobs:
+        (out / "go").touch()
+    for out, port, proc in jobs:
+        wait_for(out / "done", proc, 120)
+        trained = int((out / "done").read_text())
+        poll(lambda: _scrapes_at(prom, count % port, trained) >= 3, 120,
+             f"three scrapes of the last step of {out.name}")
+
+
+def _scrapes_at(prom, selector: str, value: int) -> int:
+    """How many of the last minute's samples of ``selector`` equal ``value``."""
+    result = prom.api("/api/v1/query", query=f"{selector}[1m]")["result"]
+    return sum(float(v) == value for _, v in result[0]["values"]) if result else 0
 
 
 def _run(prom, expr: str) -> list:
@@ -160,19 +180,7 @@ def test_the_comparison_dashboard_tells_two_runs_apart(tmp_path):
     with prometheus_server([job]) as prom, \
             running(tmp_path / "a", ports[0], 2, "run-a", gate=True) as a, \
             running(tmp_path / "b", ports[1], 4, "run-b", gate=True) as b:
-        # Both jobs train only once Prometheus has scraped their step counters at zero, and the
-        # queries run once it has scraped each job's last step: a busy machine can delay either.
-        count = 'otel_profiler_step_duration_seconds_count{instance="127.0.0.1:%d"}'
-        poll(lambda: all(prom.query(count % p) for p in ports), 120, "first scrape of both jobs")
-        for out in (tmp_path / "a", tmp_path / "b"):
-            (out / "go").touch()
-        wait_for(tmp_path / "a" / "done", a, 120)
-        wait_for(tmp_path / "b" / "done", b, 120)
-        for out, port in zip((tmp_path / "a", tmp_path / "b"), ports):
-            trained = int((out / "done").read_text())
-            poll(lambda: [float(s["value"][1]) for s in prom.query(count % port)] == [trained], 120,
-                 f"scrape of the last step of {out.name}")
-        time.sleep(2)  # two more scrapes at the final count
+        train_scraped(prom, [(tmp_path / "a", ports[0], a), (tmp_path / "b", ports[1], b)])
         (run_var,) = [v for v in board["templating"]["list"] if v["name"] == "base_run"]
         mo = re.fullmatch(r"label_values\((.+), (\w+)\)", run_var["query"])
         found = {s.get(mo.group(2)) for s in prom.api("/api/v1/series", **{"match[]": mo.group(1)})}

@@ -359,11 +359,12 @@ def test_a_metrics_endpoint_that_is_down_costs_one_warning(capfd) -> None:
     exporter = exporter_from_env(settings, default_service="trainer")
     assert exporter is not None and exporter.config.target is None  # metrics only
     service.attach_exporter(exporter)
-    for _ in range(2):
+    for attempt in (1, 2):
         assert service.export_now()
-        deadline = time.monotonic() + 20  # one snapshot in flight at a time
-        while exporter.counters()["metric_requests_failed"] < 1 and time.monotonic() < deadline:
+        deadline = time.monotonic() + 120  # one snapshot in flight at a time: wait until it failed
+        while exporter.counters()["metric_requests_failed"] < attempt and time.monotonic() < deadline:
             time.sleep(0.05)
+        assert exporter.counters()["metric_requests_failed"] == attempt
     counters = exporter.close(timeout_s=10)
     service.close()
     assert counters["metric_requests_failed"] == 2 and counters["metric_requests_sent"] == 0

@@ -36,12 +36,12 @@ def test_prometheus_scrapes_cpu_step_and_profile_metrics(tmp_path: Path) -> None
     job = [{"job_name": "trainer", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}]
     t_start = time.time()
     with prometheus_server(job) as prom, running(tmp_path, port, 6, RUN_ID) as proc:
-        wait_for(tmp_path / "ready", proc, 30)
+        wait_for(tmp_path / "ready", proc, 120)
         assert (tmp_path / "ready").read_text() == f"http://127.0.0.1:{port}/metrics"
-        wait_for(tmp_path / "done", proc, 40)
+        wait_for(tmp_path / "done", proc, 120)
         # Wait for a scrape that has the last step, then a bit for the exemplar.
         n_steps = sum(len(EventBatch.load(p)) for p in glob.glob(str(tmp_path / "part-*.batch.zip")))
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             got = prom.query('otel_profiler_step_duration_seconds_count{otel_profiler_rank="0"}')
             if got and float(got[0]["value"][1]) == n_steps:
@@ -50,7 +50,10 @@ def test_prometheus_scrapes_cpu_step_and_profile_metrics(tmp_path: Path) -> None
         else:
             pytest.fail(f"Prometheus never saw {n_steps} steps; targets: {prom.targets()}\n{prom.log()}")
 
-        assert prom.targets()[0]["health"] == "up"
+        deadline = time.monotonic() + 120  # one scrape may time out on a busy machine: the next is up
+        while prom.targets()[0]["health"] != "up" and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert prom.targets()[0]["health"] == "up", prom.targets()
         # CPU series.
         modes = {r["metric"]["cpu_mode"]: float(r["value"][1]) for r in prom.query("system_cpu_utilization_ratio")}
         assert {"user", "system", "idle", "iowait"} <= set(modes)

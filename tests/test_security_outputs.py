@@ -37,13 +37,17 @@ def test_sockets_secret_and_permissions_of_a_live_job(tmp_path):
                       OTEL_EXPORTER_OTLP_HEADERS=f"authorization={SECRET}",
                       OTEL_PROFILER_PROMETHEUS_PORT=str(free_port()),
                       OTEL_PROFILER_TRIGGER_PORT=str(free_port()))  # UDP
-        proc = subprocess.Popen([sys.executable, JOB, "--steps", "60", "--ready", "30", "--step-sleep", "0.03"],
+        stop = tmp_path / "stop"
+        proc = subprocess.Popen([sys.executable, JOB, "--steps", "0", "--ready", "30", "--step-sleep", "0.03",
+                                 "--until", str(stop)],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             assert proc.stdout.readline().strip() == "ready"
-            time.sleep(0.5)
-            addresses = listening(proc.pid)
-            out, err = proc.communicate(timeout=60)
+            deadline = time.monotonic() + 120  # /metrics starts in the flush thread: wait for both sockets
+            while len(addresses := listening(proc.pid)) < 2 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            stop.touch()
+            out, err = proc.communicate(timeout=300)
         finally:
             proc.kill()
     assert proc.returncode == 0, err[-3000:]
