@@ -68,6 +68,16 @@ def test_rule_fires_and_stays_silent(rule, fires, silent, overrides):
     assert rule not in _rules(silent)
 
 
+def test_step_outliers_need_an_absolute_excess_too():
+    """DF's slow step is 19 ms over the median: an outlier by default (1 ms), not when the absolute
+    excess asked for is larger (sub-millisecond jitter of tiny steps is no finding)."""
+    (found,) = [i for i in insights(*_loaded((DF,)), Thresholds()) if i["rule"] == "step_outliers"]
+    excess_ms = (max(found["metrics"]["durations_us"]) - found["metrics"]["median_us"]) / 1e3
+    assert 1.0 < excess_ms
+    assert "step_outliers" not in _rules(DF, step_outlier_min_excess_ms=excess_ms + 0.5)
+    assert "step_outliers" in _rules(DF, step_outlier_min_excess_ms=excess_ms - 0.5)
+
+
 @pytest.mark.parametrize("rule,fires,silent,overrides", CASES, ids=[c[0] for c in CASES])
 def test_insight_has_evidence_and_recommendation(rule, fires, silent, overrides):
     profile, summary = _loaded(tuple([fires] if isinstance(fires, str) else fires))

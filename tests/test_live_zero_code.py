@@ -276,4 +276,5 @@ def test_invalid_settings_warn_once_and_the_job_finishes(tmp_path):
            "--", sys.executable, "-c", "print('ran')"]
     out = run(cmd, clean_env(), tmp_path)
     assert out.stdout.strip() == "ran" and out.stderr.count("otel-profiler") == 1
+    assert "--steps '5:2'" in out.stderr and "OTEL_PROFILER_STEPS" not in out.stderr  # the flag, as typed
     assert not (tmp_path / "p2").exists()

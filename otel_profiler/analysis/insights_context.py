@@ -26,6 +26,8 @@ class Thresholds:
     """step_outliers: a step slower than median + this many scaled MADs (robust sigmas) is an outlier."""
     step_outlier_min_excess_pct: float = 5.0
     """step_outliers: ... and at least this % slower than the median step."""
+    step_outlier_min_excess_ms: float = 1.0
+    """step_outliers: ... and at least this many ms slower (sub-millisecond jitter is no finding)."""
     min_steps: int = 3
     """step_outliers: fewer steps than this say nothing about outliers."""
     load_imbalance_points: float = 20.0

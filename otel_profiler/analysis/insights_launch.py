@@ -68,16 +68,21 @@ def sync_in_step(ctx: Context) -> list[dict]:
     steps = len(ctx.step_rows)
     return [insight(
         "sync_in_step", "medium", "profile", "Host-device synchronization inside steps",
-        f"{len(syncs)} blocking sync or copy calls in {steps} steps ("
+        f"{_count(len(syncs), 'blocking sync or copy call')} in {_count(steps, 'step')} ("
         + ", ".join(f"{n} ×{c}" for n, c in sorted(counts.items(), key=lambda kv: -kv[1]))
         + f") held the CPU {blocked / 1e6:,.2f} ms, {pct:.1f}% of step time (threshold "
-        f"{ctx.th.sync_in_step_pct:g}%); {len(items)} .item() reads and {len(dtoh_in)} device-to-host "
-        "copies happened inside steps.",
+        f"{ctx.th.sync_in_step_pct:g}%); {_count(len(items), '.item() read')} and "
+        f"{_count(len(dtoh_in), 'device-to-host copy', 'device-to-host copies')} happened inside steps.",
         "Keep values on the GPU inside the step: avoid .item(), .cpu(), .tolist(), print() of "
         "tensors and explicit torch.cuda.synchronize(); log metrics every N steps or asynchronously "
         "(non_blocking copies to pinned memory).",
         sync_calls=counts, blocked_us=blocked / 1e3, blocked_pct=pct, item_calls=len(items),
         dtoh_copies=len(dtoh_in))]
+
+
+def _count(n: int, noun: str, plural: str = "") -> str:
+    """``n`` and ``noun``, in the plural unless ``n`` is 1 ("1 step", "3 steps")."""
+    return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
 
 
 def pageable_copies(ctx: Context) -> list[dict]:

@@ -64,7 +64,8 @@ def cpu_bottleneck(ctx: Context) -> list[dict]:
 
 
 def step_outliers(ctx: Context) -> list[dict]:
-    """Steps slower than median + ``step_outlier_mads`` scaled MADs and ``min_excess_pct`` % slower."""
+    """Steps slower than median + ``step_outlier_mads`` scaled MADs, ``min_excess_pct`` % and
+    ``min_excess_ms`` ms slower."""
     b, th, out = ctx.batch, ctx.th, []
     for rank in np.unique(b.rank[ctx.step_rows]).tolist():
         rows = ctx.step_rows[b.rank[ctx.step_rows] == rank]
@@ -73,7 +74,8 @@ def step_outliers(ctx: Context) -> list[dict]:
         d = (b.end_ns[rows] - b.start_ns[rows]).astype(np.float64) / 1e3
         med = float(np.median(d))
         mad = 1.4826 * float(np.median(np.abs(d - med)))
-        limit = max(med + th.step_outlier_mads * mad, med * (1 + th.step_outlier_min_excess_pct / 100))
+        limit = max(med + th.step_outlier_mads * mad, med * (1 + th.step_outlier_min_excess_pct / 100),
+                    med + th.step_outlier_min_excess_ms * 1e3)
         slow = np.flatnonzero(d > limit)
         if len(slow):
             names = b.names(rows[slow])

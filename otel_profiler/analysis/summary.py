@@ -119,7 +119,7 @@ def summarize(profile: Profile) -> dict[str, Any]:
 def _notes(summary: dict) -> list[str]:
     notes = []
     if not summary["devices"]:
-        notes.append("no GPU activity in this profile (no kernels, copies or sets were recorded)")
+        notes.append("no GPU activity in this profile (no kernels, memory copies or memsets were recorded)")
     if summary["steps"].get("source") == "time":
         notes.append("no training step was seen (no step()/step_context, optimizer step or backward "
                      "pass): the profile holds a time window of the first torch work instead")

@@ -87,6 +87,19 @@ def child_environment(args: argparse.Namespace, base: dict[str, str]) -> tuple[d
     return env, folder
 
 
+_FLAG_VARIABLES = {"steps": "OTEL_PROFILER_STEPS", "every": "OTEL_PROFILER_EVERY_STEPS",
+                   "duration": "OTEL_PROFILER_DURATION_S", "trigger_port": "OTEL_PROFILER_TRIGGER_PORT"}
+
+
+def _as_flag(args: argparse.Namespace, problem: str) -> str:
+    """A settings problem worded with this command's flag when the value came from one
+    (``--steps 'abc': expected ...``), else as it is (naming the variable)."""
+    for dest, variable in _FLAG_VARIABLES.items():
+        if getattr(args, dest) is not None and problem.startswith(variable + "="):
+            return "--" + dest.replace("_", "-") + " " + problem[len(variable) + 1:]
+    return problem
+
+
 def _installed() -> bool:
     from importlib.metadata import PackageNotFoundError, distribution
 
@@ -106,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     env, folder = child_environment(args, dict(os.environ))
-    problems = config.load(env).warnings
+    problems = [_as_flag(args, problem) for problem in config.load(env).warnings]
     if problems:  # never stop the job: run it unprofiled, say why once
         print("otel-profiler: warning: profiling is off because of invalid settings: "
               + "; ".join(problems), file=sys.stderr)

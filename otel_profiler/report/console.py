@@ -16,6 +16,7 @@ import textwrap
 from typing import Any, Iterable, NamedTuple, Sequence
 
 from ..analysis.platform import PLATFORM_WORDS
+from ..names import short_name
 
 
 class Table(NamedTuple):
@@ -40,6 +41,11 @@ def _rank_file(meta: dict) -> str:
     return str(meta.get("file") or meta.get("source_file") or meta.get("source") or "")
 
 
+def _known(value: Any) -> Any:
+    """A rank or world size as given, or "-" where the trace recorded none (absent or negative)."""
+    return value if isinstance(value, int) and value >= 0 else "-"
+
+
 def tables(summary: dict, top: int = 20, full_names: bool = True) -> list[Table]:
     """The summary's sections as tables, in reading order (every section, empty or not)."""
     words = PLATFORM_WORDS.get(summary.get("platform", "unknown"), PLATFORM_WORDS["unknown"])
@@ -47,7 +53,7 @@ def tables(summary: dict, top: int = 20, full_names: bool = True) -> list[Table]
     metas = summary.get("ranks_meta") or []
     if "ranks" in summary or any(m.get("file") or m.get("source_file") for m in metas):
         out.append(Table(f"Ranks ({len(metas)})", ("Rank", "World size", "Host", "Devices", "File"),
-                         [(m.get("rank", -1), m.get("world_size", -1), m.get("host_name") or "-",
+                         [(_known(m.get("rank")), _known(m.get("world_size")), m.get("host_name") or "-",
                            ", ".join(str(d) for d in m.get("devices") or []) or "-", _rank_file(m))
                           for m in metas], "rank metadata"))
     out.append(Table("GPU temporal breakdown (per device)",
@@ -134,7 +140,7 @@ def operator_tables(summary: dict, top: int, full_names: bool) -> list[Table]:
         if not r["top_kernels"]:
             return "-"
         k = r["top_kernels"][0]
-        return k["name"] if full_names else k["name"][:60]
+        return k["name"] if full_names else short_name(k["name"], limit=60)
 
     out = [Table(title, ("GPU %", "Self GPU (us)", "Total GPU (us)", "Calls", "Self CPU (us)",
                          "Total CPU (us)", "Kernels", "Name", "Top kernel"),
