@@ -1,7 +1,7 @@
 """Joins the parts of a trace read chunk by chunk into one ``EventBatch``, exactly as if the whole
 file had been converted at once.
 
-Each part is one chunk's events converted on their own (``trace_files``), with its own string table
+Each part is one chunk's events converted on their own (``trace_convert``), with its own string table
 (event names first, in first-seen order, then side-table keys) and its own side table, whose entries
 carry an order code (which step of the conversion added them). Joining them:
 

@@ -8,8 +8,8 @@ launches and CPU-only traces.
 
 The text is read as a stream (``trace_stream``): pieces of the event list are decoded against the
 typed schema of ``trace_schema`` (only the fields we use, one struct per phase, ``args`` decoded per
-kind once the kinds are known) and converted to columns (``convert_part``: a few C-level passes per
-field, no Python loop per event, the cycle collector paused); ``trace_assemble`` joins the pieces
+kind once the kinds are known) and converted to columns (``trace_convert.convert_part``: a few
+C-level passes per field, no Python loop per event, the cycle collector paused); ``trace_assemble`` joins the pieces
 in whole-file order. Timestamps are converted from their decimal text (``trace_times``), so that
 ``"1712195495519695.8"`` µs becomes exactly ``1712195495519695800`` ns (a float would be 50 ns off).
 """
@@ -20,50 +20,20 @@ import gc
 import os
 import re
 import threading
-from itertools import repeat
-from operator import attrgetter
 from typing import Any, Callable
 
-import msgspec
-
-import numpy as np
-
-from .events import COLUMNS, MISSING, Kind, memcpy_kind_from_name
+from .events import MISSING
 from .profile import RankProfile, TraceError
-from .trace_columns import (NS_PER_UNIT, TIME_LIMIT_NS, Extras, call_stacks, collectives, compress_columns,
-                            field_columns, gpu_columns, ints, memory_columns, string_index, times,
-                            to_int, typed, usable_time)
 from .trace_assemble import Part, assemble
+from .trace_columns import NS_PER_UNIT, TIME_LIMIT_NS, to_int
+from .trace_convert import convert_part
 from .trace_input import read_text, text_chunks, text_size
 from .trace_parallel import MIN_PARALLEL_TEXT, can_fork, read_parallel
+from .trace_schema import Complete, TraceFile
 from .trace_stream import read_stream
-from .trace_times import decimal_ns
-from .trace_schema import (GPU_ARGS, HOST_ARGS, MEMORY_ARGS, METADATA_ARGS, PHASE_CODE,
-                           Complete, Event, TraceFile, decode_args, phase_codes, time_values)
 
 
-_KIND_BY_CATEGORY = {
-    "kernel": Kind.KERNEL,
-    "gpu_memcpy": Kind.MEMCPY, "memcpy": Kind.MEMCPY,
-    "gpu_memset": Kind.MEMSET, "memset": Kind.MEMSET,
-    "cuda_sync": Kind.SYNC,
-    "cuda_runtime": Kind.RUNTIME, "runtime": Kind.RUNTIME, "xpu_runtime": Kind.RUNTIME,
-    "privateuse1_runtime": Kind.RUNTIME,
-    "cuda_driver": Kind.DRIVER, "xpu_driver": Kind.DRIVER, "privateuse1_driver": Kind.DRIVER,
-    "cpu_op": Kind.CPU_OP, "operator": Kind.CPU_OP,
-    "user_annotation": Kind.USER_ANNOTATION,
-    "gpu_user_annotation": Kind.GPU_USER_ANNOTATION,
-    "python_function": Kind.PYTHON_FUNCTION,
-    "overhead": Kind.OVERHEAD,
-    "trace": Kind.PROFILER,
-}
-
-_KIND_BY_RAW_CATEGORY = {**_KIND_BY_CATEGORY,
-                         **{c.capitalize(): k for c, k in _KIND_BY_CATEGORY.items()}}
-_STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 _RANK_IN_FILENAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
-_GPU_KIND_CODES = np.array([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.SYNC, Kind.GPU_USER_ANNOTATION],
-                           dtype=np.uint8)
 _TRACE_SUFFIXES = (".json", ".json.gz")
 
 
@@ -153,9 +123,6 @@ def _base_ns(doc: TraceFile, path: str) -> int:
     return value
 
 
-_EVENT_FIELDS = ("cat", "name", "ts", "dur", "pid", "tid", "args")
-
-
 def finish(path: str, doc: TraceFile, parts: list[Part]) -> RankProfile:
     """The rank of a file whose events were converted into ``parts``; ``doc`` holds the file's
     other fields (and possibly its last events, converted here)."""
@@ -176,106 +143,6 @@ def finish(path: str, doc: TraceFile, parts: list[Part]) -> RankProfile:
     if len(batch):
         batch.columns["rank"][:] = meta["rank"]
     return RankProfile(meta=meta, batch=batch)
-
-
-def convert_part(all_events: list[Any], ns_per_unit: int = 1000) -> Part:
-    """Decoded events to columns (times relative to the file's base). Each step is one C-level pass
-    per field over all events; the rare malformed event (no name, unusable time) is dropped and
-    counted in ``skipped``."""
-    base_ns = 0
-    ph = phase_codes(all_events)
-    span = (ph == PHASE_CODE["X"]) | (ph == PHASE_CODE["i"]) | (ph == PHASE_CODE["I"])
-    flows = int(np.isin(ph, [PHASE_CODE[p] for p in "sft"]).sum())
-    metadata = np.flatnonzero(ph == PHASE_CODE["M"]).tolist()
-    processes, threads = _process_and_thread_names([all_events[i] for i in metadata])
-    events = list(map(all_events.__getitem__, np.flatnonzero(span).tolist()))
-    phases = ph[span]
-    skipped = len(all_events) - len(events) - flows - len(metadata)
-
-    fields = field_columns(events, _EVENT_FIELDS)
-    index = string_index(fields[1])
-    if index is None:  # an event without a string name is unusable
-        named = np.fromiter(map(isinstance, fields[1], repeat(str)), bool, len(phases))
-        skipped += int((~named).sum())
-        fields, phases = compress_columns(fields, named), phases[named]
-    # Times: exact decimal µs -> integer ns, all at once from the text when they are plain decimals
-    # within range, else value by value. Rows with unusable times are dropped (and counted).
-    try:
-        fast = raw_times(fields[2], fields[3], phases, ns_per_unit)
-        if fast is None:
-            fields[2], fields[3] = time_values(fields[2]), time_values(fields[3])
-            fast = times(fields[2], fields[3], phases, base_ns, ns_per_unit)
-        start, dur = fast
-    except (ArithmeticError, ValueError, TypeError):  # decimal errors are ArithmeticErrors
-        good = np.fromiter(map(usable_time, fields[2], fields[3], repeat(ns_per_unit)), bool,
-                           len(phases))
-        skipped += int((~good).sum())
-        fields, phases, index = compress_columns(fields, good), phases[good], None
-        start, dur = times(fields[2], fields[3], phases, base_ns, ns_per_unit)
-    good = dur >= 0
-    if not good.all():
-        skipped += int((~good).sum())
-        fields, phases, start, dur = compress_columns(fields, good), phases[good], start[good], dur[good]
-        index = None
-    cats, names, _, _, pids, tids, raw_args = fields
-    if index is None:
-        index = string_index(names)
-    name_ids = np.fromiter(map(index.__getitem__, names), np.int32, len(names))
-    strings = list(index)
-    kinds = _kinds(cats, phases, name_ids, index)
-    steps = _step_numbers(kinds, name_ids, strings)
-    kinds[list(steps)] = Kind.STEP
-
-    n = len(names)
-    col = {c: np.full(n, MISSING, dt) for c, dt in COLUMNS.items() if dt.kind == "i"}
-    col["kind"], col["name"], col["start_ns"], col["end_ns"] = kinds, name_ids, start, start + dur
-    col["subkind"] = np.zeros(n, np.uint8)
-    pids, tids = ints(pids), ints(tids)
-    names_count = len(strings)
-    extra = Extras(index, strings)
-    for i, number in steps.items():
-        extra.add(i, "step", number)
-    gpu = _arg_columns(col, extra, raw_args, pids, tids, names)
-    col["pid"] = np.where(gpu, MISSING, pids)
-    col["tid"] = np.where(gpu, MISSING, tids)
-    memcpy = np.flatnonzero(kinds == Kind.MEMCPY)
-    direction = {n: memcpy_kind_from_name(strings[n]) for n in set(name_ids[memcpy].tolist())}
-    col["subkind"][memcpy] = [direction[n] for n in name_ids[memcpy].tolist()]
-    extra.step = 40
-    for i in np.flatnonzero(kinds == Kind.OTHER).tolist():
-        if isinstance(cats[i], str):
-            extra.add(i, "category", cats[i].lower())
-    window = None
-    for i in np.flatnonzero(kinds == Kind.PROFILER)[:1].tolist():
-        window = [int(start[i]), int(start[i] + dur[i])]
-    return Part(typed(col), extra.strings, names_count, extra.rows, extra.keys, extra.values,
-                extra.order, processes, threads, flows, skipped, window)
-
-
-def _arg_columns(col: dict[str, np.ndarray], extra: "Extras", raw_args: tuple, pids: np.ndarray,
-                 tids: np.ndarray, names: tuple) -> np.ndarray:
-    """Every column that comes from ``args``, one batched decode per group of kinds (GPU ops,
-    ``[memory]`` events, the rest). Returns which rows are GPU-side."""
-    kinds = col["kind"]
-    gpu = np.isin(kinds, _GPU_KIND_CODES)
-    memory = kinds == Kind.MEMORY
-    groups = ((np.flatnonzero(gpu), GPU_ARGS), (np.flatnonzero(memory), MEMORY_ARGS),
-              (np.flatnonzero(~gpu & ~memory), HOST_ARGS))
-    for group, (rows, decoder) in enumerate(groups, 1):
-        extra.step = 10 * group  # the order of side-table entries (trace_assemble)
-        args = decode_args(raw_args, rows, decoder)
-        external, legacy, correlation = (ints(list(map(attrgetter(field), args))) for field in
-                                         ("external_id", "external_id_legacy", "correlation"))
-        col["external_id"][rows] = np.where(external != MISSING, external, legacy)
-        col["correlation"][rows] = correlation
-        collectives(extra, rows, args)
-        if decoder is HOST_ARGS:
-            call_stacks(extra, rows, args)
-        if decoder is GPU_ARGS:
-            gpu_columns(col, extra, rows, args, pids[rows], tids[rows], names)
-        elif decoder is MEMORY_ARGS:
-            memory_columns(col, extra, rows, args)
-    return gpu
 
 
 def _file_meta(path: str, doc: TraceFile) -> dict[str, Any]:
@@ -299,61 +166,3 @@ def _file_meta(path: str, doc: TraceFile) -> dict[str, Any]:
                                        ("schema", doc.schemaVersion)) if v is not None},
         "host_name": doc.host_name if isinstance(doc.host_name, str) else None,
     }
-
-
-def _process_and_thread_names(metadata: list[Event]) -> tuple[dict[str, str], dict[str, str]]:
-    """``process_name`` / ``thread_name`` from ``"M"`` events, keyed "pid" and "pid/tid"."""
-    processes: dict[str, str] = {}
-    threads: dict[str, str] = {}
-    for e in metadata:
-        try:
-            name = METADATA_ARGS.decode(e.args).name
-        except (msgspec.MsgspecError, TypeError):
-            continue
-        if isinstance(name, str):
-            if e.name == "process_name":
-                processes[str(e.pid)] = name
-            elif e.name == "thread_name":
-                threads[f"{e.pid}/{e.tid}"] = name
-    return processes, threads
-
-
-def _kinds(cats: tuple, phases: np.ndarray, name_ids: np.ndarray,
-           index: dict[str, int]) -> np.ndarray:
-    """Kind of each event: from the category for complete ("X") events, else instant or memory."""
-    try:
-        kinds = np.fromiter(map(_KIND_BY_RAW_CATEGORY.get, cats, repeat(0)), np.uint8, len(cats))
-    except TypeError:  # an unhashable category (a list, an object): take the careful path
-        kinds = np.zeros(len(cats), np.uint8)
-    complete = phases == PHASE_CODE["X"]
-    for i in np.flatnonzero((kinds == 0) & complete).tolist():
-        c = cats[i]
-        kinds[i] = _KIND_BY_CATEGORY.get(c.lower(), Kind.OTHER) if isinstance(c, str) else Kind.OTHER
-    kinds[~complete] = Kind.INSTANT
-    kinds[~complete & (name_ids == index.get("[memory]", -1))] = Kind.MEMORY
-    return kinds
-
-
-def _step_numbers(kinds: np.ndarray, name_ids: np.ndarray, strings: list[str]) -> dict[int, int]:
-    """Row -> step number for ``ProfilerStep#N`` annotations (or ops, in old traces)."""
-    numbers = {i: int(m.group(1)) for i, m in enumerate(map(_STEP_NAME.match, strings)) if m}
-    if not numbers:
-        return {}
-    rows = np.flatnonzero(np.isin(name_ids, list(numbers)) &
-                          ((kinds == Kind.USER_ANNOTATION) | (kinds == Kind.CPU_OP)))
-    return {row: numbers[name_id] for row, name_id in zip(rows.tolist(), name_ids[rows].tolist())}
-
-
-
-def raw_times(ts: tuple, durs: tuple, phases: np.ndarray,
-              ns_per_unit: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """Start and duration in ns from the texts of ``ts``/``dur``, vectorized (``trace_times``), or
-    None when they are not all plain decimals within range (or not texts at all)."""
-    if not ts or type(ts[0]) is not msgspec.Raw or ns_per_unit != 1000:
-        return None
-    start = decimal_ns(ts)
-    dur = None if start is None else decimal_ns(durs)
-    if dur is None:
-        return None
-    dur[phases != PHASE_CODE["X"]] = 0
-    return start, dur

@@ -1,6 +1,6 @@
 """One large trace read by several processes: this process decompresses the text and cuts it into
 pieces at event boundaries (``trace_stream``); forked reader processes decode and convert the
-pieces into columns (``trace_files.convert_part``), which come back in file order.
+pieces into columns (``trace_convert.convert_part``), which come back in file order.
 
 Used for a single file whose text is at least ``MIN_PARALLEL_TEXT`` (smaller ones are read faster
 by one process than the pool starts), from a single-threaded process where forking is safe. At most
@@ -31,7 +31,7 @@ def can_fork() -> bool:
 
 def convert_piece(piece: bytes) -> Part | str:
     """In a reader process: one piece's events as columns, or what makes them unusable."""
-    from .trace_files import convert_part  # imported by the parent before the fork: no cost
+    from .trace_convert import convert_part  # imported by the parent before the fork: no cost
     from .trace_stream import decode_events
 
     try:

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from conftest import ALL_TRACES, trace
 from cuda_tracer.profile import TraceError
-from cuda_tracer.trace_files import convert_part, finish
+from cuda_tracer.trace_convert import convert_part
+from cuda_tracer.trace_files import finish
 from cuda_tracer.trace_input import text_chunks
 from cuda_tracer.trace_stream import decode_document, read_stream
 from cuda_tracer.trace_times import decimal_ns
