@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from cuda_tracer.events import Kind
+from otel_profiler import config
 from cuda_tracer.loading import load_profile
 from otel_profiler.bootstrap import SITE_DIR
 
@@ -278,3 +279,21 @@ def test_invalid_settings_warn_once_and_the_job_finishes(tmp_path):
     assert out.stdout.strip() == "ran" and out.stderr.count("otel-profiler") == 1
     assert "--steps '5:2'" in out.stderr and "OTEL_PROFILER_STEPS" not in out.stderr  # the flag, as typed
     assert not (tmp_path / "p2").exists()
+
+
+def test_run_flags_set_their_settings_and_bad_ones_are_named_as_typed():
+    """Each of run's flags reaches the job as its variable; a bad value is reported with the flag."""
+    from otel_profiler.cli import build_parser
+    from otel_profiler.commands.run import _as_flag, child_environment
+
+    args = build_parser().parse_args(["run", "--steps", "3:5", "--every", "7", "--duration", "2.5",
+                                      "--trigger-port", "9999", "--", "true"])
+    env, _ = child_environment(args, {})
+    assert (env["OTEL_PROFILER_STEPS"], env["OTEL_PROFILER_EVERY_STEPS"], env["OTEL_PROFILER_DURATION_S"],
+            env["OTEL_PROFILER_TRIGGER_PORT"]) == ("3:5", "7", "2.5", "9999")
+    problems = config.load({"OTEL_PROFILER_EVERY_STEPS": "-3", "OTEL_PROFILER_FLUSH_EVENTS": "-3"}).warnings
+    worded = [_as_flag(args, p) for p in problems]
+    assert any(w.startswith("--every '-3'") for w in worded)
+    assert any(w.startswith("OTEL_PROFILER_FLUSH_EVENTS=") for w in worded)  # no flag: the variable
+    unset = build_parser().parse_args(["run", "--", "true"])
+    assert not {"OTEL_PROFILER_STEPS", "OTEL_PROFILER_EVERY_STEPS"} & set(child_environment(unset, {})[0])

@@ -2,7 +2,7 @@
 which records each Python frame as an event instead of a ``Call stack`` string per operator).
 
 An operator's stack is the chain of ``python_function`` events that enclose its start on its own
-thread, innermost first, nested by time as operators are (``operators.parents``). The chains are
+thread, innermost first, nested by time as operators are (``time_nesting.parents``). The chains are
 kept as a trie: each Python event's stack is a pair (its frame name, its caller's stack id), so
 equal stacks get one id without building a string per event, and only the most frequent stacks of
 each operator name are spelled out.

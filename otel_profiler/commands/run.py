@@ -55,6 +55,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+FLAG_VARIABLES = {"steps": "OTEL_PROFILER_STEPS", "every": "OTEL_PROFILER_EVERY_STEPS",
+                  "duration": "OTEL_PROFILER_DURATION_S", "trigger_port": "OTEL_PROFILER_TRIGGER_PORT"}
+"""The settings this command's own flags set (argparse destination -> variable)."""
+
+
 def child_environment(args: argparse.Namespace, base: dict[str, str]) -> tuple[dict[str, str], str]:
     """The environment COMMAND runs in, and the profile folder it writes."""
     env = dict(base)
@@ -67,14 +72,9 @@ def child_environment(args: argparse.Namespace, base: dict[str, str]) -> tuple[d
         "OTEL_PROFILER_PROFILE_DIR": folder,
         "OTEL_PROFILER_SUMMARY_AT_EXIT": "false",
     })
-    if args.steps is not None:
-        env["OTEL_PROFILER_STEPS"] = args.steps
-    if args.every is not None:
-        env["OTEL_PROFILER_EVERY_STEPS"] = str(args.every)
-    if args.duration is not None:
-        env["OTEL_PROFILER_DURATION_S"] = str(args.duration)
-    if args.trigger_port is not None:
-        env["OTEL_PROFILER_TRIGGER_PORT"] = str(args.trigger_port)
+    for dest, variable in FLAG_VARIABLES.items():
+        if getattr(args, dest) is not None:
+            env[variable] = str(getattr(args, dest))
     if args.output_dir and not env.get("OTEL_PROFILER_SPOOL_DIR"):
         env["OTEL_PROFILER_SPOOL_DIR"] = os.path.join(folder, "otlp-spool")
     if args.cpu_ops:
@@ -87,14 +87,10 @@ def child_environment(args: argparse.Namespace, base: dict[str, str]) -> tuple[d
     return env, folder
 
 
-_FLAG_VARIABLES = {"steps": "OTEL_PROFILER_STEPS", "every": "OTEL_PROFILER_EVERY_STEPS",
-                   "duration": "OTEL_PROFILER_DURATION_S", "trigger_port": "OTEL_PROFILER_TRIGGER_PORT"}
-
-
 def _as_flag(args: argparse.Namespace, problem: str) -> str:
     """A settings problem worded with this command's flag when the value came from one
     (``--steps 'abc': expected ...``), else as it is (naming the variable)."""
-    for dest, variable in _FLAG_VARIABLES.items():
+    for dest, variable in FLAG_VARIABLES.items():
         if getattr(args, dest) is not None and problem.startswith(variable + "="):
             return "--" + dest.replace("_", "-") + " " + problem[len(variable) + 1:]
     return problem
