@@ -93,3 +93,13 @@ def test_compute_resources_of_a_trace_file():
     assert host["gpus"] == [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": None,
                              "memory_bytes": 85018279936}]
     assert host["versions"] == {"cuda": "12.4"} and host["driver_cuda"] == "12.9"
+
+
+def test_process_cpu_share_is_a_share_of_the_usable_cores_capped_at_one():
+    """One formula for the CPU timeline and the process CPU metric: CPU seconds over the cores'
+    wall time, never negative, and capped at 1 (CPU times advance by clock ticks)."""
+    from otel_profiler.metrics.system import process_cpu_share
+
+    assert process_cpu_share(0.1, 0.2, 2) == pytest.approx(0.25)
+    assert process_cpu_share(0.201, 0.2, 1) == 1.0
+    assert process_cpu_share(-0.01, 0.2, 2) == 0.0

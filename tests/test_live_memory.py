@@ -85,7 +85,8 @@ def test_activities_and_snapshot_settings_are_validated():
 def test_cuda_memory_is_harmless_without_cuda(tmp_path):
     torch = pytest.importorskip("torch")
     assert not torch.cuda.is_initialized()
-    cm = CudaMemory(str(tmp_path), 0, per_step=True, history_entries=100)
+    cm = CudaMemory(lambda reason: str(tmp_path / f"snapshot.{reason}.pickle"), per_step=True,
+                    history_entries=100)
     cm.step_end(1)
     cm.close()
     assert cm.meta() == {} and os.listdir(tmp_path) == []
@@ -112,6 +113,39 @@ def _snapshot() -> dict:
         {"device": 0, "address": 1 << 30, "total_size": 2 << 20, "allocated_size": 0, "active_size": 0,
          "stream": 0, "segment_type": "small", "blocks": [{"size": 2 << 20, "state": "inactive"}]}],
         "device_traces": [[{"action": "alloc", "addr": 1, "size": 8 << 20, "frames": [frame]}] * 3]}
+
+
+class _StandInCuda:
+    """What ``CudaMemory.step_end`` asks of ``torch.cuda``, counted (no GPU here)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.stats = {"allocated_bytes.all.peak": 7 << 20, "reserved_bytes.all.peak": 9 << 20,
+                      "allocated_bytes.all.current": 3 << 20}
+
+    def current_device(self) -> int:
+        return 1
+
+    def memory_stats(self, device: int) -> dict:
+        self.calls.append(f"memory_stats({device})")
+        return dict(self.stats)
+
+    def reset_peak_memory_stats(self, device: int) -> None:
+        self.calls.append(f"reset({device})")
+
+
+def test_cuda_memory_reads_each_step_with_one_stats_call(tmp_path, monkeypatch):
+    """Per step: one allocator-statistics read (the keys torch's max_memory_* functions return) and
+    one peak reset, in that order; the reading lands in the rank's steps."""
+    memory = CudaMemory(lambda reason: str(tmp_path / f"snapshot.{reason}.pickle"), per_step=True,
+                        history_entries=0)
+    cuda = _StandInCuda()
+    monkeypatch.setattr(CudaMemory, "_cuda", staticmethod(lambda: cuda))
+    memory._armed = True  # no observer or history to attach to a stand-in
+    memory.step_end(4)
+    assert cuda.calls == ["memory_stats(1)", "reset(1)"]
+    assert list(memory.steps) == [{"step": 4, "device": 1, "peak_allocated_bytes": 7 << 20,
+                                   "peak_reserved_bytes": 9 << 20, "allocated_bytes": 3 << 20}]
 
 
 def test_snapshot_files_of_a_profile_folder_are_summarized(tmp_path):

@@ -130,3 +130,17 @@ def test_no_memory_gauges_without_memory_totals() -> None:
     metrics = ProfileMetrics(run_id="run-x")
     metrics.observe(rank.batch, rank.meta)
     assert not [p for p in metrics.points() if p.spec in (m.GPU_MEMORY_PEAK_ALLOCATED, m.GPU_MEMORY_PEAK_RESERVED)]
+
+
+@pytest.mark.parametrize("expected_rank,kept", [(0, {0}), (5, {0})])
+def test_the_step_series_starts_at_zero_and_yields_to_the_rank_learned_later(expected_rank, kept) -> None:
+    """``expect_steps``: the rank's step histogram exists at zero before any step; when the steps
+    come under another rank (learned after start), the empty expected series goes."""
+    rank = load_profile([str(trace(TRACES[1]))]).ranks[0]
+    metrics = ProfileMetrics()
+    metrics.expect_steps(expected_rank)
+    (zero,) = [p for p in metrics.points() if p.spec is m.STEP_DURATION]
+    assert zero.attributes == {"otel_profiler.rank": expected_rank} and sum(zero.value.counts) == 0
+    metrics.observe(rank.batch, {**rank.meta, "rank": 0})
+    series = {p.attributes["otel_profiler.rank"]: p.value for p in metrics.points() if p.spec is m.STEP_DURATION}
+    assert set(series) == kept and sum(series[0].counts) > 0

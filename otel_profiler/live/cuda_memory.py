@@ -1,8 +1,9 @@
 """CUDA memory of a live run, read from ``torch.cuda`` (never from a trace):
 
 - **Per step** (``OTEL_PROFILER_ACTIVITIES`` with ``memory``, on a CUDA device): at each step end the
-  current device's ``max_memory_allocated`` / ``max_memory_reserved`` since the previous step end,
-  then ``reset_peak_memory_stats``: a few C calls per step. Kept in the rank's metadata
+  current device's peak allocated / reserved bytes since the previous step end (one
+  ``memory_stats`` read: the keys ``max_memory_allocated`` / ``max_memory_reserved`` return), then
+  ``reset_peak_memory_stats``: two calls per step. Kept in the rank's metadata
   (``cuda_memory.steps``, the last ``MAX_STEPS``); the memory peak metrics show the latest.
 - **Snapshot on request** (``OTEL_PROFILER_MEMORY_SNAPSHOT`` = N > 0): allocation history of the
   last N events (``torch.cuda.memory._record_memory_history``) and, at exit, the allocator's
@@ -22,7 +23,7 @@ import pickle
 import sys
 import threading
 from collections import deque
-from typing import Any
+from typing import Any, Callable
 
 from cuda_tracer.private_files import open_private
 
@@ -33,8 +34,8 @@ SNAPSHOT_NAME = "memory-snapshot.rank-{rank}.{reason}.pickle"
 
 
 class CudaMemory:
-    def __init__(self, folder: str, rank: int, per_step: bool, history_entries: int) -> None:
-        self.folder, self.rank = folder, rank
+    def __init__(self, snapshot_path: Callable[[str], str], per_step: bool, history_entries: int) -> None:
+        self.snapshot_path = snapshot_path  # reason ("exit", "oom") -> file (the rank may be learned late)
         self.per_step, self.history_entries = per_step, history_entries
         self.steps: deque[dict[str, int]] = deque(maxlen=MAX_STEPS)
         self.snapshots: list[dict[str, Any]] = []
@@ -68,10 +69,11 @@ class CudaMemory:
             return
         try:
             device = cuda.current_device()
+            stats = cuda.memory_stats(device)  # one read (each max_memory_* call builds all of it)
             reading = {"step": number, "device": device,
-                       "peak_allocated_bytes": int(cuda.max_memory_allocated(device)),
-                       "peak_reserved_bytes": int(cuda.max_memory_reserved(device)),
-                       "allocated_bytes": int(cuda.memory_allocated(device))}
+                       "peak_allocated_bytes": int(stats.get("allocated_bytes.all.peak", 0)),
+                       "peak_reserved_bytes": int(stats.get("reserved_bytes.all.peak", 0)),
+                       "allocated_bytes": int(stats.get("allocated_bytes.all.current", 0))}
             cuda.reset_peak_memory_stats(device)
         except Exception as exc:
             self._turn_off("statistics", exc)
@@ -109,8 +111,8 @@ class CudaMemory:
             import torch
 
             snapshot = torch.cuda.memory._snapshot()
-            os.makedirs(self.folder, mode=0o700, exist_ok=True)
-            path = os.path.join(self.folder, SNAPSHOT_NAME.format(rank=self.rank, reason=reason))
+            path = self.snapshot_path(reason)
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
             with open_private(path + ".tmp", "wb") as f:
                 pickle.dump(snapshot, f)
             os.replace(path + ".tmp", path)

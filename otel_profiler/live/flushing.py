@@ -90,6 +90,16 @@ class Flushing:
                     self._exporter = self._make_exporter(self.settings, self.resource["service.name"])
                     self._watch_exporter()
                 if self._exporter is not None:
-                    self._exporter.submit(meta, batch)
+                    self._exporter.submit(_for_export(meta), batch)
         except Exception as exc:
             self._fail(exc)
+
+
+_NOT_EXPORTED = ("cuda_memory", "cpu_samples")
+"""Rank metadata the span exporter never reads (the history of per-step CUDA memory and of CPU
+samples, up to a few thousand values): not pickled to the exporter process with every part."""
+
+
+def _for_export(meta: dict) -> dict:
+    return {k: v for k, v in meta.items() if k not in _NOT_EXPORTED}
+

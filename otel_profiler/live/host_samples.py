@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..metrics.system import process_cpu_share, usable_cores
+
 MAX_SAMPLES = 1200
 
 
@@ -44,23 +46,17 @@ class CpuTimeline:
 
                 proc = psutil.Process()
                 self._ps = (psutil, proc)
-                try:
-                    self.cores = len(proc.cpu_affinity()) or psutil.cpu_count() or 1
-                except Exception:
-                    self.cores = psutil.cpu_count() or 1
+                self.cores = usable_cores(psutil, proc)
             now = self._reading()
         except Exception:
             self._off = True
             return
         self._next = now[0] + self.interval_s
         if self._last is not None and now[2] > self._last[2]:
-            wall = max(now[0] - self._last[0], 1e-9)
             self.t.append(time.time())
             self.system_pct.append(round(100.0 * (now[1] - self._last[1]) / (now[2] - self._last[2]), 2))
-            # A process's CPU times advance by clock ticks, so a short interval can read a little
-            # over its cores' wall time: the share is capped at 100%.
-            share = max(now[3] - self._last[3], 0.0) / (wall * self.cores)
-            self.process_pct.append(round(100.0 * min(share, 1.0), 2))
+            share = process_cpu_share(now[3] - self._last[3], now[0] - self._last[0], self.cores)
+            self.process_pct.append(round(100.0 * share, 2))
             if len(self.t) > MAX_SAMPLES:
                 self.t, self.system_pct, self.process_pct = \
                     self.t[::2], self.system_pct[::2], self.process_pct[::2]

@@ -185,7 +185,6 @@ class RankOutput:
             self.position.update(rank=rank, world_size=world)
             self.resource.update({"ml.rank": rank, "ml.world_size": world})
             self.writer = RankWriter(self.folder, rank)
-            self.cuda_memory.rank = rank  # its snapshots are named by rank
 
     def _settle_identity(self) -> bool:
         """Before the first write. False for a multiprocessing helper with no rank of its own (a

@@ -35,7 +35,7 @@ from .. import config
 from ..profiler_warnings import ProfilerWarning, warn  # noqa: F401 (ProfilerWarning: part of this module's API)
 from . import markers
 from .capture import CaptureWindows
-from .cuda_memory import CudaMemory
+from .cuda_memory import SNAPSHOT_NAME, CudaMemory
 from .host_samples import CpuTimeline
 from .flushing import Flushing
 from .hygiene import ProcessHygiene, install_fork_hooks
@@ -171,8 +171,9 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
         self._failed = False
         self._write_failed = False  # a part could not be written (said once)
         self._rank_known = "RANK" in os.environ
-        self.cuda_memory = CudaMemory(self.folder, self.rank, "memory" in self.activities,
-                                      self.settings["OTEL_PROFILER_MEMORY_SNAPSHOT"])
+        self.cuda_memory = CudaMemory(
+            lambda reason: os.path.join(self.folder, SNAPSHOT_NAME.format(rank=self.rank, reason=reason)),
+            "memory" in self.activities, self.settings["OTEL_PROFILER_MEMORY_SNAPSHOT"])
         self.cpu_timeline = CpuTimeline(self.settings["OTEL_PROFILER_CPU_SAMPLE_S"])
         self._compute: dict[str, Any] | None = None  # read once, by the first flush
 

@@ -60,6 +60,7 @@ class ProfileMetrics:
         self.cpu_seconds = 0.0
         self._lock = threading.Lock()
         self._values: dict[tuple, Point] = {}
+        self._expected: tuple | None = None  # the step series published at zero (expect_steps)
 
     # ------------------------------------------------------------------ state
     def _set(self, spec: Spec, attrs: dict, value: float) -> None:
@@ -91,6 +92,7 @@ class ProfileMetrics:
         scrape sees the counter start from 0 and ``increase()``/``rate()`` count the first steps."""
         with self._lock:
             self._observe(m.STEP_DURATION, {"otel_profiler.rank": int(rank)}, np.empty(0))
+        self._expected = _key(m.STEP_DURATION, {"otel_profiler.rank": int(rank)})
 
     def add_dropped(self, reason: str, count: float) -> None:
         if count:
@@ -199,3 +201,6 @@ class ProfileMetrics:
         exemplars = [(i, step_trace_hex(run_id, rank, n), e / 1e9)
                      for i, (n, _, e) in enumerate(steps)] if run_id else []
         self._observe(m.STEP_DURATION, {"otel_profiler.rank": rank}, seconds, exemplars)
+        expected = self._values.get(self._expected)
+        if expected is not None and not sum(expected.value.counts):  # the rank was learned later:
+            del self._values[self._expected]  # the zero series of the one expected is no series

@@ -35,6 +35,21 @@ def note(message: str) -> None:
 
 
 # ------------------------------------------------------------------------------------ psutil
+def usable_cores(psutil: Any, process: Any) -> int:
+    """The cores ``process`` may run on (its affinity), else the machine's."""
+    try:
+        return len(process.cpu_affinity()) or psutil.cpu_count() or 1
+    except Exception:
+        return psutil.cpu_count() or 1
+
+
+def process_cpu_share(cpu_seconds: float, wall_s: float, cores: int) -> float:
+    """A process's CPU time over ``wall_s`` as a share of its ``cores`` (0 to 1). Its CPU times
+    advance by clock ticks, so a short interval can read a little over its cores' wall time: the
+    share is capped at 1."""
+    return min(max(cpu_seconds, 0.0) / (max(wall_s, 1e-9) * cores), 1.0)
+
+
 class CpuSampler:
     """System and per-core CPU, this process's CPU and memory, machine memory, network and disk I/O."""
 
@@ -46,10 +61,7 @@ class CpuSampler:
 
         self.psutil = psutil
         self.process = psutil.Process()
-        try:
-            self.cpus = len(self.process.cpu_affinity()) or psutil.cpu_count() or 1
-        except Exception:
-            self.cpus = psutil.cpu_count() or 1
+        self.cpus = usable_cores(psutil, self.process)
         # Prime the "since last call" readings.
         psutil.cpu_times_percent(interval=None)
         psutil.cpu_percent(interval=None, percpu=True)
@@ -69,11 +81,11 @@ class CpuSampler:
             out.append(Point(m.CORE_UTILIZATION, {"cpu.logical_number": i}, pct / 100.0))
 
         now, proc = time.monotonic(), self.process.cpu_times()
-        elapsed = max(now - self._last_wall, 1e-9) * self.cpus
+        wall = now - self._last_wall
         out.append(Point(m.PROCESS_CPU_UTILIZATION, {"cpu.mode": "user"},
-                         max(proc.user - self._last_proc.user, 0.0) / elapsed))
+                         process_cpu_share(proc.user - self._last_proc.user, wall, self.cpus)))
         out.append(Point(m.PROCESS_CPU_UTILIZATION, {"cpu.mode": "system"},
-                         max(proc.system - self._last_proc.system, 0.0) / elapsed))
+                         process_cpu_share(proc.system - self._last_proc.system, wall, self.cpus)))
         self._last_proc, self._last_wall = proc, now
         out.append(Point(m.PROCESS_MEMORY, {}, float(self.process.memory_info().rss)))
 
