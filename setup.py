@@ -1,4 +1,4 @@
-"""Installs the zero-code startup hook ``otel_profiler.pth`` into site-packages (metadata: pyproject.toml).
+"""Builds the native trace scanner (optional) and installs the zero-code startup hook ``otel_profiler.pth`` into site-packages (metadata: pyproject.toml).
 
 The hook is one line Python runs at start-up: it reads ``OTEL_PROFILER_ENABLED`` and imports
 nothing more unless profiling is asked for. A wheel carries it at its root (so it lands in
@@ -7,7 +7,7 @@ site-packages); an editable install writes it next to the editable install's own
 
 import os
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 HOOK = os.path.join("otel_profiler", "bootstrap", "otel_profiler.pth")
@@ -29,4 +29,9 @@ class BuildPyWithStartupHook(build_py):
         return outputs
 
 
-setup(cmdclass={"build_py": BuildPyWithStartupHook})
+# The native trace scanner (cuda_tracer/trace_scan.py): optional, so that an install without a C
+# compiler still works, reading every trace the Python way.
+SCANNER = Extension("cuda_tracer._scan", ["cuda_tracer/_scan.c"], optional=True,
+                    extra_compile_args=["-O3"] if os.name == "posix" else [])
+
+setup(cmdclass={"build_py": BuildPyWithStartupHook}, ext_modules=[SCANNER])

@@ -78,10 +78,13 @@ def assemble(parts: list[Part]) -> tuple[EventBatch, Part]:
         facts.skipped += p.skipped
         if facts.window is None:
             facts.window = p.window
-    if len(parts) == 1:  # a single part is already in whole-file order
+    if len(parts) == 1:  # a single part: its names are in whole-file order already
         p = parts.pop()
-        return EventBatch(p.columns, p.strings, np.asarray(p.extra_row, np.int64),
-                          np.asarray(p.extra_key, np.int32), p.extra_value), facts
+        rows = np.asarray(p.extra_row, np.int64)
+        sort = np.lexsort((rows, np.asarray(p.extra_order, np.int64))) if len(rows) else rows
+        return EventBatch(p.columns, p.strings, rows[sort],
+                          np.asarray(p.extra_key, np.int32)[sort],
+                          [p.extra_value[i] for i in sort.tolist()]), facts
     strings: list[str] = []
     index: dict[str, int] = {}
 

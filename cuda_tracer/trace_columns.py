@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from itertools import compress, repeat
-from operator import attrgetter, is_not
+from operator import attrgetter, is_, is_not
 from typing import Any
 
 import numpy as np
@@ -22,12 +22,20 @@ def to_int(value: Any, default: int = MISSING) -> int:
         return default
     try:
         if isinstance(value, str):
-            value = int(value, 0) if value[:2].lower() == "0x" else int(float(value))
+            value = int(value, 0) if value[:2].lower() == "0x" else _int_text(value)
         elif type(value) is not int:
             value = int(value)  # a float or Decimal is truncated; a list or object is junk
     except (ArithmeticError, ValueError, TypeError):
         return default
     return value if -2**63 <= value < 2**63 else default
+
+
+def _int_text(text: str) -> int:
+    """An integer's text exactly ("12345678901234567"), else a number's, truncated ("2.5e3")."""
+    try:
+        return int(text)
+    except ValueError:
+        return int(float(text))
 
 
 def ints(values: list[Any]) -> np.ndarray:
@@ -38,12 +46,12 @@ def ints(values: list[Any]) -> np.ndarray:
     """
     try:
         column = np.array(values, dtype=np.int64)
-        if column.ndim == 1:  # lists of equal length would make a 2-D array
+        if column.ndim == 1 and bool not in set(map(type, values)):  # (2-D: lists; a bool: no id)
             return column
     except (TypeError, ValueError, OverflowError):
         pass
     fixed = list(values)
-    is_int = np.fromiter(map(isinstance, values, repeat(int)), bool, len(values))
+    is_int = np.fromiter(map(is_, map(type, values), repeat(int)), bool, len(values))  # no bool
     for i in np.flatnonzero(~is_int).tolist():  # labels, hex strings, floats, None: usually few
         fixed[i] = to_int(fixed[i])
     try:
@@ -93,6 +101,19 @@ def string_index(names: tuple) -> dict[str, int] | None:
     return index
 
 
+def string_ids(values: tuple) -> tuple[np.ndarray, list[str]]:
+    """Each value's position among the distinct strings (first-seen order), -1 for a value that is
+    no string; and those strings."""
+    try:
+        distinct = dict.fromkeys(values)
+    except TypeError:  # an unhashable value (a list, an object): no string either
+        values = tuple(v if type(v) is str else None for v in values)
+        distinct = dict.fromkeys(values)
+    strings = [v for v in distinct if type(v) is str]
+    position = {s: i for i, s in enumerate(strings)}
+    return np.fromiter(map(position.get, values, repeat(-1)), np.int32, len(values)), strings
+
+
 def collectives(extra: "Extras", rows: np.ndarray, args: list) -> None:
     """Side-table attributes of the events that name a collective (NCCL kernels, param comms)."""
     names = list(map(attrgetter("collective"), args))
@@ -109,41 +130,38 @@ def collectives(extra: "Extras", rows: np.ndarray, args: list) -> None:
             extra.add(i, "dtype", a.dtype)
 
 
-def call_stacks(extra: "Extras", rows: np.ndarray, args: list) -> None:
-    """The ``Call stack`` of the events that recorded one (``with_stack=True`` in older torch)."""
-    stacks = list(map(attrgetter("call_stack"), args))
-    if stacks.count(None) == len(stacks):
-        return
-    for j, stack in enumerate(stacks):
-        if isinstance(stack, str) and stack:
-            extra.add(int(rows[j]), "call_stack", stack)
+def call_stacks(extra: "Extras", rows: np.ndarray, found: list[int], stacks: list[str]) -> None:
+    """The ``Call stack`` of the events that recorded one (``with_stack=True`` in older torch):
+    ``stacks[k]`` is that of ``rows[found[k]]``."""
+    for j, stack in zip(found, stacks):
+        extra.add(int(rows[j]), "call_stack", stack)
 
 
-def gpu_columns(col: dict[str, np.ndarray], extra: "Extras", rows: np.ndarray, args: list,
-                 pids: np.ndarray, tids: np.ndarray, names: tuple) -> None:
-    """Device, stream, launch geometry, bytes and sync details of the GPU ops at ``rows``."""
+def gpu_columns(col: dict[str, np.ndarray], extra: "Extras", rows: np.ndarray, args: Any,
+                 pids: np.ndarray, tids: np.ndarray, name_ids: np.ndarray, strings: list[str]) -> None:
+    """Device, stream, launch geometry, bytes and sync details of the GPU ops at ``rows``; ``args``
+    reads their args field by field (``trace_scan.DecodedArgs`` or ``ScannedArgs``, which holds no
+    sync op)."""
     kinds = col["kind"][rows]
-    devices = ints(list(map(attrgetter("device"), args)))
-    streams = ints(list(map(attrgetter("stream"), args)))
+    devices, streams = args.ints("device"), args.ints("stream")
     # device/stream from args, else from the pid/tid Kineto files GPU ops under.
     col["device"][rows] = np.where(devices != MISSING, devices, pids)
     col["stream"][rows] = np.where(streams != MISSING, streams, tids)
     kernels = np.flatnonzero(kinds == Kind.KERNEL)
-    kernel_args = list(map(args.__getitem__, kernels.tolist()))
     kernel_rows = rows[kernels]
     for axis in ("grid", "block"):
-        triples = int_triples(list(map(attrgetter(axis), kernel_args)))
+        triples = args.triples(axis, kernels)
         for j, xyz in enumerate("xyz"):
             col[f"{axis}_{xyz}"][kernel_rows] = triples[:, j]
     for column, attr in (("registers", "registers"), ("shared_mem", "shared_memory"),
                          ("graph_id", "graph_id")):
-        col[column][kernel_rows] = ints(list(map(attrgetter(attr), kernel_args)))
+        col[column][kernel_rows] = args.ints(attr, kernels)
     transfers = np.flatnonzero((kinds == Kind.MEMCPY) | (kinds == Kind.MEMSET))
-    col["bytes"][rows[transfers]] = ints([args[j].bytes for j in transfers.tolist()])
+    col["bytes"][rows[transfers]] = args.ints("bytes", transfers)
     extra.step += 1
     for j in np.flatnonzero(kinds == Kind.SYNC).tolist():
-        i, a = int(rows[j]), args[j]
-        sync_kind = a.sync_kind if isinstance(a.sync_kind, str) else names[i]
+        i, a = int(rows[j]), args.items[j]
+        sync_kind = a.sync_kind if isinstance(a.sync_kind, str) else strings[name_ids[i]]
         col["subkind"][i] = sync_kind_from_name(sync_kind)
         extra.add_int(i, "wait_on_stream", a.wait_on_stream)
         extra.add_int(i, "wait_on_event_record_correlation", a.wait_on_event_record)

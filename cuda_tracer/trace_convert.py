@@ -21,10 +21,11 @@ import numpy as np
 from .events import COLUMNS, MISSING, Kind, memcpy_kind_from_name
 from .trace_assemble import Part
 from .trace_columns import (Extras, call_stacks, collectives, compress_columns, field_columns,
-                            gpu_columns, ints, memory_columns, string_index, times, typed,
-                            usable_time)
+                            gpu_columns, ints, memory_columns, string_ids, string_index, times,
+                            typed, usable_time)
+from .trace_scan import ScannedArgsSource, ScannedPiece, StructArgsSource
 from .trace_schema import (GPU_ARGS, HOST_ARGS, MEMORY_ARGS, METADATA_ARGS, PHASE_CODE, Event,
-                           decode_args, phase_codes, time_values)
+                           phase_codes, time_values)
 from .trace_times import decimal_ns
 
 
@@ -52,19 +53,23 @@ _GPU_KIND_CODES = np.array([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.SYNC, Ki
 _EVENT_FIELDS = ("cat", "name", "ts", "dur", "pid", "tid", "args")
 
 
-def convert_part(all_events: list[Any], ns_per_unit: int = 1000) -> Part:
-    """Decoded events to columns (times relative to the file's base). Each step is one C-level pass
-    per field over all events; the rare malformed event (no name, unusable time) is dropped and
-    counted in ``skipped``."""
-    base_ns = 0
+def convert_part(all_events: Any, ns_per_unit: int = 1000) -> Part:
+    """Decoded events (or a ``ScannedPiece``) to columns (times relative to the file's base). Each
+    step is one C-level pass per field over all events; the rare malformed event (no name,
+    unusable time) is dropped and counted in ``skipped``."""
+    if isinstance(all_events, ScannedPiece):
+        return _part(*_scanned_fields(all_events))
+    return _part(*_struct_fields(all_events, ns_per_unit))
+
+
+def _struct_fields(all_events: list[Any], ns_per_unit: int) -> tuple:
+    """The fields of decoded events (``trace_schema`` structs), as ``_part`` takes them."""
     ph = phase_codes(all_events)
     span = (ph == PHASE_CODE["X"]) | (ph == PHASE_CODE["i"]) | (ph == PHASE_CODE["I"])
-    flows = int(np.isin(ph, [PHASE_CODE[p] for p in "sft"]).sum())
-    metadata = np.flatnonzero(ph == PHASE_CODE["M"]).tolist()
-    processes, threads = _process_and_thread_names([all_events[i] for i in metadata])
+    metadata = [all_events[i] for i in np.flatnonzero(ph == PHASE_CODE["M"]).tolist()]
     events = list(map(all_events.__getitem__, np.flatnonzero(span).tolist()))
     phases = ph[span]
-    skipped = len(all_events) - len(events) - flows - len(metadata)
+    flows, skipped = _flows_and_skipped(ph, len(events))
 
     fields = field_columns(events, _EVENT_FIELDS)
     index = string_index(fields[1])
@@ -78,14 +83,14 @@ def convert_part(all_events: list[Any], ns_per_unit: int = 1000) -> Part:
         fast = raw_times(fields[2], fields[3], phases, ns_per_unit)
         if fast is None:
             fields[2], fields[3] = time_values(fields[2]), time_values(fields[3])
-            fast = times(fields[2], fields[3], phases, base_ns, ns_per_unit)
+            fast = times(fields[2], fields[3], phases, 0, ns_per_unit)
         start, dur = fast
     except (ArithmeticError, ValueError, TypeError):  # decimal errors are ArithmeticErrors
         good = np.fromiter(map(usable_time, fields[2], fields[3], repeat(ns_per_unit)), bool,
                            len(phases))
         skipped += int((~good).sum())
         fields, phases, index = compress_columns(fields, good), phases[good], None
-        start, dur = times(fields[2], fields[3], phases, base_ns, ns_per_unit)
+        start, dur = times(fields[2], fields[3], phases, 0, ns_per_unit)
     good = dur >= 0
     if not good.all():
         skipped += int((~good).sum())
@@ -95,30 +100,76 @@ def convert_part(all_events: list[Any], ns_per_unit: int = 1000) -> Part:
     if index is None:
         index = string_index(names)
     name_ids = np.fromiter(map(index.__getitem__, names), np.int32, len(names))
-    strings = list(index)
-    kinds = _kinds(cats, phases, name_ids, index)
+    cat_ids, cat_strings = string_ids(cats)
+    return (phases, name_ids, list(index), cat_ids, cat_strings, start, dur, ints(pids), ints(tids),
+            StructArgsSource(raw_args), metadata, flows, skipped)
+
+
+def _scanned_fields(scanned: ScannedPiece) -> tuple:
+    """The fields of a scanned piece (``trace_scan``), as ``_part`` takes them."""
+    ph = scanned.phase
+    span = (ph == PHASE_CODE["X"]) | (ph == PHASE_CODE["i"]) | (ph == PHASE_CODE["I"])
+    metadata = scanned.metadata_events(np.flatnonzero(ph == PHASE_CODE["M"]))
+    rows = np.flatnonzero(span)
+    flows, skipped = _flows_and_skipped(ph, len(rows))
+    phases, start, dur = ph[rows], scanned.ts[rows], scanned.dur[rows].copy()
+    dur[phases != PHASE_CODE["X"]] = 0
+    good = (scanned.name[rows] >= 0) & (dur >= 0)  # named, and not ending before it starts
+    if not good.all():
+        skipped += int((~good).sum())
+        rows, phases, start, dur = rows[good], phases[good], start[good], dur[good]
+    name_ids, strings = _first_seen(scanned.name[rows], scanned.strings)
+    return (phases, name_ids, strings, scanned.cat[rows], scanned.strings, start, dur,
+            scanned.ids("pid", rows), scanned.ids("tid", rows), ScannedArgsSource(scanned, rows),
+            metadata, flows, skipped)
+
+
+def _flows_and_skipped(ph: np.ndarray, spans: int) -> tuple[int, int]:
+    flows = int(np.isin(ph, [PHASE_CODE[p] for p in "sft"]).sum())
+    return flows, len(ph) - spans - flows - int(np.count_nonzero(ph == PHASE_CODE["M"]))
+
+
+def _first_seen(ids: np.ndarray, table: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Ids into ``table`` renumbered in order of first appearance (equal strings one id), and the
+    strings in that order."""
+    distinct, first = np.unique(ids, return_index=True)
+    index: dict[str, int] = {}
+    for i in distinct[np.argsort(first)].tolist():
+        index.setdefault(table[i], len(index))
+    lookup = np.zeros(len(table), np.int32)
+    lookup[distinct] = [index[table[i]] for i in distinct.tolist()]
+    return lookup[ids], list(index)
+
+
+def _part(phases: np.ndarray, name_ids: np.ndarray, strings: list[str], cat_ids: np.ndarray,
+          cat_strings: list[str], start: np.ndarray, dur: np.ndarray, pids: np.ndarray,
+          tids: np.ndarray, args: Any, metadata: list, flows: int, skipped: int) -> Part:
+    """Columns from the fields of the events kept: phases, names (``strings[name_ids]``),
+    categories (``cat_strings[cat_ids]``, -1: none), times, pids/tids, their args (``trace_scan``
+    sources) and the metadata events."""
+    processes, threads = _process_and_thread_names(metadata)
+    index = {name: i for i, name in enumerate(strings)}
+    kinds = _kinds(cat_ids, cat_strings, phases, name_ids, index)
     steps = _step_numbers(kinds, name_ids, strings)
     kinds[list(steps)] = Kind.STEP
 
-    n = len(names)
+    n = len(name_ids)
     col = {c: np.full(n, MISSING, dt) for c, dt in COLUMNS.items() if dt.kind == "i"}
     col["kind"], col["name"], col["start_ns"], col["end_ns"] = kinds, name_ids, start, start + dur
     col["subkind"] = np.zeros(n, np.uint8)
-    pids, tids = ints(pids), ints(tids)
     names_count = len(strings)
     extra = Extras(index, strings)
     for i, number in steps.items():
         extra.add(i, "step", number)
-    gpu = _arg_columns(col, extra, raw_args, pids, tids, names)
+    gpu = _arg_columns(col, extra, args, pids, tids, name_ids, strings)
     col["pid"] = np.where(gpu, MISSING, pids)
     col["tid"] = np.where(gpu, MISSING, tids)
     memcpy = np.flatnonzero(kinds == Kind.MEMCPY)
     direction = {n: memcpy_kind_from_name(strings[n]) for n in set(name_ids[memcpy].tolist())}
     col["subkind"][memcpy] = [direction[n] for n in name_ids[memcpy].tolist()]
     extra.step = 40
-    for i in np.flatnonzero(kinds == Kind.OTHER).tolist():
-        if isinstance(cats[i], str):
-            extra.add(i, "category", cats[i].lower())
+    for i in np.flatnonzero((kinds == Kind.OTHER) & (cat_ids >= 0)).tolist():
+        extra.add(i, "category", cat_strings[cat_ids[i]].lower())
     window = None
     for i in np.flatnonzero(kinds == Kind.PROFILER)[:1].tolist():
         window = [int(start[i]), int(start[i] + dur[i])]
@@ -126,29 +177,33 @@ def convert_part(all_events: list[Any], ns_per_unit: int = 1000) -> Part:
                 extra.order, processes, threads, flows, skipped, window)
 
 
-def _arg_columns(col: dict[str, np.ndarray], extra: "Extras", raw_args: tuple, pids: np.ndarray,
-                 tids: np.ndarray, names: tuple) -> np.ndarray:
-    """Every column that comes from ``args``, one batched decode per group of kinds (GPU ops,
-    ``[memory]`` events, the rest). Returns which rows are GPU-side."""
+def _arg_columns(col: dict[str, np.ndarray], extra: "Extras", args: Any, pids: np.ndarray,
+                 tids: np.ndarray, name_ids: np.ndarray, strings: list[str]) -> np.ndarray:
+    """Every column that comes from ``args``, read per group of kinds (GPU ops, ``[memory]``
+    events, the rest) through ``args.views``: one batched decode per group, or the scanner's
+    columns. Returns which rows are GPU-side."""
     kinds = col["kind"]
     gpu = np.isin(kinds, _GPU_KIND_CODES)
     memory = kinds == Kind.MEMORY
     groups = ((np.flatnonzero(gpu), GPU_ARGS), (np.flatnonzero(memory), MEMORY_ARGS),
               (np.flatnonzero(~gpu & ~memory), HOST_ARGS))
-    for group, (rows, decoder) in enumerate(groups, 1):
-        extra.step = 10 * group  # the order of side-table entries (trace_assemble)
-        args = decode_args(raw_args, rows, decoder)
-        external, legacy, correlation = (ints(list(map(attrgetter(field), args))) for field in
-                                         ("external_id", "external_id_legacy", "correlation"))
-        col["external_id"][rows] = np.where(external != MISSING, external, legacy)
-        col["correlation"][rows] = correlation
-        collectives(extra, rows, args)
-        if decoder is HOST_ARGS:
-            call_stacks(extra, rows, args)
-        if decoder is GPU_ARGS:
-            gpu_columns(col, extra, rows, args, pids[rows], tids[rows], names)
-        elif decoder is MEMORY_ARGS:
-            memory_columns(col, extra, rows, args)
+    for group, (group_rows, decoder) in enumerate(groups, 1):
+        # sync ops and [memory] events need fields only a decoded struct holds
+        decode_all = (kinds[group_rows] == Kind.SYNC) | (decoder is MEMORY_ARGS)
+        for rows, view in args.views(group_rows, decoder, decode_all):
+            extra.step = 10 * group  # the order of side-table entries (trace_assemble)
+            external, legacy, correlation = (view.ints(field) for field in
+                                             ("external_id", "external_id_legacy", "correlation"))
+            col["external_id"][rows] = np.where(external != MISSING, external, legacy)
+            col["correlation"][rows] = correlation
+            if view.items is not None:  # decoded: collectives
+                collectives(extra, rows, view.items)
+            if decoder is HOST_ARGS:
+                call_stacks(extra, rows, *view.call_stacks())
+            if decoder is GPU_ARGS:
+                gpu_columns(col, extra, rows, view, pids[rows], tids[rows], name_ids, strings)
+            elif decoder is MEMORY_ARGS:
+                memory_columns(col, extra, rows, view.items)
     return gpu
 
 
@@ -169,17 +224,17 @@ def _process_and_thread_names(metadata: list[Event]) -> tuple[dict[str, str], di
     return processes, threads
 
 
-def _kinds(cats: tuple, phases: np.ndarray, name_ids: np.ndarray,
-           index: dict[str, int]) -> np.ndarray:
-    """Kind of each event: from the category for complete ("X") events, else instant or memory."""
-    try:
-        kinds = np.fromiter(map(_KIND_BY_RAW_CATEGORY.get, cats, repeat(0)), np.uint8, len(cats))
-    except TypeError:  # an unhashable category (a list, an object): take the careful path
-        kinds = np.zeros(len(cats), np.uint8)
+def _kinds(cat_ids: np.ndarray, cat_strings: list[str], phases: np.ndarray,
+           name_ids: np.ndarray, index: dict[str, int]) -> np.ndarray:
+    """Kind of each event: from the category for complete ("X") events, else instant or memory.
+    Each distinct category is looked up once (as written, then lower-cased); none is OTHER."""
+    exact = np.array([_KIND_BY_RAW_CATEGORY.get(c, 0) for c in cat_strings] + [0], np.uint8)
+    lowered = np.array([_KIND_BY_CATEGORY.get(c.lower(), Kind.OTHER) for c in cat_strings] +
+                       [Kind.OTHER], np.uint8)
+    kinds = exact[cat_ids]  # -1 (no category) reads the last entry
     complete = phases == PHASE_CODE["X"]
-    for i in np.flatnonzero((kinds == 0) & complete).tolist():
-        c = cats[i]
-        kinds[i] = _KIND_BY_CATEGORY.get(c.lower(), Kind.OTHER) if isinstance(c, str) else Kind.OTHER
+    unknown = (kinds == 0) & complete
+    kinds[unknown] = lowered[cat_ids[unknown]]
     kinds[~complete] = Kind.INSTANT
     kinds[~complete & (name_ids == index.get("[memory]", -1))] = Kind.MEMORY
     return kinds

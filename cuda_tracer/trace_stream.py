@@ -7,8 +7,9 @@ pieces of about ``PIECE_BYTES``, each decoded (and handed on) while the next is 
   inside a string or a nested value; then the piece does not decode, and an earlier boundary is
   taken (a piece that decodes is a list of whole events: a cut inside a string or a nested value
   always leaves one unclosed).
-- What is left at the end (the last events and the fields after the array) is decoded with the
-  head as one small document: the file's own fields.
+- The rest, once the text has ended, is one more piece, but for its last event; that event and
+  the fields after the array are decoded with the head as one small document: the file's own
+  fields.
 
 A text in which the head is not found (no ``traceEvents`` array near the start) is decoded whole,
 as are texts smaller than one piece.
@@ -22,9 +23,11 @@ from typing import Any, Callable, Iterable
 import msgspec
 
 from .profile import TraceError
+from .trace_scan import scan_piece
 from .trace_schema import LOOSE_DECODER, LOOSE_EVENTS, TAGGED_DECODER, TAGGED_EVENTS, TraceFile
 
 PIECE_BYTES = 8 << 20
+TAIL_BYTES = 64 << 10  # a smaller rest of the event list is decoded with the file's own fields
 HEAD_LIMIT = 64 << 20  # where the event array must have begun for the text to be streamed
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _WHITESPACE = b" \t\r\n"
@@ -66,6 +69,11 @@ def read_stream(path: str, chunks: Iterable[bytes], on_events: Callable[[Any], N
             del buf[:cut]
             buf[0] = ord("[")  # the comma after the piece opens the rest
             consumed += cut
+    if len(buf) > TAIL_BYTES:  # the last piece, but for its last event, is scanned too
+        cut = _decode_piece(path, buf, consumed, on_events, decode)
+        if cut is not None:
+            del buf[:cut]
+            buf[0] = ord("[")
     del buf[0]
     return decode_document(path, head + buf)
 
@@ -145,8 +153,15 @@ def _decode_piece(path: str, buf: bytearray, consumed: int, on_events: Callable[
     return None
 
 
-def decode_events(piece: bytes) -> list:
-    """A piece of the event list (``b"[...]"``) as events."""
+def decode_events(piece: bytes) -> Any:
+    """A piece of the event list (``b"[...]"``) as events: scanned into columns by the native
+    scanner where it reads the piece (``trace_scan``), else decoded into structs."""
+    try:
+        scanned = scan_piece(piece)
+    except ValueError:  # not JSON, says the scanner: msgspec says where (or reads it after all)
+        scanned = None
+    if scanned is not None:
+        return scanned
     try:
         return TAGGED_EVENTS.decode(piece)
     except msgspec.ValidationError:  # an unusual phase or event: read it the loose way
