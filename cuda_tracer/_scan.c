@@ -42,7 +42,7 @@ static uint8_t phase_code(const char *s, Py_ssize_t n) {
     return at ? (uint8_t)(at - phases + 1) : 0;
 }
 
-typedef enum { OK = 0, UNUSUAL = 1, INVALID = 2, FAILED = 3 } Status;
+typedef enum { OK = 0, UNUSUAL = 1, INVALID = 2, FAILED = 3, NO_MEMORY = 4 } Status;
 
 typedef struct {
     const char *base, *p, *end;
@@ -254,10 +254,15 @@ typedef struct {
 } Slot;
 
 typedef struct {
+    Py_ssize_t offset, length;
+    int escaped;
+} Entry;
+
+typedef struct {
     Slot *slots;
     size_t capacity, used;
-    PyObject *strings;   /* list of str, in first-seen order */
-    PyObject *decode;    /* callable: raw JSON string (with quotes) -> str, for escaped ones */
+    Entry *entries;      /* each id's raw text, in first-seen order; made str once scanned */
+    size_t entries_capacity;
     const char *base;
 } Strings;
 
@@ -297,10 +302,10 @@ static int grow(Strings *table) {
     return 0;
 }
 
-/* The id of a string's raw content in the table (added on first sight); UNUSUAL when it does
- * not decode; FAILED on a Python error. Slot ids are stored plus one (0 marks an empty slot). */
+/* The id of a string's raw content in the table (added on first sight). Slot ids are stored
+ * plus one (0 marks an empty slot). Runs without the GIL: no Python object is made here. */
 static Status intern(Strings *table, const char *s, Py_ssize_t n, int escaped, int32_t *id) {
-    if (table->used * 2 >= table->capacity && grow(table)) { PyErr_NoMemory(); return FAILED; }
+    if (table->used * 2 >= table->capacity && grow(table)) return NO_MEMORY;
     uint64_t h = hash_bytes(s, n);
     size_t mask = table->capacity - 1, j = h & mask;
     for (;;) {
@@ -312,22 +317,15 @@ static Status intern(Strings *table, const char *s, Py_ssize_t n, int escaped, i
         }
         j = (j + 1) & mask;
     }
-    PyObject *str;
-    if (escaped) {
-        PyObject *raw = PyBytes_FromStringAndSize(s - 1, n + 2);
-        if (!raw) return FAILED;
-        str = PyObject_CallOneArg(table->decode, raw);
-        Py_DECREF(raw);
-        if (!str) return FAILED;
-        if (!PyUnicode_Check(str)) { Py_DECREF(str); return UNUSUAL; }
-    } else {
-        str = PyUnicode_DecodeUTF8(s, n, NULL);
-        if (!str) { PyErr_Clear(); return UNUSUAL; }
+    if (table->used == table->entries_capacity) {
+        size_t capacity = table->entries_capacity ? table->entries_capacity * 2 : 256;
+        Entry *grown = realloc(table->entries, capacity * sizeof(Entry));
+        if (!grown) return NO_MEMORY;
+        table->entries = grown;
+        table->entries_capacity = capacity;
     }
-    Py_ssize_t next = PyList_GET_SIZE(table->strings);
-    int failed = PyList_Append(table->strings, str);
-    Py_DECREF(str);
-    if (failed) return FAILED;
+    Py_ssize_t next = (Py_ssize_t)table->used;
+    table->entries[next] = (Entry){s - table->base, n, escaped};
     Slot *slot = &table->slots[j];
     slot->offset = s - table->base;
     slot->length = n;
@@ -338,11 +336,44 @@ static Status intern(Strings *table, const char *s, Py_ssize_t n, int escaped, i
     return OK;
 }
 
+/* The table's strings as a list of str (with the GIL); NULL with no error set: one does not
+ * decode (the piece is read the Python way). */
+static PyObject *table_strings(Strings *table, PyObject *decode) {
+    PyObject *list = PyList_New((Py_ssize_t)table->used);
+    if (!list) return NULL;
+    for (size_t i = 0; i < table->used; i++) {
+        Entry e = table->entries[i];
+        const char *s = table->base + e.offset;
+        PyObject *str;
+        if (e.escaped) {
+            PyObject *raw = PyBytes_FromStringAndSize(s - 1, e.length + 2);
+            str = raw ? PyObject_CallOneArg(decode, raw) : NULL;
+            Py_XDECREF(raw);
+            if (str && !PyUnicode_Check(str)) Py_CLEAR(str);
+        } else {
+            str = PyUnicode_DecodeUTF8(s, e.length, NULL);
+        }
+        if (!str) {
+            PyErr_Clear();
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, str);
+    }
+    return list;
+}
+
 /* ------------------------------------------------------------------ the columns */
 /* Each column is a bytearray (handed to numpy without a copy), grown by doubling. */
 enum { C_PHASE, C_SLOW, C_NAME, C_CAT, C_TS, C_DUR, C_PID, C_TID, C_ARGS_START, C_ARGS_END,
        C_ARGS, C_STACK, N_ARRAYS };
 static const Py_ssize_t ITEM_SIZE[N_ARRAYS] = {1, 1, 4, 4, 8, 8, 8, 8, 8, 8, 8 * N_ARGS, 4};
+
+/* A pid or tid kept aside as its JSON text: (row, "pid"|"tid", text) for Python to read. */
+typedef struct {
+    Py_ssize_t row, offset, length;
+    int tid;
+} Odd;
 
 typedef struct {
     Py_ssize_t count, capacity;
@@ -350,7 +381,9 @@ typedef struct {
     uint8_t *phase, *slow;
     int32_t *name, *cat, *stack;
     int64_t *ts, *dur, *pid, *tid, *args_start, *args_end, *args;
-    PyObject *odd;   /* (row, "pid"|"tid", raw JSON text) of pid/tid values that are no plain int */
+    Odd *odd;        /* pid/tid values that are no plain int (see Odd) */
+    Py_ssize_t odd_count, odd_capacity;
+    PyThreadState *released;  /* while scanning without the GIL: the state to take it back with */
 } Columns;
 
 static int resize(Columns *c, Py_ssize_t capacity) {
@@ -368,13 +401,19 @@ static int resize(Columns *c, Py_ssize_t capacity) {
     return 0;
 }
 
-static inline int reserve(Columns *c) {
-    return c->count < c->capacity ? 0 : resize(c, c->capacity * 2);
+/* Room for one more row; grows the columns (taking the GIL back for it when scanning without). */
+static inline Status reserve(Columns *c) {
+    if (c->count < c->capacity) return OK;
+    if (c->released) PyEval_RestoreThread(c->released);
+    int failed = resize(c, c->capacity * 2);
+    if (failed) PyErr_Clear();
+    if (c->released) c->released = PyEval_SaveThread();
+    return failed ? NO_MEMORY : OK;
 }
 
 static void free_columns(Columns *c) {
     for (int i = 0; i < N_ARRAYS; i++) Py_XDECREF(c->store[i]);
-    Py_XDECREF(c->odd);
+    free(c->odd);
 }
 
 #define KEY_IS(k, n, lit) ((n) == (Py_ssize_t)sizeof(lit) - 1 && !memcmp((k), (lit), (n)))
@@ -463,19 +502,36 @@ static Status scan_args(Text *t, Columns *c, Strings *strings, Py_ssize_t r) {
     }
 }
 
-static Status add_odd(Columns *c, Py_ssize_t r, const char *field, const char *s, Py_ssize_t n) {
-    PyObject *item = Py_BuildValue("(nsy#)", r, field, s, n);
-    if (!item) return FAILED;
-    int failed = PyList_Append(c->odd, item);
-    Py_DECREF(item);
-    return failed ? FAILED : OK;
+static Status add_odd(Columns *c, Py_ssize_t r, int tid, Py_ssize_t offset, Py_ssize_t n) {
+    if (c->odd_count == c->odd_capacity) {
+        Py_ssize_t capacity = c->odd_capacity ? c->odd_capacity * 2 : 64;
+        Odd *grown = realloc(c->odd, capacity * sizeof(Odd));
+        if (!grown) return NO_MEMORY;
+        c->odd = grown;
+        c->odd_capacity = capacity;
+    }
+    c->odd[c->odd_count++] = (Odd){r, offset, n, tid};
+    return OK;
+}
+
+/* The odd values as a list of (row, "pid"|"tid", JSON text), with the GIL. */
+static PyObject *odd_list(Columns *c, const char *base) {
+    PyObject *list = PyList_New(c->odd_count);
+    for (Py_ssize_t i = 0; list && i < c->odd_count; i++) {
+        Odd o = c->odd[i];
+        PyObject *item = Py_BuildValue("(nsy#)", o.row, o.tid ? "tid" : "pid", base + o.offset,
+                                       o.length);
+        if (!item) Py_CLEAR(list); else PyList_SET_ITEM(list, i, item);
+    }
+    return list;
 }
 
 enum { F_PH = 1, F_CAT = 2, F_NAME = 4, F_PID = 8, F_TID = 16, F_TS = 32, F_DUR = 64, F_ARGS = 128 };
 
 /* One event object at t->p into row c->count. */
 static Status scan_event(Text *t, Columns *c, Strings *strings) {
-    if (reserve(c)) return FAILED;
+    Status grown = reserve(c);
+    if (grown) return grown;
     Py_ssize_t r = c->count;
     c->phase[r] = 0; c->slow[r] = 0; c->name[r] = -1; c->cat[r] = -1;
     c->ts[r] = 0; c->dur[r] = 0; c->pid[r] = MISSING; c->tid[r] = MISSING;
@@ -564,7 +620,7 @@ static Status scan_event(Text *t, Columns *c, Strings *strings) {
     for (int k = 0; k < 2; k++) {  /* read ones only for metadata ("M"), which keeps the text */
         Status s;
         if (odd_text[k] && (!odd_read[k] || ph == 4) &&
-            (s = add_odd(c, r, k ? "tid" : "pid", odd_text[k], odd_length[k])))
+            (s = add_odd(c, r, k, odd_text[k] - t->base, odd_length[k])))
             return s;
     }
     c->count++;
@@ -608,27 +664,36 @@ static PyObject *scan(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
     Py_buffer view;
     if (PyObject_GetBuffer(argv[0], &view, PyBUF_SIMPLE)) return NULL;
     Text t = {view.buf, view.buf, (const char *)view.buf + view.len, NULL};
-    Strings strings = {NULL, 0, 0, PyList_New(0), argv[1], view.buf};
+    Strings strings = {NULL, 0, 0, NULL, 0, view.buf};
     Columns c = {0};
-    c.odd = PyList_New(0);
-    PyObject *result = NULL;
+    PyObject *result = NULL, *names = NULL, *odd = NULL;
     /* about one event per 170 bytes of a Kineto trace: sized so that most pieces never grow */
-    Status s = strings.strings && c.odd && !resize(&c, view.len / 128 + 16)
-        ? scan_list(&t, &c, &strings) : FAILED;
-    if (s == OK && resize(&c, c.count)) s = FAILED;
+    Status s = FAILED;
+    if (!resize(&c, view.len / 128 + 16)) {
+        c.released = PyEval_SaveThread();  /* the scan makes no Python object: other threads run */
+        s = scan_list(&t, &c, &strings);
+        PyEval_RestoreThread(c.released);
+        c.released = NULL;
+    }
+    if (s == OK && !(names = table_strings(&strings, argv[1]))) s = PyErr_Occurred() ? FAILED : UNUSUAL;
+    if (s == OK && (resize(&c, c.count) || !(odd = odd_list(&c, t.base)))) s = FAILED;
     if (s == OK) {
         PyObject **k = c.store;
-        result = Py_BuildValue("(nOOOOOOOOOOOOOO)", c.count, strings.strings, k[C_PHASE],
-            k[C_NAME], k[C_CAT], k[C_TS], k[C_DUR], k[C_PID], k[C_TID], c.odd, k[C_SLOW],
+        result = Py_BuildValue("(nOOOOOOOOOOOOOO)", c.count, names, k[C_PHASE],
+            k[C_NAME], k[C_CAT], k[C_TS], k[C_DUR], k[C_PID], k[C_TID], odd, k[C_SLOW],
             k[C_ARGS_START], k[C_ARGS_END], k[C_ARGS], k[C_STACK]);
     } else if (s == UNUSUAL) {
         result = Py_NewRef(Py_None);
     } else if (s == INVALID) {
         PyErr_Format(PyExc_ValueError, "invalid JSON (byte %zd)",
                      (Py_ssize_t)((t.error_at ? t.error_at : t.p) - t.base));
+    } else if (s == NO_MEMORY || !PyErr_Occurred()) {
+        PyErr_NoMemory();
     }
     free(strings.slots);
-    Py_XDECREF(strings.strings);
+    free(strings.entries);
+    Py_XDECREF(names);
+    Py_XDECREF(odd);
     free_columns(&c);
     PyBuffer_Release(&view);
     return result;

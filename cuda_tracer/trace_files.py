@@ -20,6 +20,7 @@ import gc
 import os
 import re
 import threading
+from contextlib import closing
 from typing import Any, Callable
 
 from .events import MISSING
@@ -27,8 +28,9 @@ from .profile import RankProfile, TraceError
 from .trace_assemble import Part, assemble
 from .trace_columns import NS_PER_UNIT, TIME_LIMIT_NS, to_int
 from .trace_convert import convert_part
-from .trace_input import read_text, text_chunks, text_size
+from .trace_input import read_ahead, read_text, text_chunks, text_size
 from .trace_parallel import MIN_PARALLEL_TEXT, can_fork, read_parallel
+from .trace_scan import native_scanner
 from .trace_schema import Complete, TraceFile
 from .trace_stream import read_stream
 
@@ -59,7 +61,9 @@ def read_trace(path: str, max_text_bytes: int | None = None, workers: int = 1,
             doc, parts = read_parallel(path, chunks, workers)
         else:
             parts = []
-            doc = read_stream(path, chunks, lambda events: parts.append(convert_part(events)))
+            # decompressed in a thread while the scanner (which lets go of the GIL) reads
+            with closing(read_ahead(chunks) if native_scanner() else chunks) as text:
+                doc = read_stream(path, text, lambda events: parts.append(convert_part(events)))
         return finish(path, doc, parts)
 
 

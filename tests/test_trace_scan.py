@@ -8,6 +8,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import threading
+from contextlib import closing
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,7 +19,7 @@ from conftest import ALL_TRACES
 from cuda_tracer import trace_convert, trace_scan, trace_stream
 from cuda_tracer.profile import TraceError
 from cuda_tracer.trace_files import read_trace
-from cuda_tracer.trace_input import text_chunks
+from cuda_tracer.trace_input import read_ahead, text_chunks
 from test_trace_stream import assert_same
 
 pytestmark = pytest.mark.skipif(not trace_scan.native_scanner() and not os.environ.get("CI"),
@@ -174,3 +176,30 @@ def test_a_large_generated_file_is_scanned_piece_by_piece(tmp_path, monkeypatch)
 def test_the_scanner_says_where_text_is_not_json(text):
     with pytest.raises(ValueError, match=r"\(byte \d+\)$"):
         trace_scan.scan_piece(text.encode())
+
+
+def test_read_ahead_hands_on_chunks_and_errors_in_order_and_leaves_no_thread():
+    def failing():
+        yield b"a"
+        yield b"b"
+        raise TraceError("t.json", "corrupt or truncated gzip data")
+
+    got = []
+    with pytest.raises(TraceError, match="corrupt"):
+        for chunk in read_ahead(failing()):
+            got.append(chunk)
+    assert got == [b"a", b"b"]
+
+    closed = []
+
+    def endless():
+        try:
+            while True:
+                yield b"x"
+        finally:
+            closed.append(True)  # the file is closed by the thread that read it
+
+    with closing(read_ahead(endless())) as ahead:
+        assert next(ahead) == b"x"
+    assert closed == [True]
+    assert not [t for t in threading.enumerate() if t.name == "otel-profiler-read-ahead"]
