@@ -28,7 +28,8 @@ from .profile import RankProfile, TraceError
 from .trace_assemble import Part, assemble
 from .trace_columns import NS_PER_UNIT, TIME_LIMIT_NS, to_int
 from .trace_convert import convert_part
-from .trace_input import read_ahead, read_text, text_chunks, text_size
+from .read_ahead import ahead, read_ahead
+from .trace_input import read_text, text_chunks, text_size
 from .trace_parallel import MIN_PARALLEL_TEXT, can_fork, read_parallel
 from .trace_scan import native_scanner
 from .trace_schema import Complete, TraceFile
@@ -60,11 +61,26 @@ def read_trace(path: str, max_text_bytes: int | None = None, workers: int = 1,
         if workers > 1 and can_fork() and text_size(path) >= MIN_PARALLEL_TEXT:
             doc, parts = read_parallel(path, chunks, workers)
         else:
-            parts = []
-            # decompressed in a thread while the scanner (which lets go of the GIL) reads
-            with closing(read_ahead(chunks) if native_scanner() else chunks) as text:
-                doc = read_stream(path, text, lambda events: parts.append(convert_part(events)))
+            doc, parts = _read_serial(path, chunks)
         return finish(path, doc, parts)
+
+
+def _read_serial(path: str, chunks) -> tuple[TraceFile, list[Part]]:
+    """The file's fields and its pieces' ``Part``s, read by this process. With the native scanner,
+    three threads overlap: one decompresses, one cuts and scans pieces (without the GIL), and this
+    one converts the scanned pieces into columns."""
+    parts: list[Part] = []
+    if not native_scanner():
+        return read_stream(path, chunks, lambda events: parts.append(convert_part(events))), parts
+    text = read_ahead(chunks)
+    scanned = ahead(lambda emit: read_stream(path, text, emit))
+    with closing(text), closing(scanned):
+        while True:
+            try:
+                events = next(scanned)
+            except StopIteration as end:
+                return end.value, parts
+            parts.append(convert_part(events))
 
 
 class _CollectorPause:

@@ -14,11 +14,8 @@ from __future__ import annotations
 
 import gzip
 import os
-import queue
 import stat
-import threading
 import zlib
-from contextlib import closing
 from typing import BinaryIO, Callable, Iterator
 
 from .profile import TraceError
@@ -139,57 +136,6 @@ def text_chunks(path: str, max_text_bytes: int | None = None, chunk_bytes: int =
             raise TraceError(path, f"corrupt or truncated gzip data ({exc})") from None
         except OSError as exc:
             raise TraceError(path, f"cannot read ({exc.strerror or exc})") from None
-
-
-def read_ahead(chunks: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
-    """``chunks`` produced by a background thread up to ``depth`` chunks ahead, so that a file is
-    decompressed while the previous chunks are scanned (the native scanner lets go of the GIL).
-    Errors reach the caller in order; a caller that stops early stops the thread, which closes the
-    file, before this generator returns."""
-    handoff: queue.Queue = queue.Queue(depth)
-    stop = threading.Event()
-
-    def put(item: object) -> bool:
-        while not stop.is_set():
-            try:
-                handoff.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            with closing(chunks):
-                for chunk in chunks:
-                    if not put(chunk):
-                        return
-        except BaseException as exc:  # handed to the caller, raised there
-            put(_Failed(exc))
-            return
-        put(_END)
-
-    thread = threading.Thread(target=produce, name="otel-profiler-read-ahead", daemon=True)
-    thread.start()
-    try:
-        while True:
-            item = handoff.get()
-            if item is _END:
-                return
-            if isinstance(item, _Failed):
-                raise item.error
-            yield item
-    finally:
-        stop.set()
-        thread.join()
-
-
-class _Failed:
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
-
-
-_END = object()
 
 
 def _too_large(limit: int, explicit: int | None) -> str:

@@ -134,12 +134,17 @@ def test_a_report_past_the_budget_opens_and_says_what_it_leaves_out(browser, big
 
 @pytest.mark.parametrize("rel", [LARGEST, "hta/trace_filter"])
 def test_track_keys_are_made_unique_as_numpy_does(rel):
-    from otel_profiler.report.tracks import HIDDEN_KINDS, _track_keys, _unique_keys
+    from otel_profiler.analysis.stats import unique_rows
+    from otel_profiler.report.tracks import HIDDEN_KINDS, _track_keys
 
     batch = load_profile([str(trace(rel))]).batch()
     keys = _track_keys(batch, np.flatnonzero(~np.isin(batch.kind, np.asarray(HIDDEN_KINDS, np.uint8))))
     rng = np.random.default_rng(7)  # and keys of any size and sign, many distinct per column
-    for k in (keys, rng.integers(-2**40, 2**40, (5000, 4)), rng.integers(0, 3, (5000, 4))):
+    for k in (keys, rng.integers(-2**40, 2**40, (5000, 4)), rng.integers(0, 3, (5000, 4)),
+              rng.integers(-2**62, 2**62, (5000, 3)), np.zeros((0, 4), np.int64)):
         expected, inverse = np.unique(k, axis=0, return_inverse=True)
-        uniq, track = _unique_keys(k)
+        uniq, track = unique_rows(k)
         assert (uniq == expected).all() and (track == inverse.reshape(-1)).all()
+        expected, counts = np.unique(k, axis=0, return_counts=True)
+        uniq, found = unique_rows(k, counts=True)
+        assert (uniq == expected).all() and (found == counts).all()

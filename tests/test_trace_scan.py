@@ -19,7 +19,8 @@ from conftest import ALL_TRACES
 from cuda_tracer import trace_convert, trace_scan, trace_stream
 from cuda_tracer.profile import TraceError
 from cuda_tracer.trace_files import read_trace
-from cuda_tracer.trace_input import read_ahead, text_chunks
+from cuda_tracer.read_ahead import read_ahead
+from cuda_tracer.trace_input import text_chunks
 from test_trace_stream import assert_same
 
 pytestmark = pytest.mark.skipif(not trace_scan.native_scanner() and not os.environ.get("CI"),

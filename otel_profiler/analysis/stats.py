@@ -59,6 +59,36 @@ def group_durations(group_ids: np.ndarray, durations_ns: np.ndarray) -> list[tup
     return out
 
 
+def unique_rows(keys: np.ndarray, counts: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, axis=0, return_inverse=True)`` (or ``return_counts`` with ``counts``) for
+    an (n, k) integer array, in a fraction of its time and memory: each row is coded as one integer
+    (ordered as the rows are, lexicographically) from each column's range, or from its distinct
+    values where the ranges are too wide, and those codes are made unique."""
+    keys = keys.astype(np.int64, copy=False)
+    if not len(keys):
+        return np.unique(keys, axis=0, return_counts=counts, return_inverse=not counts)
+    low = keys.min(axis=0)
+    radix = keys.max(axis=0) - low + 1
+    values = None
+    if np.prod(radix.astype(float)) >= 2.0**62:  # wide ranges: each column's distinct values
+        values = [np.unique(keys[:, j]) for j in range(keys.shape[1])]
+        radix = np.array([len(v) for v in values], np.int64)
+        if np.prod(radix.astype(float)) >= 2.0**62:  # codes would not fit: the plain way
+            uniq, found = np.unique(keys, axis=0, return_counts=counts, return_inverse=not counts)
+            return uniq, found.reshape(-1)
+    code = np.zeros(len(keys), np.int64)
+    for j in range(keys.shape[1]):
+        code *= radix[j]
+        code += keys[:, j] - low[j] if values is None else np.searchsorted(values[j], keys[:, j])
+    combined, found = np.unique(code, return_counts=counts, return_inverse=not counts)
+    del code
+    uniq = np.empty((len(combined), keys.shape[1]), np.int64)
+    for j in range(keys.shape[1] - 1, -1, -1):
+        combined, column = np.divmod(combined, radix[j])
+        uniq[:, j] = column + low[j] if values is None else values[j][column]
+    return uniq, found.reshape(-1)
+
+
 def launch_geometry(group_ids: np.ndarray, geometry: np.ndarray) -> dict[int, tuple[list, list, int]]:
     """Per group id: the most frequent launch geometry as ([grid x, y, z], [block x, y, z]) and how
     many distinct geometries the group launched with. ``geometry`` is (n, 6): grid x/y/z, block
@@ -67,7 +97,7 @@ def launch_geometry(group_ids: np.ndarray, geometry: np.ndarray) -> dict[int, tu
     if not known.any():
         return {}
     keys = np.column_stack([group_ids[known].astype(np.int64), geometry[known].astype(np.int64)])
-    uniq, counts = np.unique(keys, axis=0, return_counts=True)
+    uniq, counts = unique_rows(keys, counts=True)
     out: dict[int, tuple[list, list, int]] = {}
     order = np.lexsort((-counts, uniq[:, 0]))  # per group, the most frequent first
     for i in order.tolist():

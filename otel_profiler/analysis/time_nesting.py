@@ -7,6 +7,8 @@ import numpy as np
 
 from cuda_tracer.events import EventBatch
 
+from .stats import unique_rows
+
 
 def parents(batch: EventBatch, ops: np.ndarray, points: np.ndarray | None = None
             ) -> tuple[np.ndarray, np.ndarray]:
@@ -24,10 +26,11 @@ def parents(batch: EventBatch, ops: np.ndarray, points: np.ndarray | None = None
     start = batch.start_ns[rows]
     end = np.concatenate([batch.end_ns[ops], start[len(ops):]])
     is_point = np.r_[np.zeros(len(ops), bool), np.ones(len(points), bool)]
-    order = np.lexsort((is_point, -end, start, batch.tid[rows], batch.pid[rows], batch.rank[rows]))
+    thread = _thread_codes(batch, rows)
+    order = _start_order(thread, start, end, is_point)
     s, e, pt = start[order], end[order], is_point[order]
-    thread = np.stack([batch.rank[rows], batch.pid[rows], batch.tid[rows]], 1)[order]
-    first = np.r_[True, (np.diff(thread, axis=0) != 0).any(1)] if len(rows) else np.zeros(0, bool)
+    thread = thread[order]
+    first = np.r_[True, thread[1:] != thread[:-1]] if len(rows) else np.zeros(0, bool)
     ptr = np.arange(-1, len(rows) - 1)
     ptr[first] = -1
     live = np.flatnonzero(ptr >= 0)
@@ -40,6 +43,31 @@ def parents(batch: EventBatch, ops: np.ndarray, points: np.ndarray | None = None
     out = np.full(len(rows), -1, np.int64)
     out[order] = np.where(ptr >= 0, order[np.maximum(ptr, 0)], -1)
     return out[:len(ops)], out[len(ops):]
+
+
+def _thread_codes(batch: EventBatch, rows: np.ndarray) -> np.ndarray:
+    """One integer per row for its thread (rank, pid, tid), ordered as the threads are."""
+    if not len(rows):
+        return np.zeros(0, np.int64)
+    keys = np.stack([batch.rank[rows], batch.pid[rows], batch.tid[rows]], 1)
+    return unique_rows(keys)[1]
+
+
+def _start_order(thread: np.ndarray, start: np.ndarray, end: np.ndarray,
+                 is_point: np.ndarray) -> np.ndarray:
+    """Rows by thread, then start, then longer first, then operators before points: the order of
+    ``np.lexsort((is_point, -end, start, thread))``, with two sort keys instead of four where the
+    values fit one integer each."""
+    if not len(start):
+        return np.zeros(0, np.int64)
+    low, span = start.min(), int(start.max()) - int(start.min()) + 1
+    high = int(end.max())
+    fits = (int(thread.max()) + 1) * span < 2**62 and (high - int(end.min()) + 1) * 2 < 2**62
+    if not fits:
+        return np.lexsort((is_point, -end, start, thread))
+    first = thread * span + (start - low)
+    second = (high - end) * 2 + is_point
+    return np.lexsort((second, first))
 
 
 def depths(parent: np.ndarray) -> np.ndarray:

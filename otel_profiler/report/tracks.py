@@ -23,6 +23,7 @@ import numpy as np
 from cuda_tracer.correlate import correlate
 from cuda_tracer.events import EventBatch, Kind
 from cuda_tracer.profile import Profile
+from ..analysis.stats import unique_rows
 
 GPU_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.SYNC, Kind.GPU_USER_ANNOTATION)
 HIDDEN_KINDS = (Kind.MEMORY, Kind.INSTANT, Kind.PROFILER)
@@ -67,27 +68,6 @@ def _track_keys(batch: EventBatch, rows: np.ndarray) -> np.ndarray:
     return np.stack([batch.rank[rows].astype(np.int64), cls, a, b], axis=1)
 
 
-def _unique_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(keys, axis=0, return_inverse=True)`` for an (n, 4) key array, in a fraction of its
-    memory: each column is coded by its own sorted distinct values, the codes are combined into one
-    integer per row (ordered as the rows are, lexicographically), and that is made unique."""
-    values = [np.unique(keys[:, j]) for j in range(keys.shape[1])]
-    if np.prod([float(len(v)) for v in values]) >= 2.0**62:  # codes would not fit: the plain way
-        uniq, track = np.unique(keys, axis=0, return_inverse=True)
-        return uniq, track.reshape(-1)
-    code = np.zeros(len(keys), np.int64)
-    for j, distinct in enumerate(values):
-        code *= len(distinct)
-        code += np.searchsorted(distinct, keys[:, j])
-    combined, track = np.unique(code, return_inverse=True)
-    del code
-    uniq = np.empty((len(combined), keys.shape[1]), np.int64)
-    for j in range(keys.shape[1] - 1, -1, -1):
-        combined, column = np.divmod(combined, len(values[j]))
-        uniq[:, j] = values[j][column]
-    return uniq, track.reshape(-1)
-
-
 def _describe(profile: Profile, rank: int, cls: int, a: int, b: int, overhead_only: bool = False,
               several_processes: bool = False) -> Track:
     meta = next((r.meta for r in profile.ranks if r.rank == rank), {})
@@ -123,7 +103,7 @@ def assign_tracks(profile: Profile, batch: EventBatch | None = None) -> Tracks:
     """Every shown event of ``profile`` with its track, and the launch → GPU op links between them."""
     batch = profile.batch() if batch is None else batch
     rows = np.flatnonzero(~np.isin(batch.kind, np.asarray(HIDDEN_KINDS, np.uint8)))
-    uniq, track = _unique_keys(_track_keys(batch, rows))
+    uniq, track = unique_rows(_track_keys(batch, rows))
     overhead = np.ones(len(uniq), bool)
     overhead[track[batch.kind[rows] != Kind.OVERHEAD]] = False
     cpu_pids: dict[int, set] = {}
