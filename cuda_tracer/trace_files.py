@@ -36,6 +36,7 @@ from .trace_schema import Complete, TraceFile
 from .trace_stream import read_stream
 
 
+THREADED_TEXT = 32 << 20  # less JSON text is read faster without the threads' hand-offs
 _RANK_IN_FILENAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _TRACE_SUFFIXES = (".json", ".json.gz")
 
@@ -70,7 +71,7 @@ def _read_serial(path: str, chunks) -> tuple[TraceFile, list[Part]]:
     three threads overlap: one decompresses, one cuts and scans pieces (without the GIL), and this
     one converts the scanned pieces into columns."""
     parts: list[Part] = []
-    if not native_scanner():
+    if not native_scanner() or text_size(path) < THREADED_TEXT:
         return read_stream(path, chunks, lambda events: parts.append(convert_part(events))), parts
     text = read_ahead(chunks)
     scanned = ahead(lambda emit: read_stream(path, text, emit))
