@@ -23,6 +23,8 @@ import numpy as np
 
 from cuda_tracer.events import GPU_OP_KINDS, EventBatch, Kind
 
+from .stats import unique_rows
+
 CPU_KINDS = (Kind.CPU_OP, Kind.RUNTIME, Kind.DRIVER, Kind.PYTHON_FUNCTION, Kind.USER_ANNOTATION)
 
 # Order matters: the first pattern that matches names the precision.
@@ -74,7 +76,7 @@ def utilization_over_time(batch: EventBatch, buckets: int = 100,
     if not len(rows):
         return out
     keys = np.stack([batch.rank[rows], batch.device[rows]], axis=1)
-    for rank, device in np.unique(keys, axis=0).tolist():
+    for rank, device in unique_rows(keys, counts=True)[0].tolist():
         r = rows[(keys[:, 0] == rank) & (keys[:, 1] == device)]
         starts, ends = batch.start_ns[r], batch.end_ns[r]
         lo, hi = int(starts.min()), int(ends.max())

@@ -24,6 +24,8 @@ import numpy as np
 from cuda_tracer.correlate import Correlation
 from cuda_tracer.events import GPU_OP_KINDS, EventBatch, Kind
 
+from .stats import unique_rows
+
 COMPUTE, COMMUNICATION, MEMORY = "compute", "communication", "memory"
 KERNEL_CLASSES = (COMPUTE, COMMUNICATION, MEMORY)
 _COMMUNICATION = re.compile(r"^(nccl|rccl|hccl)|ncclKernel|ncclDevKernel", re.IGNORECASE)
@@ -77,7 +79,7 @@ def temporal_breakdown(batch: EventBatch, rows: np.ndarray | None = None,
         is_compute = classify(batch, rows) == KERNEL_CLASSES.index(COMPUTE)
     out = []
     keys = np.stack([batch.rank[rows], batch.device[rows]], axis=1)
-    for rank, device in np.unique(keys, axis=0).tolist():
+    for rank, device in unique_rows(keys, counts=True)[0].tolist():
         mask = (keys[:, 0] == rank) & (keys[:, 1] == device)
         r = rows[mask]
         starts, ends = batch.start_ns[r], batch.end_ns[r]

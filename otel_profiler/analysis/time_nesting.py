@@ -49,8 +49,12 @@ def _thread_codes(batch: EventBatch, rows: np.ndarray) -> np.ndarray:
     """One integer per row for its thread (rank, pid, tid), ordered as the threads are."""
     if not len(rows):
         return np.zeros(0, np.int64)
-    keys = np.stack([batch.rank[rows], batch.pid[rows], batch.tid[rows]], 1)
-    return unique_rows(keys)[1]
+    columns = [batch.rank[rows].astype(np.int64), batch.pid[rows], batch.tid[rows]]
+    low = [int(c.min()) for c in columns]
+    spans = [int(c.max()) - lo + 1 for c, lo in zip(columns, low)]
+    if spans[0] * spans[1] * spans[2] >= 2**62:  # ranges too wide to pack: code the distinct ones
+        return unique_rows(np.stack(columns, 1))[1]
+    return ((columns[0] - low[0]) * spans[1] + (columns[1] - low[1])) * spans[2] + (columns[2] - low[2])
 
 
 def _start_order(thread: np.ndarray, start: np.ndarray, end: np.ndarray,
