@@ -118,6 +118,28 @@ static Status scan_number(Text *t, int *plain) {
     return OK;
 }
 
+/* The key of an object member at t->p, and the colon after it: t->p is left at the value. */
+static Status member_key(Text *t, const char **key, Py_ssize_t *n, int *escaped) {
+    Status s;
+    if (t->p >= t->end || *t->p != '"') return invalid(t);
+    if ((s = scan_string(t, key, n, escaped))) return s;
+    skip_ws(t);
+    if (t->p >= t->end || *t->p != ':') return invalid(t);
+    t->p++;
+    skip_ws(t);
+    return OK;
+}
+
+/* After a member or element: *more 1 when another follows (its comma passed), 0 when ``close``
+ * ends the container (passed too). */
+static Status next_member(Text *t, char close, int *more) {
+    skip_ws(t);
+    if (t->p >= t->end) return invalid(t);
+    if (*t->p == ',') { t->p++; skip_ws(t); *more = 1; return OK; }
+    if (*t->p == close) { t->p++; *more = 0; return OK; }
+    return invalid(t);
+}
+
 static Status skip_value(Text *t, int depth);
 
 static Status skip_container(Text *t, int depth, char close) {
@@ -126,22 +148,10 @@ static Status skip_container(Text *t, int depth, char close) {
     skip_ws(t);
     if (t->p < t->end && *t->p == close) { t->p++; return OK; }
     for (;;) {
-        Status s;
-        if (close == '}') {
-            const char *k; Py_ssize_t n; int esc;
-            if (t->p >= t->end || *t->p != '"') return invalid(t);
-            if ((s = scan_string(t, &k, &n, &esc))) return s;
-            skip_ws(t);
-            if (t->p >= t->end || *t->p != ':') return invalid(t);
-            t->p++;
-            skip_ws(t);
-        }
+        const char *k; Py_ssize_t n; int esc, more; Status s;
+        if (close == '}' && (s = member_key(t, &k, &n, &esc))) return s;
         if ((s = skip_value(t, depth + 1))) return s;
-        skip_ws(t);
-        if (t->p >= t->end) return invalid(t);
-        if (*t->p == ',') { t->p++; skip_ws(t); continue; }
-        if (*t->p == close) { t->p++; return OK; }
-        return invalid(t);
+        if ((s = next_member(t, close, &more)) || !more) return s;
     }
 }
 
@@ -164,27 +174,33 @@ static Status skip_value(Text *t, int depth) {
     }
 }
 
+/* A number at t->p, if one starts there (*found 0, the value skipped, for any other value): its
+ * digits start at *digits, after the minus sign of a *negative one, and end at t->p. */
+static Status number_at(Text *t, const char **digits, int *negative, int *plain, int *found) {
+    const char *start = t->p;
+    *found = 0;
+    if (t->p >= t->end || !(*t->p == '-' || (*t->p >= '0' && *t->p <= '9'))) return skip_value(t, 1);
+    Status s = scan_number(t, plain);
+    if (s) return s;
+    *negative = *start == '-';
+    *digits = start + *negative;
+    *found = 1;
+    return OK;
+}
+
 /* A plain integer value (-?digits, at most 18 of them) into *out; *is_int 0 for any other value
  * (skipped). */
 static Status read_int(Text *t, int64_t *out, int *is_int) {
-    const char *start = t->p;
+    const char *p;
+    int negative, plain, found;
     *is_int = 0;
-    if (t->p < t->end && (*t->p == '-' || (*t->p >= '0' && *t->p <= '9'))) {
-        int plain;
-        Status s = scan_number(t, &plain);
-        if (s) return s;
-        const char *p = start;
-        int negative = *p == '-';
-        p += negative;
-        if (plain && t->p - p <= 18) {
-            int64_t v = 0;
-            for (; p < t->p; p++) v = v * 10 + (*p - '0');
-            *out = negative ? -v : v;
-            *is_int = 1;
-        }
-        return OK;
-    }
-    return skip_value(t, 1);
+    Status s = number_at(t, &p, &negative, &plain, &found);
+    if (s || !found || !plain || t->p - p > 18) return s;
+    int64_t v = 0;
+    for (; p < t->p; p++) v = v * 10 + (*p - '0');
+    *out = negative ? -v : v;
+    *is_int = 1;
+    return OK;
 }
 
 /* A pid or tid into *out, as to_int reads it: a plain integer; a string of 1 to 15 digits
@@ -218,15 +234,11 @@ static Status read_id(Text *t, int64_t *out, int *is_int, int *named) {
 
 /* A plain decimal time (µs) as exact ns, as trace_times.decimal_ns: *ok 0 for any other value. */
 static Status read_time(Text *t, int64_t *ns, int *ok) {
-    const char *start = t->p;
+    const char *p;
+    int negative, plain, found;
     *ok = 0;
-    if (t->p >= t->end || !(*t->p == '-' || (*t->p >= '0' && *t->p <= '9'))) return skip_value(t, 1);
-    int plain;
-    Status s = scan_number(t, &plain);
-    if (s) return s;
-    const char *p = start;
-    int negative = *p == '-';
-    p += negative;
+    Status s = number_at(t, &p, &negative, &plain, &found);
+    if (s || !found) return s;
     int64_t whole = 0, frac = 0;
     int whole_digits = 0, frac_digits = 0;
     for (; p < t->p && *p != '.'; p++, whole_digits++) {
@@ -418,7 +430,26 @@ static void free_columns(Columns *c) {
     free(c->odd);
 }
 
-#define KEY_IS(k, n, lit) ((n) == (Py_ssize_t)sizeof(lit) - 1 && !memcmp((k), (lit), (n)))
+/* The keys read, in the order of their columns (args) or field bits (events). */
+typedef struct {
+    const char *name;
+    Py_ssize_t length;
+} Key;
+
+#define KEY(text) {text, sizeof(text) - 1}
+static const Key EVENT_KEYS[] = {KEY("ph"), KEY("cat"), KEY("name"), KEY("pid"), KEY("tid"),
+                                 KEY("ts"), KEY("dur"), KEY("args")};
+static const Key ARG_KEYS[] = {KEY("External id"), KEY("external id"), KEY("correlation"),
+                               KEY("device"), KEY("stream"), KEY("bytes"),
+                               KEY("registers per thread"), KEY("shared memory"), KEY("graph id"),
+                               KEY("grid"), KEY("block"), KEY("Collective name"), KEY("Call stack")};
+enum { N_EVENT_KEYS = 8, K_GRID = 9, K_BLOCK, K_COLLECTIVE, K_CALL_STACK, N_ARG_KEYS };
+
+static int find_key(const char *k, Py_ssize_t n, const Key *keys, int count) {
+    for (int i = 0; i < count; i++)
+        if (keys[i].length == n && !memcmp(keys[i].name, k, n)) return i;
+    return -1;
+}
 
 /* [x, y, z] of plain integers into out[0..2]; *ok 0 for any other value (skipped). */
 static Status read_triple(Text *t, int64_t *out, int *ok) {
@@ -435,11 +466,9 @@ static Status read_triple(Text *t, int64_t *out, int *ok) {
         if (count < 3) out[count] = v;
         all_int &= is_int;
         count++;
-        skip_ws(t);
-        if (t->p >= t->end) return invalid(t);
-        if (*t->p == ',') { t->p++; skip_ws(t); continue; }
-        if (*t->p == ']') { t->p++; break; }
-        return invalid(t);
+        int more;
+        if ((s = next_member(t, ']', &more))) return s;
+        if (!more) break;
     }
     *ok = count == 3 && all_int;
     return OK;
@@ -453,28 +482,14 @@ static Status scan_args(Text *t, Columns *c, Strings *strings, Py_ssize_t r) {
     skip_ws(t);
     if (t->p < t->end && *t->p == '}') { t->p++; return OK; }
     for (;;) {
-        const char *k; Py_ssize_t n; int esc; Status s;
-        if (t->p >= t->end || *t->p != '"') return invalid(t);
-        if ((s = scan_string(t, &k, &n, &esc))) return s;
-        skip_ws(t);
-        if (t->p >= t->end || *t->p != ':') return invalid(t);
-        t->p++;
-        skip_ws(t);
-        int column = -1, triple = -1;
+        const char *k; Py_ssize_t n; int esc, more; Status s;
+        if ((s = member_key(t, &k, &n, &esc))) return s;
+        int key = esc ? -1 : find_key(k, n, ARG_KEYS, N_ARG_KEYS);
+        int column = key >= 0 && key < K_GRID ? key : -1;
+        int triple = key == K_GRID ? A_GRID : key == K_BLOCK ? A_BLOCK : -1;
         if (esc) c->slow[r] = 1;
-        else if (KEY_IS(k, n, "External id")) column = A_EXTERNAL;
-        else if (KEY_IS(k, n, "external id")) column = A_EXTERNAL_LEGACY;
-        else if (KEY_IS(k, n, "correlation")) column = A_CORRELATION;
-        else if (KEY_IS(k, n, "device")) column = A_DEVICE;
-        else if (KEY_IS(k, n, "stream")) column = A_STREAM;
-        else if (KEY_IS(k, n, "bytes")) column = A_BYTES;
-        else if (KEY_IS(k, n, "registers per thread")) column = A_REGISTERS;
-        else if (KEY_IS(k, n, "shared memory")) column = A_SHARED_MEMORY;
-        else if (KEY_IS(k, n, "graph id")) column = A_GRAPH_ID;
-        else if (KEY_IS(k, n, "grid")) triple = A_GRID;
-        else if (KEY_IS(k, n, "block")) triple = A_BLOCK;
-        else if (KEY_IS(k, n, "Collective name")) c->slow[r] = 1;
-        else if (KEY_IS(k, n, "Call stack")) {  /* a string into the table; "" is none */
+        else if (key == K_COLLECTIVE) c->slow[r] = 1;
+        else if (key == K_CALL_STACK) {  /* a string into the table; "" is none */
             if (t->p < t->end && *t->p == '"') {
                 const char *str; Py_ssize_t len; int escaped;
                 if ((s = scan_string(t, &str, &len, &escaped))) return s;
@@ -496,11 +511,7 @@ static Status scan_args(Text *t, Columns *c, Strings *strings, Py_ssize_t r) {
             return s;
         }
     next:
-        skip_ws(t);
-        if (t->p >= t->end) return invalid(t);
-        if (*t->p == ',') { t->p++; skip_ws(t); continue; }
-        if (*t->p == '}') { t->p++; return OK; }
-        return invalid(t);
+        if ((s = next_member(t, '}', &more)) || !more) return s;
     }
 }
 
@@ -528,6 +539,7 @@ static PyObject *odd_list(Columns *c, const char *base) {
     return list;
 }
 
+/* One bit per event field, in the order of EVENT_KEYS. */
 enum { F_PH = 1, F_CAT = 2, F_NAME = 4, F_PID = 8, F_TID = 16, F_TS = 32, F_DUR = 64, F_ARGS = 128 };
 
 /* One event object at t->p into row c->count. */
@@ -547,23 +559,11 @@ static Status scan_event(Text *t, Columns *c, Strings *strings) {
     skip_ws(t);
     if (t->p < t->end && *t->p == '}') { t->p++; c->count++; return OK; }
     for (;;) {
-        const char *k; Py_ssize_t n; int esc; Status s;
-        if (t->p >= t->end || *t->p != '"') return invalid(t);
-        if ((s = scan_string(t, &k, &n, &esc))) return s;
-        skip_ws(t);
-        if (t->p >= t->end || *t->p != ':') return invalid(t);
-        t->p++;
-        skip_ws(t);
-        int field = 0;
+        const char *k; Py_ssize_t n; int esc, more; Status s;
+        if ((s = member_key(t, &k, &n, &esc))) return s;
         if (esc) return UNUSUAL;  /* a key that might decode to one of ours */
-        if (KEY_IS(k, n, "ph")) field = F_PH;
-        else if (KEY_IS(k, n, "cat")) field = F_CAT;
-        else if (KEY_IS(k, n, "name")) field = F_NAME;
-        else if (KEY_IS(k, n, "pid")) field = F_PID;
-        else if (KEY_IS(k, n, "tid")) field = F_TID;
-        else if (KEY_IS(k, n, "ts")) field = F_TS;
-        else if (KEY_IS(k, n, "dur")) field = F_DUR;
-        else if (KEY_IS(k, n, "args")) field = F_ARGS;
+        int key = find_key(k, n, EVENT_KEYS, N_EVENT_KEYS);
+        int field = key >= 0 ? 1 << key : 0;
         if (field & seen) return UNUSUAL;  /* a duplicate field */
         seen |= field;
         const char *value = t->p;
@@ -610,11 +610,8 @@ static Status scan_event(Text *t, Columns *c, Strings *strings) {
         } else if ((s = skip_value(t, 1))) {
             return s;
         }
-        skip_ws(t);
-        if (t->p >= t->end) return invalid(t);
-        if (*t->p == ',') { t->p++; skip_ws(t); continue; }
-        if (*t->p == '}') { t->p++; break; }
-        return invalid(t);
+        if ((s = next_member(t, '}', &more))) return s;
+        if (!more) break;
     }
     uint8_t ph = c->phase[r];
     if (!(seen & F_PH)) return UNUSUAL;  /* no phase: the loose schema's business */
@@ -643,11 +640,9 @@ static Status scan_list(Text *t, Columns *c, Strings *strings) {
             return UNUSUAL;
         }
         if ((s = scan_event(t, c, strings))) return s;
-        skip_ws(t);
-        if (t->p >= t->end) return invalid(t);
-        if (*t->p == ',') { t->p++; skip_ws(t); continue; }
-        if (*t->p == ']') { t->p++; break; }
-        return invalid(t);
+        int more;
+        if ((s = next_member(t, ']', &more))) return s;
+        if (!more) break;
     }
 tail:
     skip_ws(t);
