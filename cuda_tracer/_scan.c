@@ -69,12 +69,26 @@ static void init_tables(void) {
     STRING_STOP['"'] = STRING_STOP['\\'] = 1;
 }
 
+/* Whether none of the eight bytes at p ends a string's plain run (a quote, a backslash, a control
+ * character), tested a word at a time. */
+static inline int plain_eight(const char *p) {
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t w, quote, backslash;
+    memcpy(&w, p, 8);
+    quote = w ^ (ones * '"');
+    backslash = w ^ (ones * '\\');
+    uint64_t hits = ((quote - ones) & ~quote) | ((backslash - ones) & ~backslash) |
+                    ((w - ones * 0x20) & ~w);
+    return !(hits & highs);
+}
+
 /* A string at t->p (its opening quote): [*start, *start + *len) is its raw content. */
 static Status scan_string(Text *t, const char **start, Py_ssize_t *len, int *escaped) {
     const char *p = t->p + 1;
     *escaped = 0;
     for (;;) {
         const char *q = p;
+        while (t->end - q >= 8 && plain_eight(q)) q += 8;
         while (q < t->end && !STRING_STOP[(unsigned char)*q]) q++;
         if (q >= t->end) { t->p = q; return invalid(t); }
         if (*q == '"') { *start = t->p + 1; *len = q - (t->p + 1); t->p = q + 1; return OK; }
