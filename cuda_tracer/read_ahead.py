@@ -23,35 +23,45 @@ class _Failed:
         self.error = error
 
 
+class _Stopped(BaseException):
+    """Raised by ``emit`` in the producer once the consumer has stopped: unwinds the producer."""
+
+
 class _Done:
     def __init__(self, value: Any) -> None:
         self.value = value
 
 
-def ahead(produce: Callable[[Callable[[Any], bool]], Any], depth: int = 2,
+def ahead(produce: Callable[[Callable[[Any], None]], Any], depth: int = 2,
           name: str = "otel-profiler-read-ahead") -> Generator[Any, None, Any]:
     """Run ``produce(emit)`` in a thread, yielding what it emits, at most ``depth`` items ahead of
-    the consumer; returns (as the generator's value) what ``produce`` returned. ``emit`` returns
-    False once the consumer has stopped: the producer should then return."""
+    the consumer; returns (as the generator's value) what ``produce`` returned. Once the consumer
+    has stopped, ``emit`` raises (a ``BaseException``, so that the producer's own handlers let it
+    through), which ends the producer at its next item."""
     handoff: queue.Queue = queue.Queue(depth)
     stop = threading.Event()
 
-    def emit(item: Any) -> bool:
+    def emit(item: Any) -> None:
         while not stop.is_set():
             try:
                 handoff.put(item, timeout=_POLL_S)
-                return True
+                return
             except queue.Full:
                 continue
-        return False
+        raise _Stopped
 
     def run() -> None:
         try:
-            value = produce(emit)
-        except BaseException as exc:  # raised in the consumer's thread instead
-            emit(_Failed(exc))
-            return
-        emit(_Done(value))
+            try:
+                value = produce(emit)
+            except _Stopped:
+                return
+            except BaseException as exc:  # raised in the consumer's thread instead
+                emit(_Failed(exc))
+                return
+            emit(_Done(value))
+        except _Stopped:
+            pass
 
     thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
@@ -71,10 +81,9 @@ def ahead(produce: Callable[[Callable[[Any], bool]], Any], depth: int = 2,
 def read_ahead(chunks: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
     """``chunks`` produced by a background thread (a file decompressed while the previous chunks
     are scanned); the thread closes ``chunks`` when it ends."""
-    def produce(emit: Callable[[Any], bool]) -> None:
+    def produce(emit: Callable[[Any], None]) -> None:
         with closing(chunks):
             for chunk in chunks:
-                if not emit(chunk):
-                    return
+                emit(chunk)
 
     return ahead(produce, depth)

@@ -67,9 +67,9 @@ def read_trace(path: str, max_text_bytes: int | None = None, workers: int = 1,
 
 
 def _read_serial(path: str, chunks) -> tuple[TraceFile, list[Part]]:
-    """The file's fields and its pieces' ``Part``s, read by this process. With the native scanner,
-    three threads overlap: one decompresses, one cuts and scans pieces (without the GIL), and this
-    one converts the scanned pieces into columns."""
+    """The file's fields and its pieces' ``Part``s, read by this process. With the native scanner
+    and a file of ``THREADED_TEXT`` or more, three threads overlap: one decompresses, one cuts and
+    scans pieces (without the GIL), and this one converts the scanned pieces into columns."""
     parts: list[Part] = []
     if not native_scanner() or text_size(path) < THREADED_TEXT:
         return read_stream(path, chunks, lambda events: parts.append(convert_part(events))), parts

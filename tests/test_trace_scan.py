@@ -19,7 +19,7 @@ from conftest import ALL_TRACES
 from cuda_tracer import trace_convert, trace_scan, trace_stream
 from cuda_tracer.profile import TraceError
 from cuda_tracer.trace_files import read_trace
-from cuda_tracer.read_ahead import read_ahead
+from cuda_tracer.read_ahead import ahead, read_ahead
 from cuda_tracer.trace_input import text_chunks
 from test_trace_stream import assert_same
 
@@ -221,3 +221,22 @@ def test_strings_end_and_escape_at_every_place_of_a_word(stop):
             continue
         scanned = trace_scan.scan_piece(text.encode())
         assert scanned.strings[scanned.name[0]] == expected
+
+
+def test_a_consumer_that_stops_ends_the_producer_at_its_next_item():
+    """An error while converting stops the reading thread at once, not at the end of the file."""
+    produced = []
+
+    def produce(emit):
+        for i in range(10_000):
+            produced.append(i)
+            emit(i)
+        return "done"
+
+    stream = ahead(produce, depth=2)
+    with closing(stream):
+        assert next(stream) == 0
+    assert len(produced) <= 5  # the queue's two, the one being handed over, and little more
+    assert not [t for t in threading.enumerate() if t.name == "otel-profiler-read-ahead"]
+    finished = ahead(lambda emit: emit(1) or "value")
+    assert list(finished) == [1]
