@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .events import GPU_OP_KINDS, LAUNCH_KINDS, MISSING, EventBatch, Kind
+from .events import GPU_OP_KINDS, LAUNCH_KINDS, MISSING, EventBatch, Kind, kinds_in
 
 _KEY_SHIFT = 40  # correlation ids stay far below 2**40; the rank goes in the bits above
 
@@ -74,8 +74,8 @@ def _lookup(keys: np.ndarray, table_keys: np.ndarray, table_rows: np.ndarray) ->
 
 def correlate(batch: EventBatch) -> Correlation:
     kind = batch.kind
-    gpu_rows = np.flatnonzero(np.isin(kind, np.asarray(GPU_OP_KINDS, np.uint8)))
-    launch_rows = np.flatnonzero(np.isin(kind, np.asarray(LAUNCH_KINDS, np.uint8)))
+    gpu_rows = np.flatnonzero(kinds_in(kind, GPU_OP_KINDS))
+    launch_rows = np.flatnonzero(kinds_in(kind, LAUNCH_KINDS))
 
     with_corr = launch_rows[batch.correlation[launch_rows] != MISSING]
     launch_of_gpu = _lookup(_keys(batch, gpu_rows, "correlation"),

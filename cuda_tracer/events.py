@@ -24,6 +24,16 @@ import numpy as np
 MISSING = -1
 
 
+def kinds_in(codes: np.ndarray, wanted) -> np.ndarray:
+    """``np.isin(codes, wanted)`` for a uint8 column of codes (kinds, phases), through a 256-entry
+    table: about six times faster than ``np.isin`` on millions of rows."""
+    if codes.dtype != np.uint8:
+        return np.isin(codes, np.asarray(wanted))
+    table = np.zeros(256, bool)
+    table[np.asarray(wanted, np.uint8)] = True
+    return table[codes]
+
+
 class Kind(enum.IntEnum):
     """What an event is. GPU-side kinds run on a device stream; the rest run on a CPU thread."""
 
@@ -204,7 +214,7 @@ class EventBatch:
         return EventBatch(columns, self.strings, extra_row, extra_key, extra_value)
 
     def of_kind(self, *kinds: Kind) -> "EventBatch":
-        return self.take(np.isin(self.columns["kind"], np.asarray(kinds, np.uint8)))
+        return self.take(kinds_in(self.columns["kind"], kinds))
 
     def between(self, start_ns: int, end_ns: int) -> "EventBatch":
         """Events that overlap the half-open window ``[start_ns, end_ns)``."""

@@ -32,7 +32,7 @@ from typing import Any, Iterable
 
 import msgspec
 
-from .events import MISSING, EventBatch, Kind
+from .events import MISSING, EventBatch, Kind, kinds_in
 from .profile import RankProfile
 from .subscriber import ProfilerBusy, other_profiler_active, own_session
 # One conversion for files and live events: the reader's typed event and its public converter.
@@ -275,4 +275,4 @@ def keep_activities(batch: EventBatch, activities: frozenset[str]) -> EventBatch
     import numpy as np
 
     wanted = [int(k) for k, a in _ACTIVITY_OF_KIND.items() if a in activities]
-    return batch.take(np.isin(batch.kind, np.asarray(wanted, np.uint8)))
+    return batch.take(kinds_in(batch.kind, wanted))

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from .events import COLUMNS, MISSING, Kind, memcpy_kind_from_name
+from .events import COLUMNS, MISSING, Kind, kinds_in, memcpy_kind_from_name
 from .trace_assemble import Part
 from .trace_columns import (Extras, call_stacks, collectives, compress_columns, field_columns,
                             gpu_columns, ints, memory_columns, string_ids, string_index, times,
@@ -125,7 +125,7 @@ def _scanned_fields(scanned: ScannedPiece) -> tuple:
 
 
 def _flows_and_skipped(ph: np.ndarray, spans: int) -> tuple[int, int]:
-    flows = int(np.isin(ph, [PHASE_CODE[p] for p in "sft"]).sum())
+    flows = int(np.count_nonzero(kinds_in(ph, [PHASE_CODE[p] for p in "sft"])))
     return flows, len(ph) - spans - flows - int(np.count_nonzero(ph == PHASE_CODE["M"]))
 
 
@@ -183,7 +183,7 @@ def _arg_columns(col: dict[str, np.ndarray], extra: "Extras", args: Any, pids: n
     events, the rest) through ``args.views``: one batched decode per group, or the scanner's
     columns. Returns which rows are GPU-side."""
     kinds = col["kind"]
-    gpu = np.isin(kinds, _GPU_KIND_CODES)
+    gpu = kinds_in(kinds, _GPU_KIND_CODES)
     memory = kinds == Kind.MEMORY
     groups = ((np.flatnonzero(gpu), GPU_ARGS), (np.flatnonzero(memory), MEMORY_ARGS),
               (np.flatnonzero(~gpu & ~memory), HOST_ARGS))

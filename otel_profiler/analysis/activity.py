@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from cuda_tracer.events import GPU_OP_KINDS, EventBatch, Kind
+from cuda_tracer.events import GPU_OP_KINDS, EventBatch, Kind, kinds_in
 
 from .stats import unique_rows
 
@@ -71,7 +71,7 @@ def _busy_per_bucket(starts: np.ndarray, ends: np.ndarray, lo: int, width: float
 def utilization_over_time(batch: EventBatch, buckets: int = 100,
                           multi_rank: bool = False) -> dict[str, dict[str, Any]]:
     """Per device (keyed as the summary keys devices): bucket start offsets, width and utilization %."""
-    rows = np.flatnonzero(np.isin(batch.kind, np.asarray(GPU_OP_KINDS, np.uint8)))
+    rows = np.flatnonzero(kinds_in(batch.kind, GPU_OP_KINDS))
     out: dict[str, dict[str, Any]] = {}
     if not len(rows):
         return out
@@ -94,7 +94,7 @@ def cpu_active(batch: EventBatch) -> dict[str, dict[str, float]]:
     from .breakdown import merged_length
 
     out: dict[str, dict[str, float]] = {}
-    cpu = np.isin(batch.kind, np.asarray(CPU_KINDS, np.uint8))
+    cpu = kinds_in(batch.kind, CPU_KINDS)
     for rank in np.unique(batch.rank).tolist():
         in_rank = batch.rank == rank
         rows = np.flatnonzero(cpu & in_rank)
@@ -111,8 +111,7 @@ def annotation_durations(batch: EventBatch, limit: int = 20_000) -> dict[str, li
     """Durations (µs) of each CPU and GPU user annotation name, for the annotation histogram (capped).
 
     Steps have their own histogram (the summary's ``steps.items``)."""
-    rows = np.flatnonzero(np.isin(batch.kind, np.asarray(
-        (Kind.USER_ANNOTATION, Kind.GPU_USER_ANNOTATION), np.uint8)))
+    rows = np.flatnonzero(kinds_in(batch.kind, (Kind.USER_ANNOTATION, Kind.GPU_USER_ANNOTATION)))
     out: dict[str, list[float]] = {}
     durs = (batch.end_ns[rows] - batch.start_ns[rows]) / 1e3
     for name_id in np.unique(batch.name[rows]).tolist():

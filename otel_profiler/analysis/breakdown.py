@@ -22,7 +22,7 @@ import re
 import numpy as np
 
 from cuda_tracer.correlate import Correlation
-from cuda_tracer.events import GPU_OP_KINDS, EventBatch, Kind
+from cuda_tracer.events import GPU_OP_KINDS, EventBatch, Kind, kinds_in
 
 from .stats import unique_rows
 
@@ -72,7 +72,7 @@ def temporal_breakdown(batch: EventBatch, rows: np.ndarray | None = None,
     ``rows`` defaults to every GPU op; ``is_compute`` (one flag per row) to the compute kernel class.
     """
     if rows is None:
-        rows = np.flatnonzero(np.isin(batch.kind, np.asarray(GPU_OP_KINDS, np.uint8)))
+        rows = np.flatnonzero(kinds_in(batch.kind, GPU_OP_KINDS))
     if not len(rows):
         return []
     if is_compute is None:

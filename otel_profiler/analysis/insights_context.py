@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from cuda_tracer.correlate import Correlation, correlate
-from cuda_tracer.events import EventBatch, Kind
+from cuda_tracer.events import EventBatch, Kind, kinds_in
 from cuda_tracer.profile import Profile
 
 
@@ -108,7 +108,7 @@ class Context:
         b = self.batch
         match = names if callable(names) else names.__contains__
         ids = [i for i, s in enumerate(b.strings) if match(s)]
-        return np.flatnonzero(np.isin(b.name, ids) & np.isin(b.kind, np.asarray(kinds, np.uint8)))
+        return np.flatnonzero(np.isin(b.name, ids) & kinds_in(b.kind, kinds))
 
     def in_steps(self, rows: np.ndarray) -> np.ndarray:
         """The subset of ``rows`` whose start lies inside a step of the same rank."""

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from cuda_tracer.correlate import Correlation, correlate
-from cuda_tracer.events import MISSING, EventBatch, Kind
+from cuda_tracer.events import MISSING, EventBatch, Kind, kinds_in
 
 from ..names import demangle
 from .python_stacks import top_stacks
@@ -45,7 +45,7 @@ _KEY_SHIFT = 40
 
 
 def operator_rows(batch: EventBatch) -> np.ndarray:
-    return np.flatnonzero(np.isin(batch.kind, np.asarray(OPERATOR_KINDS, np.uint8)))
+    return np.flatnonzero(kinds_in(batch.kind, OPERATOR_KINDS))
 
 
 def operator_of_gpu_op(batch: EventBatch, corr: Correlation, ops: np.ndarray) -> np.ndarray:

@@ -18,7 +18,7 @@ from typing import Iterable
 
 import numpy as np
 
-from cuda_tracer.events import EventBatch, Kind
+from cuda_tracer.events import EventBatch, Kind, kinds_in
 
 SYNC_API = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
             "cudaStreamWaitEvent", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
@@ -56,7 +56,7 @@ def blocking_names(names: Iterable[str]) -> set[str]:
 
 def platform_of(batch: EventBatch, metas: Iterable[dict] = ()) -> str:
     """``"cuda"``, ``"rocm"`` or ``"unknown"``; see the module docstring."""
-    api = np.flatnonzero(np.isin(batch.kind, np.asarray((Kind.RUNTIME, Kind.DRIVER), np.uint8)))
+    api = np.flatnonzero(kinds_in(batch.kind, (Kind.RUNTIME, Kind.DRIVER)))
     hip = cuda = 0
     for name_id in np.unique(batch.name[api]).tolist():
         name = batch.strings[name_id]
