@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -130,15 +131,18 @@ class DecodedArgs:
         return len(self.items)
 
     def ints(self, field: str, at: np.ndarray | None = None) -> np.ndarray:
-        items = self.items if at is None else list(map(self.items.__getitem__, at.tolist()))
-        return ints([getattr(a, field) for a in items])
+        return ints(list(map(attrgetter(field), self._at(at))))
 
     def triples(self, field: str, at: np.ndarray) -> np.ndarray:
-        return int_triples([getattr(self.items[j], field) for j in at.tolist()])
+        return int_triples(list(map(attrgetter(field), self._at(at))))
+
+    def _at(self, at: np.ndarray | None):
+        """The structs at positions ``at`` (all of them for None), with no Python loop."""
+        return self.items if at is None else map(self.items.__getitem__, at.tolist())
 
     def call_stacks(self) -> tuple[list[int], list[str]]:
         """Positions and texts of the rows' non-empty ``Call stack`` strings."""
-        stacks = [a.call_stack for a in self.items]
+        stacks = list(map(attrgetter("call_stack"), self.items))
         if stacks.count(None) == len(stacks):
             return [], []
         found = [j for j, stack in enumerate(stacks) if isinstance(stack, str) and stack]

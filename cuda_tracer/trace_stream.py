@@ -63,17 +63,12 @@ def read_stream(path: str, chunks: Iterable[bytes], on_events: Callable[[Any], N
     for chunk in it:
         buf += chunk
         while len(buf) > piece_bytes:
-            cut = _decode_piece(path, buf, consumed, on_events, decode)
-            if cut is None:
+            taken = _hand_on_piece(path, buf, consumed, on_events, decode)
+            if not taken:
                 break  # one event longer than a piece: wait for more text
-            del buf[:cut]
-            buf[0] = ord("[")  # the comma after the piece opens the rest
-            consumed += cut
-    if len(buf) > TAIL_BYTES:  # the last piece, but for its last event, is scanned too
-        cut = _decode_piece(path, buf, consumed, on_events, decode)
-        if cut is not None:
-            del buf[:cut]
-            buf[0] = ord("[")
+            consumed += taken
+    if len(buf) > TAIL_BYTES:  # the rest but its last event is one more piece
+        _hand_on_piece(path, buf, consumed, on_events, decode)
     del buf[0]
     return decode_document(path, head + buf)
 
@@ -116,6 +111,19 @@ def _boundaries(buf: bytearray, end: int):
         if buf[k] == ord("}"):
             yield j
         i = j
+
+
+def _hand_on_piece(path: str, buf: bytearray, consumed: int, on_events: Callable[[Any], None],
+                   decode: bool | Callable) -> int:
+    """Decode and hand on the buffer's events up to its last boundary (``_decode_piece``) and drop
+    them from it, the comma after them becoming the rest's "["; returns the bytes dropped (0: no
+    boundary found yet)."""
+    cut = _decode_piece(path, buf, consumed, on_events, decode)
+    if cut is None:
+        return 0
+    del buf[:cut]
+    buf[0] = ord("[")
+    return cut
 
 
 def _decode_piece(path: str, buf: bytearray, consumed: int, on_events: Callable[[Any], None],
