@@ -122,3 +122,49 @@ def test_replay_rejects_a_bad_endpoint_in_one_line(tmp_path):
         done = replay(spool, bad)
         assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
         assert "--endpoint" in done.stderr and "Traceback" not in done.stderr
+
+
+def _spans(requests) -> int:
+    return sum(len(ss.spans) for r in requests for rs in r.resource_spans for ss in rs.scope_spans)
+
+
+def test_replay_never_deletes_what_it_cannot_read_it_sets_it_aside_and_names_it(tmp_path):
+    from otel_profiler.export.otlp import read_delimited, varint
+
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    whole = [request(s, 3) for s in ("a", "b", "c")]
+    good = b"".join(varint(len(r)) + r for r in whole)
+    truncated = good[:-5]  # a crash mid-write: the last request is cut short
+    # A broken length prefix: the second request's length becomes 2**28 - 1 (past the end).
+    second = len(varint(len(whole[0]))) + len(whole[0])
+    broken = good[:second] + b"\xff\xff\xff\x7f" + good[second + len(varint(len(whole[1]))):]
+    garbage = b"\xff\xff\xff\xff\x0f" + good  # unreadable from its first byte
+    files = {"spool-1-aa-000001.pb": truncated, "spool-1-aa-000002.pb": broken, "spool-1-aa-000003.pb": garbage}
+    for name, data in files.items():
+        (spool / name).write_bytes(data)
+    receiver = PickyReceiver()
+    try:
+        done = replay(spool, receiver.endpoint)
+    finally:
+        receiver.close()
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert names(receiver.accepted) == {"a", "b"}  # what could be read was sent: a, b | a | nothing
+    assert sorted(p.name for p in spool.iterdir()) == sorted(f"{n}.bad" for n in files)  # nothing deleted
+    lines = [line for line in done.stderr.splitlines() if line.startswith("otel-profiler: unreadable")]
+    assert len(lines) == 3, done.stderr
+    for name in files:
+        (line,) = [x for x in lines if f"{spool / name} (" in x]
+        assert f"kept in {spool / name}.bad" in line, line
+    assert "truncated message at byte" in done.stderr and "3 unreadable file(s) set aside" in done.stderr
+    # Each .bad holds exactly the part that was not read: with what was sent, nothing is missing.
+    third = len(good) - len(varint(len(whole[2]))) - len(whole[2])
+    assert (spool / "spool-1-aa-000001.pb.bad").read_bytes() == truncated[third:]
+    assert (spool / "spool-1-aa-000002.pb.bad").read_bytes() == broken[second:]
+    assert (spool / "spool-1-aa-000003.pb.bad").read_bytes() == garbage
+    repaired = list(read_delimited(garbage[5:]))  # the bytes set aside are all there: 9 spans
+    assert _spans(ExportTraceServiceRequest.FromString(r) for r in repaired) == 9
+    # A second replay finds nothing left to send and nothing to set aside again.
+    again = replay(spool, f"http://127.0.0.1:{free_port()}", OTEL_PROFILER_EXPORT_RETRY_S="0")
+    assert again.returncode == 0 and "replayed 0 request(s) from 0 file(s)" in again.stderr, again.stderr

@@ -4,7 +4,9 @@ SPOOL is a spool folder (``OTEL_PROFILER_SPOOL_DIR``) or one length-delimited ``
 request of every file is tried: a file is deleted once all its requests were delivered; requests
 the receiver refuses stay in their file, which is named, and the next request is tried; when the
 endpoint cannot be reached (after ``OTEL_PROFILER_EXPORT_RETRY_S`` of retries) the rest is left
-for later, untried. Exit 1 when something is left.
+for later, untried. Nothing that was not sent is deleted: the part of a file that cannot be read
+(truncated, a broken length prefix) is set aside as ``NAME.bad`` and named on one line. Exit 1
+when something is left or set aside.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         reasons.append(result.message)
         return DOWN if result.retryable else REFUSED
 
-    sent, kept, down = 0, [], ""
+    sent, kept, down, aside = 0, [], "", []
     files = spool_files(args.spool)
     try:
         for path in files:
@@ -66,20 +68,26 @@ def run(args: argparse.Namespace) -> int:
                 continue
             reasons.clear()
             try:
-                n, left, stopped = drain_file(path, send)
+                result = drain_file(path, send)
             except OSError as exc:
                 kept.append((path, f"cannot read ({exc.strerror or exc.__class__.__name__})"))
                 continue
-            sent += n
-            if left:
+            sent += result.sent
+            if result.aside:
+                aside.append((path, result))
+            if result.kept:
                 why = reasons[-1] if reasons else "refused"
-                kept.append((path, f"{left} request(s) kept: {why}"))
-            if stopped:
+                kept.append((path, f"{result.kept} request(s) kept: {why}"))
+            if result.stopped:
                 down = "the endpoint is unreachable"
     finally:
         sink.close()
     print(f"replayed {sent} request(s) from {len(files)} file(s) to {target.describe()}"
-          + (f"; {len(kept)} file(s) kept for later" if kept else ""), file=sys.stderr)
+          + (f"; {len(kept)} file(s) kept for later" if kept else "")
+          + (f"; {len(aside)} unreadable file(s) set aside" if aside else ""), file=sys.stderr)
     for path, why in kept:
         print(f"otel-profiler: kept {path}: {why}", file=sys.stderr)
-    return 1 if kept else 0
+    for path, result in aside:
+        print(f"otel-profiler: unreadable {path} ({result.problem}): the unreadable part is kept in "
+              f"{result.aside}, {result.sent} request(s) before it were sent", file=sys.stderr)
+    return 1 if kept or aside else 0
