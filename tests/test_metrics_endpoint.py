@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import http.client
 import socket
 import ssl
 import threading
@@ -234,26 +235,94 @@ def test_a_stalled_tls_client_does_not_block_other_scrapers(tmp_path: Path) -> N
         service.close()
 
 
-def test_idle_connections_time_out_instead_of_holding_a_thread_each(monkeypatch) -> None:
-    from otel_profiler.metrics import prometheus
+def _request_threads() -> int:
+    return sum(t.name == "otel-profiler-prometheus-request" for t in threading.enumerate())
 
-    monkeypatch.setattr(prometheus, "IDLE_TIMEOUT_S", 0.5)
-    service = _service(OTEL_PROFILER_PROMETHEUS_PORT=str(free_port()))
-    idle = []
+
+def _closed_by_server(conn: socket.socket) -> bool:
+    """Whether the server has ended ``conn`` (end of stream or reset), without waiting."""
+    import select
+
     try:
-        before = threading.active_count()
-        idle = [socket.create_connection(("127.0.0.1", service.endpoint.port)) for _ in range(100)]
-        deadline = time.monotonic() + 60
-        _, body = _get(service.url)  # a scraper is still served meanwhile
-        assert "system_cpu_utilization_ratio" in body
-        for conn in idle:  # each one is closed by the server (end of stream), not left open
-            conn.settimeout(60)
-            assert conn.recv(1) == b""
-        while threading.active_count() > before and time.monotonic() < deadline:
+        if not select.select([conn], [], [], 0)[0]:
+            return False
+        return conn.recv(1) == b""
+    except OSError:
+        return True
+
+
+def _scrape_soon(url: str, **kwargs) -> str:
+    """The body of the first scrape the endpoint serves (a full endpoint closes new connections
+    at once), polled for up to 120 s."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            return _get(url, **kwargs)[1]
+        except (OSError, http.client.HTTPException):
+            assert time.monotonic() < deadline, "no scrape served"
+            time.sleep(0.2)
+
+
+def test_a_flood_of_idle_connections_holds_at_most_the_limit(monkeypatch) -> None:
+    from otel_profiler.metrics import sockets
+
+    monkeypatch.setattr(sockets, "REQUEST_DEADLINE_S", 0.5)
+    service = _service(OTEL_PROFILER_PROMETHEUS_PORT=str(free_port()))
+    idle, peak = [], 0
+    try:
+        for _ in range(300):
+            idle.append(socket.create_connection(("127.0.0.1", service.endpoint.port)))
+            peak = max(peak, _request_threads())
+        deadline = time.monotonic() + 120
+        while not all(_closed_by_server(c) for c in idle):  # each one ended by the server
+            peak = max(peak, _request_threads())
+            assert time.monotonic() < deadline, "idle connections left open"
             time.sleep(0.05)
-        assert threading.active_count() <= before, "idle connections still hold threads"
+        assert peak <= sockets.MAX_CONNECTIONS, peak
+        assert service.endpoint.server.refused >= len(idle) - sockets.MAX_CONNECTIONS
+        while _request_threads() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _request_threads() == 0, "idle connections still hold threads"
+        assert "system_cpu_utilization_ratio" in _scrape_soon(service.url)  # the flood still held
     finally:
         for conn in idle:
+            conn.close()
+        service.close()
+
+
+def test_slow_drip_clients_are_cut_off_by_a_whole_request_deadline() -> None:
+    """400 clients each sending one byte a second (never idle for the per-read timeout) of a
+    request that would take minutes: each is ended after the deadline, none gets its request in,
+    and they never hold more than the limit of threads."""
+    from otel_profiler.metrics import sockets
+
+    service = _service(OTEL_PROFILER_PROMETHEUS_PORT=str(free_port()),
+                       OTEL_PROFILER_PROMETHEUS_BASIC_AUTH="scraper:s3cret")  # before authentication
+    request = b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"a" * 200 + b"\r\n\r\n"
+    drips: list[socket.socket] = []
+    try:
+        drips = [socket.create_connection(("127.0.0.1", service.endpoint.port)) for _ in range(400)]
+        sent, cut, peak = [0] * len(drips), set(), 0
+        while len(cut) < len(drips):
+            for i, conn in enumerate(drips):
+                if i in cut:
+                    continue
+                if _closed_by_server(conn):
+                    cut.add(i)
+                    continue
+                assert sent[i] < len(request), "a slow-drip client got its whole request in"
+                try:
+                    conn.send(request[sent[i]:sent[i] + 1])
+                    sent[i] += 1
+                except OSError:
+                    cut.add(i)
+            peak = max(peak, _request_threads())
+            time.sleep(1.0)
+        assert peak <= sockets.MAX_CONNECTIONS, peak
+        assert max(sent) > sockets.REQUEST_DEADLINE_S / 2  # the served ones dripped for a while
+        assert "system_cpu_utilization_ratio" in _scrape_soon(service.url, auth="scraper:s3cret")
+    finally:
+        for conn in drips:
             conn.close()
         service.close()
 

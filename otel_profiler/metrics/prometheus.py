@@ -6,14 +6,17 @@ for a scrape beyond formatting the latest sample. ``Endpoint`` serves a private 
 prometheus-client's WSGI app, content-negotiated (Prometheus asks for OpenMetrics, which is the
 only format that carries exemplars), on 127.0.0.1 by default, optionally over TLS (certificate and
 key files) and behind HTTP basic auth. Under torchrun each local rank serves ``port + LOCAL_RANK``.
-Each connection is served by a thread that gives up after ``IDLE_TIMEOUT_S`` without data.
-Any failure to serve (port in use, unreadable TLS files) is one warning; profiling goes on.
+At most ``sockets.MAX_CONNECTIONS`` connections are served at once, each ended
+``sockets.REQUEST_DEADLINE_S`` after it was accepted, before authentication; the listening socket
+and the connections are closed in forked children (``sockets``). Any failure to serve (port in
+use, unreadable TLS files) is one warning; profiling goes on.
 """
 
 from __future__ import annotations
 
 import base64
 import hmac
+import os
 import ssl
 import threading
 import time
@@ -25,12 +28,8 @@ from prometheus_client.registry import CollectorRegistry
 from prometheus_client.samples import Exemplar
 
 from . import points as m
+from . import sockets
 from .points import HistogramValue, Point
-
-
-IDLE_TIMEOUT_S = 10.0
-"""A scraper connection that sends nothing for this long is closed, so idle connections never
-hold a thread each forever (a scrape takes milliseconds)."""
 
 
 def _labels(spec: m.Spec) -> list[str]:
@@ -117,6 +116,7 @@ class Endpoint:
 
     def __init__(self, server: Any, thread: threading.Thread, url: str) -> None:
         self.server, self.thread, self.url = server, thread, url
+        self._pid = os.getpid()  # a forked child closes nothing: its copies are closed at the fork
 
     @classmethod
     def start(cls, registry: CollectorRegistry, host: str, port: int, certfile: str = "", keyfile: str = "",
@@ -134,10 +134,12 @@ class Endpoint:
         if basic_auth:
             app = _BasicAuth(app, basic_auth)
         class Handler(_SilentHandler):
-            timeout = IDLE_TIMEOUT_S  # a connection that sends nothing (or stalls) is closed
+            timeout = sockets.REQUEST_DEADLINE_S  # each read or write; the whole connection: deadline_s
 
-        class Server(ThreadingWSGIServer):
+        class Server(sockets.BoundedThreads, ThreadingWSGIServer):
             request_queue_size = 128  # connections waiting to be accepted (the default 5 drops SYNs)
+            max_connections = sockets.MAX_CONNECTIONS
+            deadline_s = sockets.REQUEST_DEADLINE_S
 
             def handle_error(self, request: Any, client_address: Any) -> None:
                 pass  # an idle timeout, a failed handshake, a client gone: never a traceback
@@ -152,6 +154,7 @@ class Endpoint:
             # stalls mid-handshake cannot block the accept loop (and so every other scraper).
             server.socket = context.wrap_socket(server.socket, server_side=True,
                                                 do_handshake_on_connect=False)
+        sockets.close_in_forked_children(server.socket)
         thread = threading.Thread(target=server.serve_forever, name="otel-profiler-prometheus", daemon=True)
         thread.start()
         bound = server.server_address[1]
@@ -162,6 +165,8 @@ class Endpoint:
         return int(self.server.server_address[1])
 
     def close(self) -> None:
+        if os.getpid() != self._pid:
+            return  # shutdown() would wait for a serving thread that a forked child does not have
         try:
             self.server.shutdown()
             self.server.server_close()
