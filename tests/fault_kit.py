@@ -214,7 +214,13 @@ class SilentPort:
         return f"http://127.0.0.1:{self.port}"
 
     def close(self) -> None:
+        import socket
+
         self._stop = True
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept(), so the port is free
+        except OSError:
+            pass
         self._sock.close()
         for conn in self._held:
             conn.close()

@@ -4,22 +4,26 @@ Sends to an OTLP endpoint (``--endpoint``/``--protocol``, else the ``OTEL_EXPORT
 variables) and/or writes a file (``--output``: ``.jsonl`` OTLP JSON lines as the Collector's file
 exporter writes them, ``.pb`` length-delimited ``ExportTraceServiceRequest`` messages). Uses the
 same span model and pipeline as the live exporter, synchronously, one piece of whole steps at a
-time (``cuda_tracer.batch_pieces``: the same spans as all at once, in bounded memory). Exit 1 when
-spans were dropped.
+time (``cuda_tracer.batch_pieces``: the same spans as all at once, in bounded memory). The run
+id is ``OTEL_PROFILER_RUN_ID``, else the one each profile folder recorded (so the spans get the
+trace and span ids the live run sent), else one derived from the inputs' names and profiling
+times; one line says which. Exit 1 when spans were dropped.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from cuda_tracer.batch_pieces import step_pieces
 
 from .. import config
 from ..export.exporter import Counters, ExportConfig, Pipeline
-from ..export.sinks import PROTOCOLS, resolve_target
-from ..spans.ids import run_id_of_sources
+from ..export.sinks import PROTOCOLS, resolve_target, safe_text
+from ..spans.ids import hash_bytes, run_id_of_sources
 from ..spans.options import options_from_settings
+from ..names import terminal_safe
 from ..profiler_warnings import print_warning
 from . import add_inputs, load_inputs, progress_bar
 
@@ -74,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     profile, status = load_inputs(args)
     options = options_from_settings(settings, "otel-profiler-export")
     options.service_name = args.service_name or options.service_name
-    options.run_id = options.run_id or run_id_of_sources(profile.sources)
+    print(_choose_run_ids(options, profile), file=sys.stderr)
     if budget is not None:
         options.budget = budget
     export_config = ExportConfig(target=target, json_file=json_file, pb_file=pb_file,
@@ -92,8 +96,29 @@ def run(args: argparse.Namespace) -> int:
     finally:
         pipeline.close()
     c = counters.snapshot()
-    where = ", ".join(x for x in (target.describe() if target else "", args.output or "") if x)
+    where = terminal_safe(", ".join(x for x in (target.describe() if target else "", args.output or "") if x))
     print(f"exported {c['spans_built']} spans of {len(profile.ranks)} rank(s) to {where}"
           + (f"; {c['spans_exported']} delivered" if target else "")
           + (f"; {c['spans_dropped']} dropped" if c["spans_dropped"] else ""), file=sys.stderr)
     return status or (1 if c["spans_dropped"] else 0)
+
+
+def _choose_run_ids(options: Any, profile: Any) -> str:
+    """Settle the run id of every rank (``options.run_id`` set: it for all; else each rank's
+    recorded ``run_id``, a derived one for ranks without) and say in one line where it came from."""
+    if options.run_id:
+        return f"run id {safe_text(options.run_id, 80)} (OTEL_PROFILER_RUN_ID)"
+    recorded = sorted({str(r.meta["run_id"]) for r in profile.ranks if r.meta.get("run_id")})
+    bare = [r for r in profile.ranks if not r.meta.get("run_id")]
+    shown = ", ".join(safe_text(x, 80) for x in recorded[:3]) + (", ..." if len(recorded) > 3 else "")
+    if len(recorded) == 1 and not bare:
+        options.run_id = recorded[0]
+        return f"run id {shown}, as recorded in the profile: the trace and span ids of the live run"
+    derived = hash_bytes(run_id_of_sources(profile.sources),
+                         *sorted(str(r.meta.get("profiler_window_ns")) for r in bare)).hex()
+    for rank in bare:
+        rank.meta["run_id"] = derived
+    if not recorded:
+        return f"run id {derived}, derived from the inputs' names and times (none is recorded in them)"
+    return (f"run ids {shown}, as recorded in the profiles: the trace and span ids of the live runs"
+            + (f"; {derived} for the {len(bare)} rank(s) that record none" if bare else ""))

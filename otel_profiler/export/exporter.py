@@ -24,6 +24,8 @@ The exporter process never outlives its job: on Linux it asks for a parent-death
 (``PR_SET_PDEATHSIG``), and everywhere it watches its parent (multiprocessing's parent sentinel);
 when the job is gone it spools what it holds and exits. A dead exporter process (killed, out of
 memory) costs one warning; later batches are counted as dropped (they stay in the profile folder).
+When spans wait in the spool at close, one line names the spool and the ``otel-profiler replay``
+command that sends them (:func:`replay_hint`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import multiprocessing as mp
 import multiprocessing.util  # noqa: F401  (its exit hook, registered first, must run after ours)
 import os
 import queue as queue_mod
+import shlex
 import signal
 import sys
 import threading
@@ -63,8 +66,8 @@ def config_from_settings(settings: Any, default_service: str | None = None) -> E
         target=settings.traces_target,
         metrics_target=settings.metrics_target,
         json_file=settings["OTEL_PROFILER_OTLP_FILE"],
-        spool_dir=settings["OTEL_PROFILER_SPOOL_DIR"] or os.path.join(settings["OTEL_PROFILER_OUTPUT_DIR"],
-                                                                       "otlp-spool"),
+        spool_dir=os.path.abspath(settings["OTEL_PROFILER_SPOOL_DIR"]
+                                  or os.path.join(settings["OTEL_PROFILER_OUTPUT_DIR"], "otlp-spool")),
         spool_max_bytes=settings["OTEL_PROFILER_SPOOL_MAX_MB"] << 20,
         retry_s=settings["OTEL_PROFILER_EXPORT_RETRY_S"],
         queue_size=settings["OTEL_PROFILER_EXPORT_QUEUE"],
@@ -337,7 +340,23 @@ class Exporter:
                 "spans": self._final["spans_dropped"]}
         if any(lost.values()):
             print_warning("span export dropped " + ", ".join(f"{n} {what}" for what, n in lost.items() if n))
+        if self._final["spool_bytes"] > 0 and self.config.target is not None:
+            print_warning(replay_hint(self.config, self._final["spans_spooled"]))
         return self.counters()
+
+
+def replay_hint(config: ExportConfig, spooled: int) -> str:
+    """The line at exit when spans wait in the spool: where, and the command that sends them."""
+    from .sinks import redact_url
+
+    def arg(text: str) -> str:
+        return shlex.quote("".join(c if c.isprintable() else "?" for c in text))
+
+    command = f"otel-profiler replay {arg(config.spool_dir)} --endpoint {arg(redact_url(config.target.endpoint))}"
+    if config.target.protocol != "http/protobuf":
+        command += f" --protocol {config.target.protocol}"
+    return f"{spooled} spans were not delivered and wait in the spool {arg(config.spool_dir)}; " \
+           f"send them with: {command}"
 
 
 _LIVE: "weakref.WeakSet[Exporter]" = weakref.WeakSet()
