@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -212,18 +213,24 @@ def test_trigger_reports_a_port_nobody_listens_on(capsys):
     port = _free_udp_port()
     assert main(["trigger", "--port", str(port)]) == 1
     err = capsys.readouterr().err
-    assert f"nothing listens on UDP 127.0.0.1:{port}" in err and len(err.strip().splitlines()) == 1
+    assert f"nothing listens on trigger port {port}" in err and len(err.strip().splitlines()) == 1
 
 
 def test_trigger_says_what_it_sent(capsys):
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.settimeout(30)
-        port = listener.getsockname()[1]
-        assert main(["trigger", "--port", str(port)]) == 0
-        data, _ = listener.recvfrom(64)
+    from otel_profiler.live.triggers import private_folder, socket_name, trigger_folder
+
+    port = _free_udp_port()
+    path = os.path.join(private_folder(trigger_folder()), socket_name(port))
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:  # the job's trigger socket
+        listener.bind(path)
+        try:
+            listener.settimeout(30)
+            assert main(["trigger", "--port", str(port)]) == 0
+            data = listener.recv(64)
+        finally:
+            os.unlink(path)
     assert data == b"capture"
-    assert f"sent a capture request (one UDP datagram) to 127.0.0.1:{port}" in capsys.readouterr().err
+    assert f"sent a capture request (one datagram) to trigger port {port} ({path})" in capsys.readouterr().err
 
 
 def test_trigger_never_signals_a_process_that_would_die_of_it(capsys):

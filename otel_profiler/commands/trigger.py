@@ -1,11 +1,13 @@
 """``otel-profiler trigger (--port P | --pid PID)``: open a detailed window in a running job.
 
-Sends one UDP datagram to ``127.0.0.1:P`` (the job's ``OTEL_PROFILER_TRIGGER_PORT`` plus its local
-rank) or ``SIGUSR2`` to process PID. The job captures its next ``OTEL_PROFILER_WINDOW_STEPS`` steps.
+Sends one datagram to the trigger socket of port P (the job's ``OTEL_PROFILER_TRIGGER_PORT`` plus
+its local rank; a job of the same user on this host) or ``SIGUSR2`` to process PID. The job
+captures its next ``OTEL_PROFILER_WINDOW_STEPS`` steps.
 
-It says what it sent, and exits 1 without effect when nothing answers: no socket bound to the port
-(``/proc/net/udp``, else an ICMP port-unreachable on a connected socket), no such process, or a
-process that does not handle SIGUSR2 (it would be killed by it, so nothing is sent).
+It says what it sent, and exits 1 without effect when nothing answers: no trigger socket of this
+user for the port (in the temporary directory, or any the host lists in ``/proc/net/unix``), no
+such process, or a process that does not handle SIGUSR2 (it would be killed by it, so nothing is
+sent).
 """
 
 from __future__ import annotations
@@ -13,14 +15,10 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
+import stat
 import sys
 
-from ..live.triggers import send
-
-HOST = "127.0.0.1"
-_LOOPBACK = {"0100007F", "00000000", "00000000000000000000000000000000",
-             "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}
+from ..live.triggers import MIN_INTERVAL_S, is_private_folder, send, socket_name, trigger_folder
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,40 +37,32 @@ def _error(text: str, code: int = 1) -> int:
     return code
 
 
-def udp_bound(port: int) -> bool | None:
-    """True/False when ``/proc/net/udp[6]`` tells whether a socket on this host is bound to ``port``
-    on loopback or every address; None when it cannot tell (no /proc)."""
-    found = None
-    for table in ("/proc/net/udp", "/proc/net/udp6"):
-        try:
-            with open(table) as f:
-                lines = f.read().splitlines()[1:]
-        except OSError:
-            continue
-        found = bool(found)
-        for line in lines:
-            fields = line.split()
-            if len(fields) > 1 and ":" in fields[1]:
-                addr, hex_port = fields[1].rsplit(":", 1)
-                if int(hex_port, 16) == port and addr.upper() in _LOOPBACK:
-                    return True
-    return found
+def socket_paths(port: int) -> list[str]:
+    """This user's trigger sockets for ``port``: the one in this process's temporary directory,
+    then any other bound one ``/proc/net/unix`` lists (a job started with another ``TMPDIR``);
+    only those in a folder of this user with mode 0700."""
+    name = socket_name(port)
+    paths = [os.path.join(trigger_folder(), name)]
+    try:
+        with open("/proc/net/unix") as f:
+            lines = f.read().splitlines()[1:]
+    except OSError:
+        lines = []
+    folder_name = os.path.basename(trigger_folder())
+    for line in lines:
+        fields = line.split(None, 7)
+        path = fields[7] if len(fields) == 8 else ""
+        if (os.path.basename(path) == name and os.path.basename(os.path.dirname(path)) == folder_name
+                and path not in paths):
+            paths.append(path)
+    return [p for p in paths if is_private_folder(os.path.dirname(p)) and _is_socket(p)]
 
 
-def _send_connected(port: int) -> bool:
-    """Send the request on a connected socket; False when the loopback answers it with ICMP
-    port-unreachable (nothing listens), True otherwise."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.connect((HOST, port))
-        s.settimeout(0.3)
-        try:
-            s.send(b"capture")
-            s.recv(1)  # the job never answers: only the error (or the timeout) comes back
-        except ConnectionRefusedError:
-            return False
-        except OSError:  # the timeout
-            return True
-    return True
+def _is_socket(path: str) -> bool:
+    try:
+        return stat.S_ISSOCK(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _handles_sigusr2(pid: int) -> bool | None:
@@ -101,20 +91,22 @@ def run(args: argparse.Namespace) -> int:
     port = args.port
     if not 0 < port < 65536:
         return _error(f"--port {port}: not a port number (1-65535)", 2)
-    nobody = (f"nothing listens on UDP {HOST}:{port}: no job whose OTEL_PROFILER_TRIGGER_PORT (or "
-              "run --trigger-port) plus local rank is this port runs on this host")
-    bound = udp_bound(port)
-    if bound is False:
-        return _error(nobody + "; nothing was sent")
-    try:
-        if bound:
-            send(port, HOST)
-        elif not _send_connected(port):
-            return _error(nobody)
-    except OSError as exc:
-        return _error(f"cannot send to UDP {HOST}:{port}: {exc.strerror or exc}")
-    print(f"otel-profiler: sent a capture request (one UDP datagram) to {HOST}:{port}; the job "
-          "captures its next OTEL_PROFILER_WINDOW_STEPS steps (5 by default)", file=sys.stderr)
+    sent, failure = [], ""
+    for path in socket_paths(port):
+        try:
+            send(path)
+            sent.append(path)
+        except (ConnectionRefusedError, FileNotFoundError):
+            continue  # left by a job that ended
+        except OSError as exc:
+            failure = f"cannot send to the trigger socket {path}: {exc.strerror or exc}"
+    if not sent:
+        return _error(failure or f"nothing listens on trigger port {port}: no job of this user whose "
+                      "OTEL_PROFILER_TRIGGER_PORT (or run --trigger-port) plus local rank is this port "
+                      "runs on this host; nothing was sent")
+    print(f"otel-profiler: sent a capture request (one datagram) to trigger port {port} "
+          f"({', '.join(sent)}); the job captures its next OTEL_PROFILER_WINDOW_STEPS "
+          f"steps (5 by default; it takes one request per {MIN_INTERVAL_S:g} s)", file=sys.stderr)
     return 0
 
 
