@@ -17,7 +17,7 @@ from .jobs import check_one_job
 from .profile import Profile, RankProfile, TraceError
 from .profile_folder import is_profile_folder, read_profile_folder
 from .trace_files import is_trace_file, read_trace
-from .trace_input import text_size
+from .trace_input import read_problem, text_size
 from .xplane import XPLANE_SUFFIX, read_xplane, xplane_files
 
 PEAK_PER_TEXT_BYTE = 1  # a reader's peak memory per byte of JSON text (columns and a piece)
@@ -53,7 +53,7 @@ def load_profile(paths: Iterable[str], workers: int | None = 1, *, skip_bad: boo
                                        "no TensorFlow profile (*.xplane.pb) and no otel-profiler profile")
             tasks.extend((what, f) for f in files)
         elif not os.path.exists(path):
-            raise TraceError(path, "no such file or folder")
+            raise TraceError(path, _missing(path))
         else:
             tasks.append(("xplane" if path.endswith(XPLANE_SUFFIX) else "trace", path))
     profile = Profile()
@@ -72,6 +72,18 @@ def load_profile(paths: Iterable[str], workers: int | None = 1, *, skip_bad: boo
     if one_job:
         check_one_job(profile)
     return profile
+
+
+def _missing(path: str) -> str:
+    """Why ``path``, which ``os.path.exists`` says is not there, cannot be read: a symlink loop,
+    a folder on the way that may not be searched, ... or simply no such file or folder."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return "no such file or folder"
+    except OSError as exc:
+        return read_problem(exc)
+    return "no such file or folder"
 
 
 def _read_one(what: str, path: str, max_text_bytes: int | None, piece_workers: int = 1,

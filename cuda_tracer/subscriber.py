@@ -30,8 +30,9 @@ import contextlib
 import os
 import sys
 import threading
-import warnings
 from typing import Iterator, Mapping
+
+from .terminal_lines import say_once
 
 
 class ProfilerBusy(RuntimeError):
@@ -136,8 +137,7 @@ def back_off(source: str, reason: str) -> None:
         if key in _WARNED:
             return
         _WARNED.add(key)
-    warnings.warn(f"otel-profiler: {source} GPU capture is off: {reason}", RuntimeWarning,
-                  stacklevel=2)
+    say_once(f"{source} GPU capture is off: {reason}")  # one line, as every warning of ours
 
 
 def _reset_warnings_for_tests() -> None:

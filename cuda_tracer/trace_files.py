@@ -12,6 +12,12 @@ kind once the kinds are known) and converted to columns (``trace_convert.convert
 C-level passes per field, no Python loop per event, the cycle collector paused); ``trace_assemble`` joins the pieces
 in whole-file order. Timestamps are converted from their decimal text (``trace_times``), so that
 ``"1712195495519695.8"`` µs becomes exactly ``1712195495519695800`` ns (a float would be 50 ns off).
+
+A string longer than ``MAX_STRING_CHARS`` (64 Ki characters: an event name, an ``args`` value, a
+process, thread or host name) is cut to that length and counted (``meta["strings_cut"]``): no real
+kernel or operator name comes near, and every later step reads each name at least once. A file
+whose events are all unusable (none a complete or instant event with a name and a usable time) is
+refused; one with no events at all is an empty profile.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ from .trace_stream import read_stream
 
 
 THREADED_TEXT = 32 << 20  # less JSON text is read faster without the threads' hand-offs
+MAX_STRING_CHARS = 64 << 10
+"""Longer strings of a trace are cut to this many characters (see the module docstring)."""
 _RANK_IN_FILENAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _TRACE_SUFFIXES = (".json", ".json.gz")
 
@@ -63,7 +71,12 @@ def read_trace(path: str, max_text_bytes: int | None = None, workers: int = 1,
             doc, parts = read_parallel(path, chunks, workers)
         else:
             doc, parts = _read_serial(path, chunks)
-        return finish(path, doc, parts)
+        rank = finish(path, doc, parts)
+    skipped = rank.meta["skipped_events"]
+    if not len(rank.batch) and skipped:
+        raise TraceError(path, f"no usable event: none of its {skipped:,} events is a complete (X) or "
+                               "instant (i) event with a name and a usable time")
+    return rank
 
 
 def _read_serial(path: str, chunks) -> tuple[TraceFile, list[Part]]:
@@ -161,9 +174,31 @@ def finish(path: str, doc: TraceFile, parts: list[Part]) -> RankProfile:
     meta = _file_meta(path, doc)
     meta.update(processes=facts.processes, threads=facts.threads, profiler_window_ns=window,
                 flow_events=facts.flows, skipped_events=facts.skipped)
+    cut = _cut_long_strings(batch, meta)
+    if cut:
+        meta["strings_cut"] = cut
     if len(batch):
         batch.columns["rank"][:] = meta["rank"]
     return RankProfile(meta=meta, batch=batch)
+
+
+def _cut(values: list, keys: Any) -> int:
+    """Cut the strings of ``values`` at ``keys`` (indexes or dict keys) that are longer than
+    ``MAX_STRING_CHARS``; returns how many."""
+    long = [k for k in keys if isinstance(values[k], str) and len(values[k]) > MAX_STRING_CHARS]
+    for k in long:
+        values[k] = values[k][:MAX_STRING_CHARS]
+    return len(long)
+
+
+def _cut_long_strings(batch: Any, meta: dict[str, Any]) -> int:
+    """Cut every string of a rank longer than ``MAX_STRING_CHARS`` (names and keys, ``args``
+    values, process, thread and host names); returns how many were cut."""
+    cut = _cut(batch.strings, range(len(batch.strings))) + \
+        _cut(batch.extra_value, range(len(batch.extra_value)))
+    for names in (meta["processes"], meta["threads"]):
+        cut += _cut(names, list(names))
+    return cut + _cut(meta, ["host_name"])
 
 
 def _file_meta(path: str, doc: TraceFile) -> dict[str, Any]:

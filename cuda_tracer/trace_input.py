@@ -5,13 +5,19 @@
   checked with ``fstat``, so a path swapped for a FIFO after the check is refused too).
 - A gzip file's text is bounded: it may decompress to at most ``MAX_EXPANSION`` times its
   compressed size (real Kineto traces compress 7 to 30 times), and never less than
-  ``MIN_TEXT_LIMIT``; the reader stops at the limit, so a gzip bomb costs one chunk of memory, not
-  its whole expansion. ``max_text_bytes`` (the command line's ``--max-json-mb``) sets the limit
-  explicitly instead. Gzip is decompressed by ISA-L (``isal``) when it is installed.
+  ``MIN_TEXT_LIMIT``. The bound holds for every part read so far, not only for the whole file:
+  past ``MIN_TEXT_LIMIT`` of text, the text read may not exceed ``MAX_EXPANSION`` times the
+  compressed bytes read, so a gzip bomb is refused after about ``MIN_TEXT_LIMIT`` of text (what
+  was parsed of it is little), not after its whole allowance. ``max_text_bytes`` (the command
+  line's ``--max-json-mb``) sets one limit for the whole text explicitly instead. Gzip is
+  decompressed by ISA-L (``isal``) when it is installed.
+- A UTF-8 byte-order mark at the start of the text is dropped (JSON parsers refuse it; some
+  Windows tools write one).
 """
 
 from __future__ import annotations
 
+import errno
 import gzip
 import os
 import stat
@@ -33,6 +39,8 @@ MAX_EXPANSION = 100
 
 MIN_TEXT_LIMIT = 64 << 20
 """Small gzip files may always decompress to this much."""
+
+_BOM = b"\xef\xbb\xbf"
 
 CHUNK_BYTES = 8 << 20
 """Text is decompressed (and, when streamed, decoded) this many bytes at a time."""
@@ -63,13 +71,20 @@ def open_regular(path: str) -> BinaryIO:
     except PermissionError:
         raise TraceError(path, "cannot read (permission denied)") from None
     except OSError as exc:
-        raise TraceError(path, f"cannot read ({exc.strerror or exc})") from None
+        raise TraceError(path, read_problem(exc)) from None
     try:
         _check_regular(path, os.fstat(fd).st_mode)  # the path may have changed since the stat
     except BaseException:
         os.close(fd)
         raise
     return os.fdopen(fd, "rb")
+
+
+def read_problem(exc: OSError) -> str:
+    """What an ``OSError`` from opening or reading a file means, as its error line says it."""
+    if exc.errno == errno.ELOOP:
+        return "too many levels of symbolic links (a symlink loop)"
+    return f"cannot read ({exc.strerror or exc})"
 
 
 def text_limit(compressed_bytes: int, max_text_bytes: int | None = None) -> int:
@@ -119,29 +134,40 @@ def text_chunks(path: str, max_text_bytes: int | None = None, chunk_bytes: int =
 
         try:
             if not is_gzip(f):
+                first = True
                 while chunk := f.read(chunk_bytes):
                     report()
+                    if first and chunk.startswith(_BOM):
+                        chunk = chunk[len(_BOM):]
+                    first = False
                     yield chunk
                 return
             limit = text_limit(os.fstat(f.fileno()).st_size, max_text_bytes)
             total = 0
             with GzipFile(fileobj=f, mode="rb") as z:
                 while chunk := z.read(min(chunk_bytes, limit + 1 - total)):
+                    if not total and chunk.startswith(_BOM):
+                        chunk, total = chunk[len(_BOM):], len(_BOM)
                     total += len(chunk)
-                    if total > limit:
-                        raise TraceError(path, _too_large(limit, max_text_bytes))
+                    # the whole limit, and (not set explicitly) the limit of the part read so far
+                    if total > limit or (not max_text_bytes and total > text_limit(f.tell())):
+                        raise TraceError(path, _too_large(limit, max_text_bytes, total, f.tell()))
                     report()
                     yield chunk
         except _GZIP_ERRORS as exc:
             raise TraceError(path, f"corrupt or truncated gzip data ({exc})") from None
         except OSError as exc:
-            raise TraceError(path, f"cannot read ({exc.strerror or exc})") from None
+            raise TraceError(path, read_problem(exc)) from None
 
 
-def _too_large(limit: int, explicit: int | None) -> str:
+def _too_large(limit: int, explicit: int | None, text: int, compressed: int) -> str:
     mib = limit / (1 << 20)
     if explicit:
         return f"decompresses to more than {mib:,.0f} MiB of JSON (the --max-json-mb limit)"
+    if text <= limit:  # refused part-way: the part read so far expands too much
+        return (f"decompresses to more than {MAX_EXPANSION} times its compressed size "
+                f"({text / (1 << 20):,.0f} MiB of JSON from its first {compressed / (1 << 20):,.1f} MiB; "
+                "a gzip bomb?); give --max-json-mb to read it anyway")
     return (f"decompresses to more than {mib:,.0f} MiB of JSON, over {MAX_EXPANSION} times its "
             "compressed size (a gzip bomb?); give --max-json-mb to read it anyway")
 

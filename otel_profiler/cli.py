@@ -1,6 +1,7 @@
 """The ``otel-profiler`` command line: parses arguments, dispatches to a subcommand module.
 
-Unusable input ends with one line on stderr naming the input and what is wrong, and exit code 2.
+Unusable input ends with one line on stderr naming the input and what is wrong, and exit code 2;
+every name on that line is made safe for a terminal (``profiler_warnings.print_error``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import sys
 
 from cuda_tracer.profile import TraceError
 
+from .profiler_warnings import print_error
 from .version import __version__
 from .commands import COMMANDS
 
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except TraceError as exc:
-        print(f"otel-profiler: error: {exc}", file=sys.stderr)
+        print_error(str(exc))
         return EXIT_BAD_INPUT
     except BrokenPipeError:
         return 0

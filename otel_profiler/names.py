@@ -11,6 +11,8 @@
   past ``limit`` characters. The full name stays one hover or click away wherever a short form is
   shown.
 - ``short_names(names)``: short forms of several names, folding less where two would read the same.
+- ``terminal_safe(text)``: ``text`` as it may be printed to a terminal, control characters and
+  lone surrogates escaped (``cuda_tracer.terminal_lines``): every name printed goes through it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from typing import Iterable
+
+from cuda_tracer.terminal_lines import terminal_safe  # noqa: F401  (one definition, re-exported)
 
 try:
     from cpp_demangle import demangle as _cpp_demangle

@@ -1,63 +1,33 @@
-"""The profiler's warnings. Inside a training process, ``warn`` says each message once, on one line
-(``otel-profiler: warning: ...`` on stderr), and never raises. Outside one (the command line, the
-exporter process), ``print_warning`` prints the same line every time it is called.
+"""The profiler's warnings and error lines, each on one line, every name in it made safe for a
+terminal (``cuda_tracer.terminal_lines.terminal_safe``: a trace's, a file's or a process's name
+cannot send escape sequences).
 
-Where Python's warning machinery is being recorded (``warnings.catch_warnings(record=True)``,
-pytest) or redirected (``logging.captureWarnings``), the message is issued as a
-``ProfilerWarning`` instead, so it is recorded there, and filters (``-W ignore::...``) apply.
-Printed directly otherwise, because Python's own display takes two lines (file and line number,
-then the source line of the profiler that issued it), which tells a user nothing.
+Inside a training process, ``warn`` says each message once (``otel-profiler: warning: ...`` on
+stderr) and never raises, or issues it as a ``ProfilerWarning`` where warnings are recorded
+(``cuda_tracer.terminal_lines.say_once``). Outside one (the command line, the exporter process),
+``print_warning`` and ``print_error`` print their line every time they are called.
 """
 
 from __future__ import annotations
 
 import sys
-import threading
-import warnings
 
+from cuda_tracer.terminal_lines import ProfilerWarning, say_once, terminal_safe
 
-class ProfilerWarning(RuntimeWarning):
-    """Everything the profiler has to tell the user (bad settings, backing off, a failure)."""
-
-
-_said: set[str] = set()
-_lock = threading.Lock()
-
-
-def _default_display() -> bool:
-    """Whether warnings would be shown by Python's default display (nobody records them)."""
-    original = getattr(warnings, "_showwarning_orig", None)
-    impl = getattr(warnings, "_showwarnmsg_impl", None)
-    return original is not None and warnings.showwarning is original and \
-        getattr(impl, "__module__", None) == "warnings" and getattr(impl, "__name__", "") == "_showwarnmsg_impl"
-
-
-def _filtered_out() -> bool:
-    """A ``-W``/``filterwarnings`` rule that silences ProfilerWarning (or all warnings)."""
-    for action, message, category, module, _ in warnings.filters:
-        if issubclass(ProfilerWarning, category) and (message is None or message.match("otel-profiler")) \
-                and module is None:
-            return action == "ignore"
-    return False
+__all__ = ["ProfilerWarning", "print_error", "print_warning", "warn"]
 
 
 def warn(message: str) -> None:
-    """Tell the user once, on one line, never raising (stderr may be unusable, e.g. inside a
-    signal handler)."""
-    try:
-        if not _default_display():
-            warnings.warn(f"otel-profiler: {message}", ProfilerWarning, stacklevel=3)
-            return
-        with _lock:
-            if message in _said:
-                return
-            _said.add(message)
-        if not _filtered_out():
-            print(f"otel-profiler: warning: {message}", file=sys.stderr, flush=True)
-    except Exception:
-        pass
+    """Tell the user once, on one line, never raising."""
+    say_once(message, stacklevel=3)
 
 
 def print_warning(message: str) -> None:
     """The command line's and the exporter process's warning: the same one line, every time."""
-    print(f"otel-profiler: warning: {message}", file=sys.stderr, flush=True)
+    print(f"otel-profiler: warning: {terminal_safe(message)}", file=sys.stderr, flush=True)
+
+
+def print_error(message: str) -> None:
+    """The command line's error line (``otel-profiler: error: ...``), naming the input and what
+    is wrong with it."""
+    print(f"otel-profiler: error: {terminal_safe(message)}", file=sys.stderr, flush=True)

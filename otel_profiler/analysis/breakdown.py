@@ -2,8 +2,10 @@
 
 Definitions follow Holistic Trace Analysis (HTA), stated next to the code:
 
-- **Kernel class**: *communication* when the name looks like a collective library kernel
-  (``nccl``/``rccl``/``hccl``), *memory* for memcpy and memset, *compute* for every other kernel.
+- **Kernel class**: *communication* when the name looks like a collective library kernel (starts
+  with ``nccl``/``rccl``/``hccl``, or holds ``ncclKernel``/``ncclDevKernel``, in any case), *memory*
+  for memcpy and memset, *compute* for every other kernel. Plain substring tests on the lowered name:
+  linear in its length.
 - **Temporal breakdown** of a device: merge the intervals of every GPU op (kernel, memcpy, memset) of
   the device across its streams. ``span`` runs from the first op start to the last op end;
   ``busy`` is the merged busy time, ``idle = span - busy``; ``compute`` is the merged time of compute
@@ -17,8 +19,6 @@ Definitions follow Holistic Trace Analysis (HTA), stated next to the code:
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from cuda_tracer.correlate import Correlation
@@ -28,7 +28,8 @@ from .stats import unique_rows
 
 COMPUTE, COMMUNICATION, MEMORY = "compute", "communication", "memory"
 KERNEL_CLASSES = (COMPUTE, COMMUNICATION, MEMORY)
-_COMMUNICATION = re.compile(r"^(nccl|rccl|hccl)|ncclKernel|ncclDevKernel", re.IGNORECASE)
+_COLLECTIVE_PREFIXES = ("nccl", "rccl", "hccl")
+_COLLECTIVE_PARTS = ("ncclkernel", "nccldevkernel")
 
 CONSECUTIVE_KERNEL_DELAY_NS = 30_000
 """HTA's ``consecutive_kernel_delay`` is 30 in the trace's unit, which is µs for Kineto traces."""
@@ -37,7 +38,9 @@ CONSECUTIVE_KERNEL_DELAY_NS = 30_000
 def kernel_class(kind: int, name: str) -> str:
     if kind != Kind.KERNEL:
         return MEMORY
-    return COMMUNICATION if _COMMUNICATION.search(name) else COMPUTE
+    lowered = name.lower()
+    collective = lowered.startswith(_COLLECTIVE_PREFIXES) or any(p in lowered for p in _COLLECTIVE_PARTS)
+    return COMMUNICATION if collective else COMPUTE
 
 
 def classify(batch: EventBatch, rows: np.ndarray) -> np.ndarray:

@@ -25,10 +25,11 @@ def load_inputs(args) -> tuple:
     """The profile of ``args.inputs`` and the exit code so far: each unreadable rank file is named
     on one line of stderr and left out (exit code 2, the other ranks are still used); raises
     ``TraceError`` when nothing is readable, or when the inputs are not the ranks of one job
-    (unless ``args.separate``)."""
-    import sys
-
+    (unless ``args.separate``). A rank whose over-long strings were cut is named on one line."""
     from cuda_tracer.loading import load_profile
+    from cuda_tracer.trace_files import MAX_STRING_CHARS
+
+    from ..profiler_warnings import print_error, print_warning
 
     max_text = args.max_json_mb << 20 if getattr(args, "max_json_mb", None) else None
     with progress_bar("reading", "B") as progress:
@@ -37,10 +38,14 @@ def load_inputs(args) -> tuple:
                                progress=progress)
     if not profile.ranks and profile.refused:
         for exc in profile.refused[:-1]:
-            print(f"otel-profiler: error: {exc}", file=sys.stderr)
+            print_error(str(exc))
         raise profile.refused[-1]
     for exc in profile.refused:
-        print(f"otel-profiler: error: {exc} (left out; the other ranks are used)", file=sys.stderr)
+        print_error(f"{exc} (left out; the other ranks are used)")
+    for rank in profile.ranks:
+        if rank.meta.get("strings_cut"):
+            print_warning(f"{rank.meta.get('file') or rank.meta.get('source')}: {rank.meta['strings_cut']:,} "
+                          f"string(s) longer than {MAX_STRING_CHARS:,} characters cut to that length")
     return profile, 2 if profile.refused else 0
 
 

@@ -7,6 +7,7 @@ import sys
 
 from ..analysis.diff import diff, tables
 from ..analysis.summary import summarize
+from ..names import terminal_safe
 from ..report.console import render_json, table_text
 from . import count, load_inputs
 
@@ -56,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
         text = render_diff_html(d, top=args.top)
     else:
         width = max(args.name_width, 0)
-        text = "\n".join([f"base: {', '.join(d['base']['sources'])}",
-                          f"new:  {', '.join(d['new']['sources'])}", ""] +
+        text = "\n".join([terminal_safe(f"base: {', '.join(d['base']['sources'])}"),
+                          terminal_safe(f"new:  {', '.join(d['new']['sources'])}"), ""] +
                          [table_text(t, h, rows, width) for t, h, rows in tables(d, args.top) if rows])
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:

@@ -18,7 +18,8 @@ import sys
 from .. import config
 from ..export.sinks import PROTOCOLS, deliver, endpoint_problem, open_sink, resolve_target, safe_text
 from ..export.sinks.files import DOWN, REFUSED, SENT, drain_file, spool_files
-from ..profiler_warnings import print_warning
+from ..names import terminal_safe
+from ..profiler_warnings import print_error, print_warning
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     for w in settings.warnings:
         print_warning(w)
     if not os.path.exists(args.spool):
-        print(f"otel-profiler: error: {args.spool}: no such file or folder", file=sys.stderr)
+        print_error(f"{args.spool}: no such file or folder")
         return 2
     if args.endpoint and endpoint_problem(args.endpoint):
         print(f"otel-profiler: error: --endpoint {safe_text(args.endpoint)!r}: {endpoint_problem(args.endpoint)}",
@@ -86,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
           + (f"; {len(kept)} file(s) kept for later" if kept else "")
           + (f"; {len(aside)} unreadable file(s) set aside" if aside else ""), file=sys.stderr)
     for path, why in kept:
-        print(f"otel-profiler: kept {path}: {why}", file=sys.stderr)
+        print(f"otel-profiler: kept {terminal_safe(path)}: {terminal_safe(why)}", file=sys.stderr)
     for path, result in aside:
-        print(f"otel-profiler: unreadable {path} ({result.problem}): the unreadable part is kept in "
-              f"{result.aside}, {result.sent} request(s) before it were sent", file=sys.stderr)
+        print(f"otel-profiler: unreadable {terminal_safe(path)} ({result.problem}): the unreadable part is "
+              f"kept in {terminal_safe(result.aside)}, {result.sent} request(s) before it were sent", file=sys.stderr)
     return 1 if kept or aside else 0

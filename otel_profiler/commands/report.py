@@ -13,6 +13,7 @@ from cuda_tracer.private_files import open_private
 
 from ..analysis.document import SummaryDocument
 from ..analysis.insights import Thresholds
+from ..names import terminal_safe
 from ..report.renderers import RENDERERS, RenderOptions
 from . import add_inputs, add_thresholds, load_inputs
 
@@ -40,8 +41,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         with open_private(args.output, "wb") as f:  # user-only (0600), made before the work
             output = RENDERERS[args.format](SummaryDocument(profile, thresholds), RenderOptions())
-            f.write(output if isinstance(output, bytes) else output.encode("utf-8"))
+            # a file name that is no UTF-8 (its bytes as surrogates) is written as \udcXX text
+            f.write(output if isinstance(output, bytes) else output.encode("utf-8", "backslashreplace"))
     except OSError as exc:
         raise TraceError(args.output, f"cannot write ({exc.strerror or exc})") from None
-    print(f"wrote {args.output}", file=sys.stderr)
+    print(f"wrote {terminal_safe(args.output)}", file=sys.stderr)
     return status

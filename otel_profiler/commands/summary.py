@@ -11,6 +11,7 @@ from cuda_tracer.profile import TraceError
 
 from ..analysis.document import SummaryDocument
 from ..analysis.insights import Thresholds
+from ..names import terminal_safe
 from ..report.console import render_json
 from ..report.renderers import RENDERERS, RenderOptions
 from . import add_inputs, add_thresholds, load_inputs
@@ -72,7 +73,7 @@ def _render_jobs(args: argparse.Namespace, jobs: list, thresholds) -> str:
         return render_json({"jobs": [doc.summary for doc in docs]})
     parts = []
     for i, (job, doc) in enumerate(zip(jobs, docs), 1):
-        heading = f"job {i} of {len(jobs)}: {', '.join(name_of(r) for r in job.ranks)}"
+        heading = terminal_safe(f"job {i} of {len(jobs)}: {', '.join(name_of(r) for r in job.ranks)}")
         heading = f"# {heading}" if args.format == "csv" else f"{heading}\n{'=' * min(len(heading), 100)}"
         parts.append(f"{heading}\n{_render(args, doc)}")
     return "\n\n".join(parts)

@@ -19,6 +19,8 @@ import stat
 import sys
 
 from ..live.triggers import MIN_INTERVAL_S, is_private_folder, send, socket_name, trigger_folder
+from ..names import terminal_safe
+from ..profiler_warnings import print_error
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _error(text: str, code: int = 1) -> int:
-    print(f"otel-profiler: error: {text}", file=sys.stderr)
+    print_error(text)
     return code
 
 
@@ -80,7 +82,7 @@ def _handles_sigusr2(pid: int) -> bool | None:
 def _process_name(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/comm") as f:
-            return f" ({f.read().strip()})"
+            return f" ({terminal_safe(f.read().strip())})"  # a name any local user can choose
     except OSError:
         return ""
 
@@ -105,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
                       "OTEL_PROFILER_TRIGGER_PORT (or run --trigger-port) plus local rank is this port "
                       "runs on this host; nothing was sent")
     print(f"otel-profiler: sent a capture request (one datagram) to trigger port {port} "
-          f"({', '.join(sent)}); the job captures its next OTEL_PROFILER_WINDOW_STEPS "
+          f"({terminal_safe(', '.join(sent))}); the job captures its next OTEL_PROFILER_WINDOW_STEPS "
           f"steps (5 by default; it takes one request per {MIN_INTERVAL_S:g} s)", file=sys.stderr)
     return 0
 

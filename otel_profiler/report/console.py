@@ -3,7 +3,9 @@
 The text form shows the sections the profile has and folds the ones it lacks into one line
 (``not in this profile: ...``); kernel names appear in their short form (template arguments folded;
 ``--format json``/``csv`` carry the full and the raw names); insights are wrapped to the terminal
-width, never cut.
+width, never cut. Every text (names of kernels, operators, annotations, files) is printed terminal-safe:
+control characters are escaped in the table and CSV forms (``names.terminal_safe``), and written as
+``\\u`` escapes in JSON (the same strings once parsed), so a name cannot send escape sequences.
 """
 
 from __future__ import annotations
@@ -11,12 +13,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import shutil
 import textwrap
 from typing import Any, Iterable, NamedTuple, Sequence
 
 from ..analysis.platform import PLATFORM_WORDS
-from ..names import short_name
+from ..names import short_name, terminal_safe
 
 
 class Table(NamedTuple):
@@ -227,7 +230,7 @@ def _fmt(value: Any) -> str:
         return f"{value:,.3f}" if abs(value) < 1e6 else f"{value:,.0f}"
     if isinstance(value, int):
         return f"{value:,}"
-    return str(value)
+    return terminal_safe(str(value))
 
 
 def render_table(summary: dict, top: int = 20, name_width: int = 90, width: int | None = None) -> str:
@@ -236,7 +239,7 @@ def render_table(summary: dict, top: int = 20, name_width: int = 90, width: int 
     width = width or max(60, shutil.get_terminal_size((100, 24)).columns)
     lines: list[str] = []
     if summary.get("notes"):
-        lines.extend(f"note: {n}" for n in summary["notes"])
+        lines.extend(terminal_safe(f"note: {n}") for n in summary["notes"])
         lines.append("")
     lacks = []
     no_gpu = not summary["devices"]
@@ -271,7 +274,7 @@ def _table_lines(table: Table, name_width: int) -> list[str]:
                  for i, c in enumerate(row)]
         return "  ".join(parts).rstrip()
 
-    return [f"== {table.title}", line(table.header), "  ".join("-" * w for w in widths),
+    return [terminal_safe(f"== {table.title}"), line(table.header), "  ".join("-" * w for w in widths),
             *(line(r) for r in cells), ""]
 
 
@@ -284,11 +287,11 @@ def table_text(title: str, header: Sequence[str], rows: list[Sequence[Any]], nam
 def _insight_lines(insights: list[dict], title: str, width: int) -> list[str]:
     lines = [f"== {title}"]
     for i in insights:
-        lines.extend(textwrap.wrap(f"[{i['severity']}] {i['title']} ({i['rule']}, {i['scope']})", width,
-                                   subsequent_indent="  ", break_on_hyphens=False))
-        lines.extend(textwrap.wrap(i["evidence"], width, initial_indent="    ",
+        head = terminal_safe(f"[{i['severity']}] {i['title']} ({i['rule']}, {i['scope']})")
+        lines.extend(textwrap.wrap(head, width, subsequent_indent="  ", break_on_hyphens=False))
+        lines.extend(textwrap.wrap(terminal_safe(i["evidence"]), width, initial_indent="    ",
                                    subsequent_indent="    ", break_on_hyphens=False))
-        lines.extend(textwrap.wrap(i["recommendation"], width, initial_indent="    fix: ",
+        lines.extend(textwrap.wrap(terminal_safe(i["recommendation"]), width, initial_indent="    fix: ",
                                    subsequent_indent="         ", break_on_hyphens=False))
         lines.append("")
     return lines
@@ -303,12 +306,18 @@ def render_csv(summary: dict) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     for table in tables(summary, top=10**9):
-        buf.write(f"# {table.title}\n")
+        buf.write(f"# {terminal_safe(table.title)}\n")
         writer.writerow(table.header)
-        writer.writerows(table.rows)
+        writer.writerows([terminal_safe(c) if isinstance(c, str) else c for c in row] for row in table.rows)
         buf.write("\n")
     return buf.getvalue()
 
 
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\ud800-\udfff]")  # json escapes C0 itself
+
+
 def render_json(summary: dict) -> str:
-    return json.dumps(summary, indent=1, ensure_ascii=False)
+    """Indented JSON, non-ASCII text as is, but DEL, C1 controls and lone surrogates as ``\\u``
+    escapes (they can only stand inside strings: the same JSON value, safe on a terminal)."""
+    text = json.dumps(summary, indent=1, ensure_ascii=False)
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _JSON_UNSAFE.search(text) else text

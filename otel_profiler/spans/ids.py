@@ -55,8 +55,8 @@ def run_id_of(meta: dict[str, Any]) -> str:
 
 def run_id_of_sources(sources: list[str]) -> str:
     """One run id for files exported together (their base names, in any order)."""
-    return hashlib.blake2b("\n".join(sorted(os.path.basename(s) for s in sources)).encode(),
-                           digest_size=8).hexdigest()
+    names = "\n".join(sorted(os.path.basename(s) for s in sources))
+    return hashlib.blake2b(names.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()  # any file name
 
 
 def trace_rank(meta: dict[str, Any], batch: EventBatch) -> int:
