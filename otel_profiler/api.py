@@ -125,20 +125,51 @@ def step() -> None:
         session.step_boundary(manual=True)
 
 
+_MAX_STEP = 2**63 - 2  # step numbers (and the next one) are int64 in the profile
+_bad_step_said = False
+
+
+def _step_number(value: Any) -> int | None:
+    """``value`` as a step number (what ``int`` makes of it, from 0), or None; the first value
+    that is none is named in one warning (later ones are not: a loop would repeat it)."""
+    global _bad_step_said
+    try:
+        number = int(value)
+        if 0 <= number <= _MAX_STEP:
+            return number
+    except Exception:  # TypeError, ValueError, OverflowError, or a user __int__ failing its own way
+        pass
+    if not _bad_step_said:
+        _bad_step_said = True
+        from .profiler_warnings import warn
+
+        try:
+            import reprlib
+
+            shown = reprlib.repr(value)
+        except Exception:
+            shown = f"a {type(value).__name__}"
+        warn(f"step_context({shown}): not a step number (an integer from 0); such blocks are not "
+             "recorded as steps")
+    return None
+
+
 class step_context:
-    """``with step_context(n):`` records step ``n`` as exactly the time spent inside the block."""
+    """``with step_context(n):`` records step ``n`` as exactly the time spent inside the block.
+    A value that is no step number (``step_context("abc")``) gives one warning and records nothing;
+    the block runs as it would without the profiler."""
 
     __slots__ = ("number", "_start")
 
     def __init__(self, number: int) -> None:
-        self.number = int(number)
+        self.number = _step_number(number)
         self._start = 0
 
     def __enter__(self) -> "step_context":
         from .live.session import current
 
         self._start = perf_counter_ns()
-        session = current()
+        session = current() if self.number is not None else None
         if session is not None:
             session.step_begin(self.number)
         return self
@@ -146,7 +177,7 @@ class step_context:
     def __exit__(self, *exc: Any) -> None:
         from .live.session import current
 
-        session = current()
+        session = current() if self.number is not None else None
         if session is not None:
             session.step_end(self.number, self._start, perf_counter_ns())
 

@@ -36,13 +36,15 @@ def _numeric():
     return [v for v in config.VARIABLES.values() if hasattr(v.parse, "maximum")]
 
 
-def test_every_numeric_setting_has_an_upper_bound_and_a_huge_value_is_one_warning():
+def test_every_numeric_setting_has_an_upper_bound_and_a_huge_value_keeps_the_default():
     numeric = _numeric()
     assert len(numeric) >= 15
     for var in numeric:
         assert var.parse.maximum is not None, var.name
         loaded = config.load({var.name: "9" * 30})
-        assert len(loaded.warnings) == 1 and "at most" in loaded.warnings[0], var.name
+        assert loaded.ok and not loaded.warnings, var.name  # profiling goes on
+        (notice,) = loaded.notices
+        assert "at most" in notice and notice.endswith("is kept"), (var.name, notice)
         assert loaded[var.name] == var.default
         assert config.load({var.name: str(var.parse.maximum)}).ok, var.name  # the bound itself is fine
 
@@ -124,14 +126,16 @@ for i in range(6):
 """
 
 
-def _zero_code(tmp_path, **env):
+def _zero_code(tmp_path, job: str = JOB, **env):
+    """Run ``job`` profiled zero-code (no capture window unless ``env`` sets OTEL_PROFILER_STEPS)."""
     from otel_profiler.bootstrap import SITE_DIR
 
-    (tmp_path / "job.py").write_text(JOB)
+    (tmp_path / "job.py").write_text(job)
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PYTHONPATH"))}
     environ.update(OTEL_PROFILER_ENABLED="true", PYTHONPATH=SITE_DIR, OTEL_PROFILER_SIGNAL="false",
                    OTEL_PROFILER_PROFILE_DIR=str(tmp_path / "prof"), OTEL_PROFILER_SUMMARY_AT_EXIT="false",
-                   OTEL_METRICS_EXPORTER="none", OTEL_PROFILER_STEPS="off", **env)
+                   OTEL_METRICS_EXPORTER="none", OTEL_PROFILER_STEPS="off")
+    environ.update(env)
     return subprocess.run([sys.executable, str(tmp_path / "job.py")], env=environ, capture_output=True,
                           text=True, timeout=300)
 
@@ -152,3 +156,55 @@ def test_every_warning_of_a_job_is_one_line(tmp_path):
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("otel-profiler: warning: profiling is off"), lines
     assert "OTEL_PROFILER_FLUSH_INTERVAL_S" in lines[0] and "Warning" not in lines[0]
+
+
+# ------------------------------------------------------------------ out of range: the default kept
+@pytest.mark.parametrize("name, value, expected", [
+    ("OTEL_PROFILER_WINDOW_STEPS", "0", "must be at least 1; the default 5 is kept"),
+    ("OTEL_PROFILER_SLOW_STEP_FACTOR", "0.0001", "must be 0 (off) or more than 1; the default 3 is kept"),
+    ("OTEL_PROFILER_SLOW_STEP_FACTOR", "1", "must be 0 (off) or more than 1; the default 3 is kept"),
+    ("OTEL_PROFILER_SPOOL_MAX_MB", "-5", "must be at least 0; the default 1024 is kept"),
+])
+def test_a_value_out_of_range_keeps_the_default_with_one_notice(name, value, expected):
+    loaded = config.load({name: value})
+    assert loaded.ok and not loaded.warnings  # profiling goes on
+    assert loaded.notices == (f"{name}={value!r}: {expected}",)
+    assert loaded[name] == config.VARIABLES[name].default
+
+
+def test_the_slow_step_factor_is_off_or_more_than_1():
+    assert config.load({"OTEL_PROFILER_SLOW_STEP_FACTOR": "0"})["OTEL_PROFILER_SLOW_STEP_FACTOR"] == 0
+    assert config.load({"OTEL_PROFILER_SLOW_STEP_FACTOR": "1.5"})["OTEL_PROFILER_SLOW_STEP_FACTOR"] == 1.5
+    assert not config.load({"OTEL_PROFILER_SLOW_STEP_FACTOR": "fast"}).ok  # unreadable: still off
+
+
+@pytest.mark.parametrize("env, name, off, line", [
+    ({"OTEL_PROFILER_TRIGGER_PORT": "65535", "LOCAL_RANK": "3"}, "OTEL_PROFILER_TRIGGER_PORT", 0,
+     "OTEL_PROFILER_TRIGGER_PORT=65535 plus local rank 3 is 65538, not a port (1-65535); the trigger port is off"),
+    ({"OTEL_PROFILER_PROMETHEUS_PORT": "65000", "SLURM_LOCALID": "600"}, "OTEL_PROFILER_PROMETHEUS_PORT", 0,
+     "OTEL_PROFILER_PROMETHEUS_PORT=65000 plus local rank 600 is 65600, not a port (1-65535); "
+     "the /metrics endpoint is off"),
+    ({"OTEL_METRICS_EXPORTER": "prometheus,console", "LOCAL_RANK": "60000"}, "OTEL_METRICS_EXPORTER",
+     ("console",), "OTEL_EXPORTER_PROMETHEUS_PORT=9464 plus local rank 60000 is 69464, not a port (1-65535); "
+     "the prometheus metrics exporter is off"),
+])
+def test_a_port_past_65535_with_the_local_rank_turns_that_feature_off(env, name, off, line):
+    loaded = config.load(env)
+    assert loaded.ok and loaded.notices == (line,)
+    assert loaded[name] == off
+    assert not config.load({**env, "LOCAL_RANK": "0", "SLURM_LOCALID": "0"}).notices  # rank 0: in range
+
+
+def test_a_job_with_out_of_range_settings_and_ports_runs_profiled_with_one_line_each(tmp_path):
+    """Out-of-range values and ports past 65535 with the local rank: the job runs profiled (the
+    defaults kept, those features off), one line for each, no OverflowError."""
+    done = _zero_code(tmp_path, LOCAL_RANK="3", OTEL_PROFILER_TRIGGER_PORT="65535",
+                      OTEL_PROFILER_PROMETHEUS_PORT="65534", OTEL_PROFILER_SLOW_STEP_FACTOR="0.0001",
+                      OTEL_PROFILER_WINDOW_STEPS="0")
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 4 and all(line.startswith("otel-profiler: warning: ") for line in lines), lines
+    for said in ("OTEL_PROFILER_TRIGGER_PORT=65535 plus local rank 3", "OTEL_PROFILER_PROMETHEUS_PORT=65534 plus",
+                 "OTEL_PROFILER_SLOW_STEP_FACTOR='0.0001'", "OTEL_PROFILER_WINDOW_STEPS='0'"):
+        assert any(said in line for line in lines), (said, lines)
+    assert list((tmp_path / "prof").glob("rank-*.events"))  # profiling ran

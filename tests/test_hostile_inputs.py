@@ -151,3 +151,29 @@ def test_every_repository_trace_still_reads(shared_traces):
         assert "strings_cut" not in rank.meta, path
         assert len(rank.batch) or not rank.meta["skipped_events"], path
 
+
+
+# ----------------------------------------------------------------------------- inside a job
+BAD_STEPS_JOB = """
+from otel_profiler import annotate, step_context
+for i in range(8):
+    with step_context(i if i % 2 else "abc"):  # every other step a value that is no step number
+        with annotate("work"):
+            sum(range(1000))
+print("finished", flush=True)
+"""
+
+
+def test_a_bad_step_context_value_never_raises_and_every_warning_is_one_line(tmp_path):
+    """``step_context("abc")`` is one warning and runs its block; the capture window of steps 1:3
+    on a machine where CUPTI cannot start (no GPU driver) is one line too, not Python's two."""
+    from test_config import _zero_code
+
+    done = _zero_code(tmp_path, BAD_STEPS_JOB, OTEL_PROFILER_STEPS="1:3")
+    assert done.returncode == 0 and done.stdout == "finished\n", done.stderr
+    lines = done.stderr.splitlines()
+    assert all(line.startswith("otel-profiler: warning: ") for line in lines), lines
+    assert [line for line in lines if "step_context" in line] == [
+        "otel-profiler: warning: step_context('abc'): not a step number (an integer from 0); such blocks "
+        "are not recorded as steps"]
+    assert list((tmp_path / "prof").glob("rank-*.events"))  # the good steps were recorded

@@ -77,9 +77,9 @@ def test_activities_and_snapshot_settings_are_validated():
         config.parse_activities("memroy")
     settings = config.load({"OTEL_PROFILER_MEMORY_SNAPSHOT": "5000"})
     assert settings["OTEL_PROFILER_MEMORY_SNAPSHOT"] == 5000
-    bad = config.load({"OTEL_PROFILER_MEMORY_SNAPSHOT": "-1"})  # a bad value: one warning, the default
-    assert bad["OTEL_PROFILER_MEMORY_SNAPSHOT"] == 0
-    assert len(bad.warnings) == 1 and bad.warnings[0].startswith("OTEL_PROFILER_MEMORY_SNAPSHOT='-1'")
+    bad = config.load({"OTEL_PROFILER_MEMORY_SNAPSHOT": "-1"})  # out of range: one notice, the default
+    assert bad["OTEL_PROFILER_MEMORY_SNAPSHOT"] == 0 and bad.ok
+    assert len(bad.notices) == 1 and bad.notices[0].startswith("OTEL_PROFILER_MEMORY_SNAPSHOT='-1'")
 
 
 def test_cuda_memory_is_harmless_without_cuda(tmp_path):

@@ -1,10 +1,14 @@
 """Every ``OTEL_PROFILER_*`` environment variable, defined, documented and validated in one place.
 
-Each variable is declared once with :func:`define` (name, default, parser, one-line doc). ``load``
-reads them all from an environment mapping and never raises: a bad value yields one warning naming
-the variable, the value and what is expected, and the profiler treats it as unusable (``ok`` is
-False) so that profiling turns itself off instead of crashing the job. The README's variable table
-is generated from this module (``python -m otel_profiler.config``).
+Each variable is declared once with :func:`define` (name, default, parser from ``parsers``, one-line
+doc). ``load``
+reads them all from an environment mapping and never raises. A number out of its range keeps the
+variable's default, with one notice saying so (``Settings.notices``); so does a port that is out of
+range once the process's local rank is added to it (that feature is off instead when it has no
+usable default). A value that cannot be read at all (not a number, an unknown word) yields one
+warning naming the variable, the value and what is expected, and the profiler treats the settings as
+unusable (``ok`` is False) so that profiling turns itself off instead of guessing. The README's
+variable table is generated from this module (``python -m otel_profiler.config``).
 
 Standard OpenTelemetry variables (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``,
 ``OTEL_SDK_DISABLED``, ``OTEL_EXPORTER_OTLP_*``) are declared here too, so one module knows every
@@ -19,20 +23,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from .spans.options import DEFAULT_SPAN_BUDGET, DEFAULT_WINDOW_NS
-
-
-class ConfigError(ValueError):
-    pass
-
-
-class FeatureOff(ConfigError):
-    """A bad value that turns one feature off (an OTLP endpoint: no export of that signal), not
-    profiling: ``load`` reports it in ``Settings.notices`` and keeps ``off_value``."""
-
-    def __init__(self, message: str, off_value: Any) -> None:
-        super().__init__(message)
-        self.off_value = off_value
+from ..spans.options import DEFAULT_SPAN_BUDGET, DEFAULT_WINDOW_NS
+from .parsers import (  # noqa: F401  (the parsers and their errors are part of this module's interface)
+    ACTIVITIES, ACTIVITY_GROUPS, Activities, ConfigError, FeatureOff, OutOfRange, StepRange,
+    local_rank, parse_activities, parse_basic_auth, parse_bool, parse_choice, parse_compression,
+    parse_endpoint, parse_factor, parse_float, parse_int, parse_key_values, parse_or_default,
+    parse_protocol, parse_step_range, parse_str)
 
 
 DAY_S = 86400.0
@@ -58,94 +54,6 @@ def define(name: str, default: Any, parse: Callable[[str], Any], doc: str,
     return var
 
 
-# ---------------------------------------------------------------------------------------- parsers
-def parse_bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off", ""):
-        return False
-    raise ConfigError("expected true or false")
-
-
-def _bounded(parse: Callable[[str], Any], minimum: Any, maximum: Any) -> Callable[[str], Any]:
-    parse.minimum, parse.maximum = minimum, maximum  # type: ignore[attr-defined]  (for bounds_table)
-    return parse
-
-
-def parse_int(minimum: int | None = None, maximum: int | None = None) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text.strip())
-        except ValueError:
-            raise ConfigError("expected an integer") from None
-        if minimum is not None and value < minimum:
-            raise ConfigError(f"must be at least {minimum}")
-        if maximum is not None and value > maximum:
-            raise ConfigError(f"must be at most {maximum}")
-        return value
-    return _bounded(parse, minimum, maximum)
-
-
-def parse_float(minimum: float | None = None, maximum: float | None = None) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = float(text.strip())
-        except ValueError:
-            raise ConfigError("expected a number") from None
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ConfigError("expected a finite number")
-        if minimum is not None and value < minimum:
-            raise ConfigError(f"must be at least {minimum}")
-        if maximum is not None and value > maximum:
-            raise ConfigError(f"must be at most {maximum:g}")
-        return value
-    return _bounded(parse, minimum, maximum)
-
-
-def parse_choice(*choices: str) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        value = text.strip().lower()
-        if value not in choices:
-            raise ConfigError(f"expected one of {', '.join(choices)}")
-        return value
-    return parse
-
-
-parse_str: Callable[[str], str] = str.strip
-
-
-def parse_or_default(default: str) -> Callable[[str], str]:
-    """Text where empty means ``default`` (a folder, a host to bind: never "" by accident)."""
-    return lambda text: text.strip() or default
-
-
-def parse_endpoint(text: str) -> str:
-    """An OTLP endpoint: empty (unset), an http(s):// URL with a host, or host:port for gRPC."""
-    from .export.sinks import INVALID_ENDPOINT, endpoint_problem
-
-    value = text.strip()
-    problem = endpoint_problem(value) if value else None
-    if problem:
-        raise FeatureOff(f"{problem}; nothing is exported to it", INVALID_ENDPOINT)
-    return value
-
-
-def parse_key_values(text: str) -> dict[str, str]:
-    """``k1=v1,k2=v2`` (W3C baggage style, as OTEL_RESOURCE_ATTRIBUTES and OTLP headers use)."""
-    from urllib.parse import unquote
-
-    out: dict[str, str] = {}
-    for item in text.split(","):
-        if not item.strip():
-            continue
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError("expected comma-separated key=value pairs")
-        out[unquote(key.strip())] = unquote(value.strip())
-    return out
-
-
 # ------------------------------------------------------------------------------ the variables
 # Standard OpenTelemetry SDK variables the profiler honours.
 define("OTEL_SDK_DISABLED", False, parse_bool, "Standard OpenTelemetry switch: true turns the profiler off.")
@@ -162,56 +70,6 @@ define("OTEL_PROFILER_OUTPUT_DIR", DEFAULT_OUTPUT_DIR, parse_or_default(DEFAULT_
 
 
 # ----------------------------------------------------------------- live capture (the session)
-class StepRange(tuple):
-    """``(start, stop)`` of a step range, shown as ``start:stop``."""
-
-    def __str__(self) -> str:
-        return f"{self[0]}:{self[1]}"
-
-
-class Activities(frozenset):
-    """A set of activity names, shown comma-separated (``gpu`` for the GPU group)."""
-
-    def __str__(self) -> str:
-        gpu = set(ACTIVITY_GROUPS["gpu"])
-        rest = sorted(self - gpu) if gpu <= self else sorted(self)
-        return ",".join((["gpu"] if gpu <= self else []) + rest) or "(none)"
-
-
-def parse_step_range(text: str) -> StepRange | None:
-    """``A:B`` means steps A to B-1; empty or ``off`` means no step range."""
-    value = text.strip().lower()
-    if value in ("", "off", "none"):
-        return None
-    first, sep, last = value.partition(":")
-    try:
-        a, b = int(first), int(last)
-    except ValueError:
-        raise ConfigError("expected START:STOP step numbers, e.g. 100:110") from None
-    if not sep or a < 0 or b <= a:
-        raise ConfigError("expected START:STOP with 0 <= START < STOP, e.g. 100:110")
-    return StepRange((a, b))
-
-
-ACTIVITY_GROUPS = {"gpu": ("kernel", "memcpy", "memset", "sync", "runtime", "driver")}
-ACTIVITIES = ("kernel", "memcpy", "memset", "sync", "runtime", "driver", "cpu_op", "memory")
-
-
-def parse_activities(text: str) -> Activities:
-    out: set[str] = set()
-    for item in text.split(","):
-        item = item.strip().lower()
-        if not item:
-            continue
-        if item in ACTIVITY_GROUPS:
-            out.update(ACTIVITY_GROUPS[item])
-        elif item in ACTIVITIES:
-            out.add(item)
-        else:
-            raise ConfigError(f"unknown activity {item!r}; expected gpu or any of {', '.join(ACTIVITIES)}")
-    return Activities(out)
-
-
 define("OTEL_PROFILER_PROFILE_DIR", "", parse_str,
        "Exact profile folder for this run (default: OTEL_PROFILER_OUTPUT_DIR/<run id>).")
 define("OTEL_PROFILER_RUN_ID", "", parse_str,
@@ -233,8 +91,9 @@ define("OTEL_PROFILER_WINDOW_PART_STEPS", 100, parse_int(minimum=1, maximum=100_
        "A detailed window is handed over in parts of this many steps, so long windows stay bounded.")
 define("OTEL_PROFILER_DURATION_S", 0.0, parse_float(minimum=0.0, maximum=1e9),
        "Also capture the first N seconds of the run in detail (0: off).")
-define("OTEL_PROFILER_SLOW_STEP_FACTOR", 3.0, parse_float(minimum=0.0, maximum=1000.0),
-       "Capture the next steps when one step takes this many times the recent median (0: off).")
+define("OTEL_PROFILER_SLOW_STEP_FACTOR", 3.0, parse_factor(maximum=1000.0),
+       "Capture the next steps when one step takes this many times the recent median (more than 1; "
+       "0: off).")
 define("OTEL_PROFILER_SIGNAL", True, parse_bool,
        "SIGUSR2 opens a detailed window on a running job (only if the program has no SIGUSR2 handler).")
 define("OTEL_PROFILER_TRIGGER_PORT", 0, parse_int(minimum=0, maximum=65535),
@@ -295,14 +154,6 @@ define("OTEL_TRACES_EXPORTER", Exporters(("otlp",)), _exporter_parser(EXPORTER_N
 # ------------------------------------------------------------ OTLP export (the exporter, export, replay)
 # Standard OTLP exporter variables first: a signal's own variant (TRACES_, METRICS_) wins over the
 # general one; unset signal variants default to None (= use the general one).
-def parse_protocol(text: str) -> str:
-    return parse_choice("grpc", "http/protobuf", "http/json")(text)
-
-
-def parse_compression(text: str) -> str:
-    return parse_choice("gzip", "none")(text)
-
-
 for _prefix, _what in (("OTEL_EXPORTER_OTLP_", "all signals"), ("OTEL_EXPORTER_OTLP_TRACES_", "traces"),
                        ("OTEL_EXPORTER_OTLP_METRICS_", "metrics")):
     _general = _prefix == "OTEL_EXPORTER_OTLP_"
@@ -345,13 +196,6 @@ define("OTEL_PROFILER_EXPORT_RETRY_S", 30.0, parse_float(minimum=0.0, maximum=DA
 
 
 # ------------------------------------------------------------------------ metrics (the publisher)
-def parse_basic_auth(text: str) -> str:
-    value = text.strip()
-    if value and (":" not in value or value.startswith(":")):
-        raise ConfigError("expected USER:PASSWORD")
-    return value
-
-
 define("OTEL_PROFILER_METRICS", True, parse_bool,
        "Compute metrics (system samplers, profile-derived) when a Prometheus port or an OTLP endpoint is set.")
 define("OTEL_PROFILER_METRICS_INTERVAL_S", 1.0, parse_float(minimum=0.05, maximum=3600.0),
@@ -406,7 +250,7 @@ class Settings:
 
 def load(environ: Mapping[str, str] | None = None) -> Settings:
     """Read and validate every defined variable, resolve the OTLP targets. Never raises."""
-    from .export.sinks import resolve_target
+    from ..export.sinks import resolve_target
 
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {}
@@ -419,10 +263,14 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
             continue
         try:
             values[var.name] = var.parse(raw)
+        except OutOfRange as exc:
+            notices.append(f"{var.name}={_shown(raw)}: {exc}; the default {_number(var.default)} is kept")
+            values[var.name] = var.default
         except ConfigError as exc:
             shown = "<hidden>" if var.secret else _shown(raw)
             (notices if isinstance(exc, FeatureOff) else warnings).append(f"{var.name}={shown}: {exc}")
             values[var.name] = exc.off_value if isinstance(exc, FeatureOff) else var.default
+    notices += _ports_with_rank(values, env)
     notices += unknown_names(env)
     metrics = values["OTEL_PROFILER_METRICS"] and not values["OTEL_SDK_DISABLED"]
     return Settings(values, tuple(warnings), tuple(notices),
@@ -430,6 +278,34 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
                     metrics_target=resolve_target(values, signal="metrics") if metrics else None,
                     service_name=values["OTEL_SERVICE_NAME"]
                     or values["OTEL_RESOURCE_ATTRIBUTES"].get("service.name") or script_name())
+
+
+def _ports_with_rank(values: dict[str, Any], env: Mapping[str, str]) -> list[str]:
+    """Each local rank listens on a port plus its local rank: one notice per port that this
+    puts past 65535 (or below 1), and that feature off (the trigger port, the profiler's
+    /metrics port, or ``prometheus`` in ``OTEL_METRICS_EXPORTER``), never an error later."""
+    rank = local_rank(env)
+    if not rank:
+        return []
+    out = []
+    for name in ("OTEL_PROFILER_TRIGGER_PORT", "OTEL_PROFILER_PROMETHEUS_PORT", "OTEL_EXPORTER_PROMETHEUS_PORT"):
+        port = values[name]
+        if not port or 1 <= port + rank <= 65535:
+            continue
+        if name == "OTEL_EXPORTER_PROMETHEUS_PORT":
+            exporters = values["OTEL_METRICS_EXPORTER"]
+            if "prometheus" not in exporters or values["OTEL_PROFILER_PROMETHEUS_PORT"]:
+                continue  # not used
+            kept = Exporters(n for n in exporters if n != "prometheus")
+            kept.unknown = exporters.unknown
+            values["OTEL_METRICS_EXPORTER"] = kept
+            off = "the prometheus metrics exporter is off"
+        else:
+            values[name] = 0
+            off = "the trigger port is off" if name == "OTEL_PROFILER_TRIGGER_PORT" else \
+                "the /metrics endpoint is off"
+        out.append(f"{name}={port} plus local rank {rank} is {port + rank}, not a port (1-65535); {off}")
+    return out
 
 
 def flag_value(name: str, flag: str, text: str) -> Any:
@@ -449,7 +325,7 @@ def script_name() -> str:
 
 def _shown(raw: str) -> str:
     """A value as a warning may show it: quoted, printable, short."""
-    from .export.sinks import safe_text
+    from ..export.sinks import safe_text
 
     return repr(safe_text(raw, 80))
 
@@ -494,7 +370,3 @@ def markdown_table() -> str:
         default = var.default if var.default not in ("", {}, None) else "(unset)"
         lines.append(f"| `{var.name}` | `{default}` | {var.doc} |")
     return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    print(markdown_table())
