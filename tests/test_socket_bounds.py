@@ -300,3 +300,55 @@ def test_trigger_floods_and_forked_workers_in_a_live_job(tmp_path: Path) -> None
     windows = json.loads((tmp_path / "prof" / "rank-0.json").read_text())["windows"]
     assert [w["reason"] for w in windows].count("demand") == 1, windows
     assert not os.path.exists(path)  # removed at exit
+
+
+def test_a_socket_left_by_a_killed_job_is_replaced_and_not_counted(capsys) -> None:
+    from otel_profiler.cli import main
+    from otel_profiler.live.triggers import UdpTrigger, private_folder, socket_name, trigger_folder
+
+    port = free_port()
+    path = os.path.join(private_folder(trigger_folder()), socket_name(port))
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as dead:  # closed, its file left behind
+        dead.bind(path)
+    assert main(["trigger", "--port", str(port)]) == 1
+    assert f"nothing listens on trigger port {port}" in capsys.readouterr().err
+    t = UdpTrigger(port, lambda: None)
+    try:
+        assert main(["trigger", "--port", str(port)]) == 0
+        _wait(lambda: t.accepted == 1, "the request")
+    finally:
+        t.close()
+    assert not os.path.exists(path)
+
+
+def test_closing_in_a_forked_child_leaves_the_parents_sockets_alone() -> None:
+    """A child that closes the trigger and the endpoint (as an inherited ``atexit`` would) returns
+    at once, removes no socket file, and the parent's sockets go on serving."""
+    from otel_profiler import config
+    from otel_profiler.live.triggers import UdpTrigger, send
+    from otel_profiler.metrics.publisher import MetricsService
+    from test_metrics_endpoint import _scrape_soon
+
+    requests: list[int] = []
+    t = UdpTrigger(free_port(), lambda: requests.append(1))
+    service = MetricsService().start(config.load({"OTEL_PROFILER_PROMETHEUS_PORT": str(free_port())}),
+                                     {"ml.local_rank": 0})
+    try:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                t.close()
+                service.close()
+            finally:
+                os._exit(0)
+        deadline = time.monotonic() + POLL_S
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            assert time.monotonic() < deadline, "the child hangs closing what it inherited"
+            time.sleep(0.05)
+        assert os.path.exists(t.path)
+        send(t.path)
+        _wait(lambda: requests == [1], "the request")
+        assert "system_cpu_utilization_ratio" in _scrape_soon(service.url)
+    finally:
+        t.close()
+        service.close()
