@@ -97,6 +97,11 @@ def test_report_diff_and_export_print_hostile_names_escaped(evil_trace, tmp_path
     assert diff.returncode == 0, diff.stderr[-2000:]
     assert_safe(diff)
     assert SHOWN.encode() in diff.stdout and b"new:  " in diff.stdout
+    page = run_cli("diff", "--format", "html", str(GOOD), str(evil_trace))  # HTML on standard output
+    assert page.returncode == 0, page.stderr[-2000:]
+    assert_safe(page)
+    data = page.stdout.decode().split('id="diff-data">')[1].split("</script>")[0]
+    assert EVIL in [k["raw_name"] for k in json.loads(data)["kernels"]["by_name"]]  # the same names
     spans = tmp_path / f"spans{CLEAR}.jsonl"
     utf8_name = tmp_path / f"rank-0{TITLE}{CSI8}.json"  # (spans carry the file name: UTF-8 only here)
     utf8_name.write_bytes(evil_trace.read_bytes())

@@ -8,7 +8,7 @@ import sys
 from ..analysis.diff import diff, tables
 from ..analysis.summary import summarize
 from ..names import terminal_safe
-from ..report.console import render_json, table_text
+from ..report.console import render_json, table_text, unicode_escaped
 from . import count, load_inputs
 
 
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "html":
         from ..report.diff_html import render_diff_html
 
-        text = render_diff_html(d, top=args.top)
+        text = unicode_escaped(render_diff_html(d, top=args.top))  # may go to a terminal
     else:
         width = max(args.name_width, 0)
         text = "\n".join([terminal_safe(f"base: {', '.join(d['base']['sources'])}"),

@@ -313,11 +313,17 @@ def render_csv(summary: dict) -> str:
     return buf.getvalue()
 
 
-_JSON_UNSAFE = re.compile("[\x7f-\x9f\ud800-\udfff]")  # json escapes C0 itself
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def unicode_escaped(text: str) -> str:
+    """``text`` (JSON, or HTML holding JSON) with its control characters but tab and newlines, and
+    its lone surrogates, written as ``\\u`` escapes: inside a JSON string the same value, and
+    nothing a terminal acts on."""
+    return _CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _CONTROLS.search(text) else text
 
 
 def render_json(summary: dict) -> str:
-    """Indented JSON, non-ASCII text as is, but DEL, C1 controls and lone surrogates as ``\\u``
-    escapes (they can only stand inside strings: the same JSON value, safe on a terminal)."""
-    text = json.dumps(summary, indent=1, ensure_ascii=False)
-    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _JSON_UNSAFE.search(text) else text
+    """Indented JSON, non-ASCII text as is, but control characters and lone surrogates as ``\\u``
+    escapes (``unicode_escaped``)."""
+    return unicode_escaped(json.dumps(summary, indent=1, ensure_ascii=False))
