@@ -143,7 +143,7 @@ def trigger(monkeypatch):
 
     monkeypatch.setattr(triggers, "MIN_INTERVAL_S", 3600.0)
     requests: list[float] = []
-    made = triggers.UdpTrigger(free_port(), lambda: requests.append(time.monotonic()))
+    made = triggers.TriggerSocket(free_port(), lambda: requests.append(time.monotonic()))
     try:
         yield made, requests
     finally:
@@ -175,7 +175,7 @@ def test_a_trigger_folder_others_could_reach_is_refused(tmp_path, monkeypatch, h
             os.chmod(folder, 0o700)
             os.chown(folder, NOBODY, NOBODY)
     with pytest.raises(OSError) as err:
-        triggers.UdpTrigger(free_port(), lambda: None)
+        triggers.TriggerSocket(free_port(), lambda: None)
     assert folder in str(err.value)
     assert not [p for p in Path(folder).iterdir() if p.is_socket()]
 
@@ -304,7 +304,7 @@ def test_trigger_floods_and_forked_workers_in_a_live_job(tmp_path: Path) -> None
 
 def test_a_socket_left_by_a_killed_job_is_replaced_and_not_counted(capsys) -> None:
     from otel_profiler.cli import main
-    from otel_profiler.live.triggers import UdpTrigger, private_folder, socket_name, trigger_folder
+    from otel_profiler.live.triggers import TriggerSocket, private_folder, socket_name, trigger_folder
 
     port = free_port()
     path = os.path.join(private_folder(trigger_folder()), socket_name(port))
@@ -312,7 +312,7 @@ def test_a_socket_left_by_a_killed_job_is_replaced_and_not_counted(capsys) -> No
         dead.bind(path)
     assert main(["trigger", "--port", str(port)]) == 1
     assert f"nothing listens on trigger port {port}" in capsys.readouterr().err
-    t = UdpTrigger(port, lambda: None)
+    t = TriggerSocket(port, lambda: None)
     try:
         assert main(["trigger", "--port", str(port)]) == 0
         _wait(lambda: t.accepted == 1, "the request")
@@ -325,12 +325,12 @@ def test_closing_in_a_forked_child_leaves_the_parents_sockets_alone() -> None:
     """A child that closes the trigger and the endpoint (as an inherited ``atexit`` would) returns
     at once, removes no socket file, and the parent's sockets go on serving."""
     from otel_profiler import config
-    from otel_profiler.live.triggers import UdpTrigger, send
+    from otel_profiler.live.triggers import TriggerSocket, send
     from otel_profiler.metrics.publisher import MetricsService
     from test_metrics_endpoint import _scrape_soon
 
     requests: list[int] = []
-    t = UdpTrigger(free_port(), lambda: requests.append(1))
+    t = TriggerSocket(free_port(), lambda: requests.append(1))
     service = MetricsService().start(config.load({"OTEL_PROFILER_PROMETHEUS_PORT": str(free_port())}),
                                      {"ml.local_rank": 0})
     try:

@@ -89,7 +89,7 @@ def is_private_folder(path: str) -> bool:
         return False
 
 
-class UdpTrigger:
+class TriggerSocket:
     """A daemon thread reading the trigger socket of ``port``; each accepted datagram calls
     ``request``. Raises OSError when the socket cannot be made (port out of range, folder not the
     user's own, another process of the user on the same port). Counts what it received:
@@ -155,6 +155,9 @@ class UdpTrigger:
                 os.unlink(self.path)
         except OSError:
             pass
+
+
+UdpTrigger = TriggerSocket  # its name when it was a UDP socket, which the session still imports
 
 
 def _same_user(ancillary: list) -> bool:
