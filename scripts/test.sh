@@ -2,7 +2,9 @@
 # The full test suite, as CI runs it: installs what the tests need on a fresh Debian machine (Prometheus,
 # Chromium and its driver, when run as root with apt-get), this package with the `dev` extra and the
 # CPU build of torch, then runs every test. Arguments go to pytest, e.g. `bash scripts/test.sh -x`.
-# In CI (CI=true) a missing Chromium, chromedriver or Prometheus fails the run instead of skipping tests.
+# Jaeger and the OpenTelemetry Collector come from scripts/backends.sh (built once per machine with Go).
+# In CI (CI=true) a missing Chromium, chromedriver, Prometheus, Jaeger or Collector fails the run instead
+# of skipping tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +36,15 @@ case "${CI:-}" in
     fi
     ;;
 esac
+
+# Jaeger and the OpenTelemetry Collector for the `backends` tests: built once per machine (Go), then
+# only checked. Without them those tests skip; in CI that fails the run.
+if backends=$(bash scripts/backends.sh); then
+  export OTEL_PROFILER_JAEGER="$(sed -n 's/^jaeger //p' <<<"$backends")"
+  export OTEL_PROFILER_OTELCOL="$(sed -n 's/^otelcol //p' <<<"$backends")"
+else
+  case "${CI:-}" in ""|0|false|no) ;; *) echo "scripts/test.sh: Jaeger and the Collector are missing in CI" >&2; exit 1;; esac
+fi
 
 python3 -m pip install -q torch==2.13.0 -e '.[dev]'
 python3 -m pytest -q "$@"

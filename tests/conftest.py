@@ -7,9 +7,10 @@ Groups: every test of the modules in ``MODULE_MARKERS`` (and every test using a 
 ``FIXTURE_MARKERS``, every test function in ``FUNCTION_MARKERS``) gets those markers, so the contributors' fast
 loop (``pytest -m "not slow_env"``) leaves out what needs a browser, a Prometheus server, TensorFlow,
 fault-injected or other training jobs in child processes, a fresh virtual environment, thousands of
-generated inputs, a run of Holistic Trace Analysis, or is marked ``slow``. In CI (``CI`` set to a true value) a
-test of the ``browser`` or ``prometheus`` group that skips fails instead: a missing Chromium,
-chromedriver or Prometheus must not pass unseen.
+generated inputs, a run of Holistic Trace Analysis, the Jaeger and Collector binaries of
+``scripts/backends.sh``, or is marked ``slow``. In CI (``CI`` set to a true value) a test of the
+``browser``, ``prometheus`` or ``backends`` group that skips fails instead: a missing Chromium,
+chromedriver, Prometheus, Jaeger or Collector must not pass unseen.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ MODULE_MARKERS: dict[str, tuple[str, ...]] = {
     "test_otlp_export": ("jobs",),
     "test_test_groups": ("slow",),
     "test_gpu_check_script": ("slow",),
+    "test_real_backends_configs": ("backends",),
+    "test_real_backends_e2e": ("backends",),
+    "test_real_backends_delivery": ("backends",),
+    "test_real_backends_tenants": ("backends",),
 }
 # Fixture -> markers, for tests elsewhere that use it (e.g. the TensorFlow environment).
 FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {"tf_python": ("tensorflow",), "browser": ("browser",)}
@@ -59,8 +64,8 @@ FUNCTION_MARKERS: dict[str, tuple[str, ...]] = {
     "test_metrics_exporter_prometheus_serves_the_standard_port_for_a_real_scrape": ("prometheus",),
 }
 SLOW_ENV = {"browser", "prometheus", "tensorflow", "fault_process", "fresh_venv", "jobs", "fuzz", "hta",
-            "slow"}
-MUST_NOT_SKIP_IN_CI = {"browser", "prometheus"}
+            "slow", "backends"}
+MUST_NOT_SKIP_IN_CI = {"browser", "prometheus", "backends"}
 
 
 def trace(relative: str) -> Path:
@@ -84,6 +89,7 @@ def pytest_configure(config: pytest.Config) -> None:
                        ("jobs", "runs real training jobs (zero-code, torchrun, live metrics) in child processes"),
                        ("fuzz", "generated inputs by the thousand (hypothesis)"),
                        ("hta", "runs Holistic Trace Analysis on every test trace for comparison"),
+                       ("backends", "runs the Jaeger and Collector binaries of scripts/backends.sh with training jobs"),
                        ("slow_env", "any of the above: left out of the fast loop")):
         config.addinivalue_line("markers", f"{name}: {text}")
 

@@ -129,20 +129,27 @@ def test_collector_pipelines_reference_defined_components(name):
         if authenticator:
             assert authenticator in config["service"]["extensions"]
     for protocol in config["receivers"]["otlp"]["protocols"].values():
-        assert protocol["include_metadata"] is True  # the tenant header must survive to the exporters
+        authenticator = (protocol.get("auth") or {}).get("authenticator")
+        assert authenticator is None or authenticator in config["service"]["extensions"]
 
 
-def test_collector_routes_tenants_by_x_scope_orgid_and_keeps_resource_labels():
+def test_collector_keeps_tenants_apart_by_x_scope_orgid_and_keeps_resource_labels():
     config = load("otel-collector.yaml")
-    for connector in config["connectors"].values():
-        conditions = [row["condition"] for row in connector["table"]]
-        assert conditions and all(row["context"] == "request" for row in connector["table"])
-        assert all(re.fullmatch(r'request\["X-Scope-OrgID"\] == "\w+"', c) for c in conditions)
-    (header,) = config["extensions"]["headers_setter"]["headers"]
-    assert header == {"action": "upsert", "key": "X-Scope-OrgID", "from_context": "X-Scope-OrgID"}
+    tenants = [name.split("/")[1] for name in config["receivers"] if name.startswith("otlp/")]
+    assert tenants
+    for tenant in tenants:
+        check = config["extensions"][f"bearertokenauth/{tenant}"]
+        assert check == {"header": "X-Scope-OrgID", "scheme": "", "token": tenant}
+        for protocol in config["receivers"][f"otlp/{tenant}"]["protocols"].values():
+            assert protocol["auth"]["authenticator"] == f"bearertokenauth/{tenant}"
+        pipelines = [p for p in config["service"]["pipelines"].values() if f"otlp/{tenant}" in p["receivers"]]
+        assert len(pipelines) == 2
+        for pipeline in pipelines:
+            assert pipeline["receivers"] == [f"otlp/{tenant}"]
+            for exporter in pipeline["exporters"]:
+                assert config["exporters"][exporter]["headers"] == {"X-Scope-OrgID": tenant}
     prom = config["exporters"]["prometheus"]
     assert prom["resource_to_telemetry_conversion"]["enabled"] and prom["enable_open_metrics"]
-    assert "X-Scope-OrgID" in config["processors"]["batch"]["metadata_keys"]
 
 
 def test_every_scrape_job_gives_the_labels_the_dashboards_filter_on():
