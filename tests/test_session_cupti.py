@@ -136,7 +136,7 @@ def test_backs_off_with_one_line_when_the_framework_profiler_holds_cupti(tmp_pat
                 api.step()
     lines = [str(w.message) for w in caught if "otel-profiler" in str(w.message)]
     assert len(lines) == 1 and word in lines[0], lines
-    assert not any(issubclass(w.category, ProfilerWarning) for w in caught)
+    assert sum(issubclass(w.category, ProfilerWarning) for w in caught) == 1  # the back-off line only
     assert module.callbacks is None and not module.enabled  # CUPTI never touched
     rank = _profile(tmp_path)
     assert len(rank.batch.of_kind(Kind.STEP)) == 8 and len(rank.batch.of_kind(Kind.KERNEL)) == 0
