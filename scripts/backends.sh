@@ -88,13 +88,17 @@ main() {
     exec 9>"$CACHE/.lock" && flock 9 || fail "cannot lock $CACHE/.lock"
     if ! jaeger_ok; then
       echo "backends.sh: building jaeger $JAEGER_VERSION into $CACHE (once per machine; log: $LOG)" >&2
+      SECONDS=0
       (build_jaeger) >>"$LOG" 2>&1 && jaeger_ok \
         || fail "building jaeger $JAEGER_VERSION failed (log: $LOG)"
+      echo "built jaeger $JAEGER_VERSION in $SECONDS s" >>"$LOG"
     fi
     if ! otelcol_ok; then
       echo "backends.sh: building otelcol ${CORE#v} into $CACHE (once per machine; log: $LOG)" >&2
+      SECONDS=0
       (build_otelcol) >>"$LOG" 2>&1 && otelcol_ok \
         || fail "building otelcol ${CORE#v} (contrib $CONTRIB) failed (log: $LOG)"
+      echo "built otelcol ${CORE#v} in $SECONDS s" >>"$LOG"
     fi
   fi
   echo "jaeger $JAEGER"

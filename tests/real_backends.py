@@ -114,7 +114,7 @@ class Jaeger(Service):
                         "pipelines": {"traces": {"receivers": ["otlp"], "exporters": ["jaeger_storage_exporter"]}},
                         "telemetry": {"metrics": {"level": "none"}}},
             "extensions": {
-                "jaeger_query": {"storage": {"traces": "memstore"},
+                "jaeger_query": {"storage": {"traces": "memstore"}, "enable_tracing": False,
                                  "http": {"endpoint": f"127.0.0.1:{self.query_port}"},
                                  "grpc": {"endpoint": f"127.0.0.1:{query_grpc}"}},
                 "jaeger_storage": {"backends": {"memstore": {"memory": {"max_traces": 100000}}}}},
@@ -154,8 +154,10 @@ class Jaeger(Service):
         return (self._get("/api/services") or {}).get("data") or []
 
     def traces(self, service: str, tags: dict[str, str] | None = None, **params: Any) -> list[dict]:
-        """Jaeger's trace search (the UI's): every trace of ``service`` in the last hour matching."""
-        params = {"service": service, "limit": 100000, "lookback": "1h", **params}
+        """Jaeger's trace search (the UI's): every trace of ``service`` matching, whenever it ran (trace
+        files keep their own times)."""
+        params = {"service": service, "limit": 100000, "start": 1, "end": int(time.time() * 1e6) + 60_000_000,
+                  **params}
         if tags:
             params["tags"] = json.dumps(tags)
         return (self._get("/api/traces", **params) or {}).get("data") or []
@@ -259,6 +261,17 @@ class Gateway(Collector):
                 f"http://{closed}/api/v1/push"
         config = stack_config(stack, "otel-collector.yaml", addresses)
         super().__init__(folder, "gateway", config, ready_port=p["http"])
+        self.telemetry_port = p["telemetry"]
+
+    def accepted_spans(self) -> int:
+        """Spans the gateway's receivers have acknowledged since it started (its own metrics)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.telemetry_port}/metrics", timeout=10) as r:
+                text = r.read().decode()
+        except OSError:
+            return 0
+        return sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines()
+                   if line.startswith("otelcol_receiver_accepted_spans"))
 
     @property
     def otlp_grpc(self) -> str:
