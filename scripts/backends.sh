@@ -75,7 +75,9 @@ build_otelcol() {
   [ -x "$tools/builder" ] && "$tools/builder" version 2>&1 | grep -q "version $CORE$" \
     || GOBIN="$tools" go install "$CORE_MOD/cmd/builder@$CORE" || return 1
   builder_config "$SPEC_HASH" > "$CACHE/build/otelcol-builder.yaml" || return 1
-  "$tools/builder" --config "$CACHE/build/otelcol-builder.yaml" || return 1
+  rm -rf "$CACHE/build/tmp" && mkdir -p "$CACHE/build/tmp" || return 1  # the builder's scratch folders
+  TMPDIR="$CACHE/build/tmp" "$tools/builder" --config "$CACHE/build/otelcol-builder.yaml" || return 1
+  rm -rf "$CACHE/build/tmp"
   cp -f "$CACHE/build/otelcol/otelcol" "$OTELCOL.tmp" && mv -f "$OTELCOL.tmp" "$OTELCOL"
 }
 

@@ -83,10 +83,11 @@ def two_jobs(chain, tmp_path_factory):
     for name, out in results.items():
         assert out.returncode == 0, out.stderr[-3000:]
         assert "dropped" not in out.stderr, out.stderr
-        replay_spool(folder / name, jobs[name][1])
+        spooled = replay_spool(folder / name, jobs[name][1])
         requests = exported([folder / name / "prof"], folder / name / "expected.pb", f"run-{name}")
         steps = json.loads((folder / name / "prof" / "rank-0.json").read_text())["steps"]
-        expected[name] = {"spans": spans_by_trace(requests), "steps": step_traces(requests), "profiled": steps}
+        expected[name] = {"spans": spans_by_trace(requests), "steps": step_traces(requests), "profiled": steps,
+                          "spooled": spooled}
     everything = {t: s for e in expected.values() for t, s in e["spans"].items()}
     got = wait_for_traces(chain.jaeger, SERVICE, everything)
     return {"expected": expected, "got": got}
@@ -104,6 +105,7 @@ def test_every_trace_has_exactly_the_spans_the_profile_sent(two_jobs, record_pro
     expected = {t: s for e in two_jobs["expected"].values() for t, s in e["spans"].items()}
     record_property("spans_expected", sum(map(len, expected.values())))
     record_property("spans_in_jaeger", sum(map(len, two_jobs["got"].values())))
+    record_property("spans_spooled", sum(e["spooled"] for e in two_jobs["expected"].values()))
     assert two_jobs["got"] == expected
     for trace_id, spans in expected.items():
         assert len(spans) == len(two_jobs["got"][trace_id])
