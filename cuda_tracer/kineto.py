@@ -2,9 +2,10 @@
 
 ``KinetoSource.start()`` opens a ``torch.profiler.profile`` session with CUDA activities when a GPU
 is present, CPU ops only when asked and the allocator's ``[memory]`` events (``profile_memory``) with
-the ``memory`` activity; ``stop()`` closes it and returns a ``KinetoCapture`` whose
-``to_batch()`` (cheap to call later, e.g. from a background thread) reads
-``prof.profiler.kineto_results.events()`` (``_KinetoEvent`` objects) into an ``EventBatch``.
+the ``memory`` activity; ``stop()`` closes it, copies the plain fields of
+``prof.profiler.kineto_results.events()`` (``_KinetoEvent`` objects) out of torch at once and
+returns a ``KinetoCapture`` whose ``to_batch()`` (later, e.g. from a background thread) converts them
+into an ``EventBatch``: no torch result object outlives its window (see ``KinetoCapture``).
 
 Each ``_KinetoEvent`` is turned into the same typed event the trace-file reader decodes from JSON
 (category = ``activity_type()``, args = ``metadata_json()`` plus the correlation fields) and then goes
@@ -152,8 +153,11 @@ class KinetoSource:
             prof.stop()
         finally:
             self._owned.__exit__(None, None, None)
-        return KinetoCapture(prof.profiler.kineto_results, self.activities, self.rank,
-                             self.reads_through_file)
+        capture = KinetoCapture(prof.profiler.kineto_results, self.activities, self.rank,
+                                self.reads_through_file)
+        _release(prof)
+        capture.copy_out()
+        return capture
 
     @property
     def reads_through_file(self) -> bool:
@@ -165,8 +169,31 @@ class KinetoSource:
             not self.metadata_exposed and tp.ProfilerActivity.CUDA in self._kinds)
 
 
+def _release(prof: Any) -> None:
+    """Free the torch.profiler objects of a stopped window now, in this thread.
+
+    ``torch.profiler.profile`` sits in reference cycles (its ``action_map`` holds its own bound
+    methods), so without this it would be freed by the cyclic garbage collector, in whatever thread
+    allocates at that moment: in the flush thread, while the training thread starts or stops the
+    next window, that corrupts the heap (SIGSEGV, ``free(): invalid next size``). Emptying both
+    objects' attributes breaks the cycles, so reference counting frees them here and now."""
+    inner = getattr(prof, "profiler", None)
+    for obj in (inner, prof):
+        try:
+            vars(obj).clear()
+        except TypeError:  # no __dict__: nothing of ours to break
+            pass
+
+
 class KinetoCapture:
-    """The result of one window; ``to_batch()`` converts it (and drops the torch objects).
+    """The result of one window; ``to_batch()`` converts it.
+
+    torch's result object must not outlive its window in another thread: destroying it while the
+    next window starts or stops corrupts the heap (seen in Kineto's trace logger as SIGSEGV or
+    ``free(): invalid next size`` with back-to-back windows). So
+    ``copy_out()``, called by ``KinetoSource.stop()`` in the thread that owns the profiler and before
+    the next window starts, takes the events' plain fields (or torch's trace file) out and drops
+    the torch object; ``to_batch()`` then converts those copies in any thread.
 
     ``via_file``: read the window through the Chrome trace torch writes rather than the event
     objects (for a torch whose events carry no metadata, see the module docstring)."""
@@ -177,35 +204,49 @@ class KinetoCapture:
         self.activities = activities
         self.rank = rank
         self.via_file = via_file
+        self._rows: list[tuple] | None = None  # the events' fields, once copied out
+        self._trace_folder: tempfile.TemporaryDirectory | None = None  # torch's trace, via_file
 
-    def to_batch(self) -> EventBatch:
+    def copy_out(self) -> None:
+        """Copy what ``to_batch`` needs out of torch's result object, then drop that object."""
         results, self._results = self._results, None
         if results is None:
-            return EventBatch.empty()
+            return
         if self.via_file:
-            batch = _batch_through_trace_file(results, self.rank)
+            folder = tempfile.TemporaryDirectory(prefix="otel-profiler-kineto-")  # created 0700
+            results.save(os.path.join(folder.name, "window.json"))
+            self._trace_folder = folder
         else:
-            batch = convert_events(results.events(), self.rank).batch
+            rows = [_event_row(e) for e in results.events()]
+            self._rows = [r for r in rows if r is not None]
+        del results
+
+    def to_batch(self) -> EventBatch:
+        """The window's events (once: a second call gives an empty batch)."""
+        self.copy_out()  # a capture made without KinetoSource.stop()
+        rows, self._rows = self._rows, None
+        folder, self._trace_folder = self._trace_folder, None
+        if folder is not None:
+            with folder:
+                batch = read_trace(os.path.join(folder.name, "window.json")).batch
+            if len(batch):
+                batch.columns["rank"][:] = self.rank
+        elif rows is not None:
+            batch = rows_to_profile(rows, self.rank).batch
+        else:
+            return EventBatch.empty()
         return keep_activities(batch, self.activities)
-
-
-def _batch_through_trace_file(results: Any, rank: int) -> EventBatch:
-    """The window's events as torch's own Chrome trace holds them (every ``args`` field), written to
-    a private temporary folder, read back with ``trace_files.read_trace`` and deleted."""
-    with tempfile.TemporaryDirectory(prefix="otel-profiler-kineto-") as folder:  # created 0700
-        path = os.path.join(folder, "window.json")
-        results.save(path)
-        batch = read_trace(path).batch
-    if len(batch):
-        batch.columns["rank"][:] = rank
-    return batch
 
 
 def convert_events(events: Iterable[Any], rank: int = -1) -> RankProfile:
     """``_KinetoEvent``-like objects (name(), start_ns(), ... methods) to a ``RankProfile``."""
-    typed = [_typed_event(e) for e in events]
-    typed = [e for e in typed if e is not None]
-    profile = events_to_profile(typed, source="<kineto live>", unit="ns")
+    rows = [_event_row(e) for e in events]
+    return rows_to_profile([r for r in rows if r is not None], rank)
+
+
+def rows_to_profile(rows: Iterable[tuple], rank: int = -1) -> RankProfile:
+    """Events copied out by ``_event_row`` to a ``RankProfile`` (any thread: no torch object)."""
+    profile = events_to_profile([_typed(row) for row in rows], source="<kineto live>", unit="ns")
     profile.meta["format"] = "kineto-live"
     if len(profile.batch):
         profile.batch.columns["rank"][:] = rank
@@ -213,18 +254,26 @@ def convert_events(events: Iterable[Any], rank: int = -1) -> RankProfile:
     return profile
 
 
-def _typed_event(e: Any) -> TraceEvent | None:
-    """One ``_KinetoEvent`` as the trace reader's ``TraceEvent`` (``ts``, ``dur`` in integer ns)."""
+def _event_row(e: Any) -> tuple | None:
+    """One ``_KinetoEvent``'s fields as plain values: (category, name, pid, tid, start ns,
+    duration ns, args as JSON text), or None for an event torch cannot describe."""
     try:
         category = e.activity_type()
-        start = e.start_ns()
-        duration = max(e.duration_ns(), 0)
-        args = _args(e, category)
-        return TraceEvent(cat=category, name=e.name(), pid=e.device_index(),
-                          tid=e.device_resource_id(), ts=start, dur=duration,
-                          args=args)
-    except Exception:  # an event torch cannot describe: skip it rather than lose the window
+        return (category, e.name(), e.device_index(), e.device_resource_id(), e.start_ns(),
+                max(e.duration_ns(), 0), _args(e, category))
+    except Exception:  # skip it rather than lose the window
         return None
+
+
+def _typed_event(e: Any) -> TraceEvent | None:
+    """One ``_KinetoEvent`` as the trace reader's ``TraceEvent`` (``ts``, ``dur`` in integer ns)."""
+    row = _event_row(e)
+    return None if row is None else _typed(row)
+
+
+def _typed(row: tuple) -> TraceEvent:
+    cat, name, pid, tid, start, duration, args = row
+    return TraceEvent(cat=cat, name=name, pid=pid, tid=tid, ts=start, dur=duration, args=args)
 
 
 def _args(e: Any, category: str) -> msgspec.Raw:

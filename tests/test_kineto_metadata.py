@@ -65,15 +65,36 @@ def test_without_the_flag_torch_gives_no_metadata():
 def test_live_source_asks_for_metadata_and_reads_it():
     source, capture = capture_cpu_ops()
     assert source.metadata_exposed and not capture.via_file
-    events = [e for e in capture._results.events() if e.activity_type() == "cpu_op"]
-    assert events and all('"Ev Idx"' in e.metadata_json() for e in events)
-    args = [msgspec.json.decode(kineto._typed_event(e).args) for e in events]
-    assert all("Ev Idx" in a for a in args)  # the metadata reaches the converted event's args
-    assert [a["External id"] for a in args] == [e.correlation_id() for e in events]  # own id wins
+    assert capture._results is None  # copied out when the window stopped: no torch object kept
+    rows = [row for row in capture._rows if row[0] == "cpu_op"]
+    args = [msgspec.json.decode(row[6]) for row in rows]
+    assert rows and all("Ev Idx" in a for a in args)  # the metadata reaches the converted event's args
     batch = capture.to_batch()
     ops = batch.of_kind(Kind.CPU_OP)
-    assert len(ops) == len(events) and set(ops.rank.tolist()) == {2}
-    assert sorted(ops.external_id.tolist()) == sorted(e.correlation_id() for e in events)
+    assert len(ops) == len(rows) and set(ops.rank.tolist()) == {2}
+    assert sorted(ops.external_id.tolist()) == sorted(a["External id"] for a in args)
+
+
+def test_a_stopped_window_leaves_nothing_of_torch_for_the_garbage_collector():
+    """torch.profiler objects sit in reference cycles; freed by the cyclic collector in another
+    thread while the next window starts, they corrupted the heap. stop() frees them itself."""
+    import gc
+    import weakref
+
+    capture_cpu_ops()  # the first window also loads what torch keeps for later ones
+    gc.collect()
+    gc.disable()
+    try:
+        source = kineto.KinetoSource({"cpu_op"})
+        source.start()
+        prof = weakref.ref(source._prof)
+        inner = weakref.ref(source._prof.profiler)
+        train_a_little(1)
+        capture = source.stop()
+        assert prof() is None and inner() is None
+        assert len(capture.to_batch().of_kind(Kind.CPU_OP)) > 0
+    finally:
+        gc.enable()
 
 
 def test_gpu_windows_ask_for_metadata_and_sync_events_together():
@@ -95,8 +116,10 @@ def test_older_torch_reads_gpu_windows_through_the_trace_file(torch_without_the_
 
 def test_the_trace_file_path_gives_the_event_path_result():
     """Both readings of one real window agree: names, kinds, ids, rank, times (µs in the file)."""
-    _, capture = capture_cpu_ops()
-    results = capture._results
+    config = torch._C._profiler._ExperimentalConfig(expose_kineto_event_metadata=True)
+    with tp.profile(activities=[tp.ProfilerActivity.CPU], experimental_config=config) as prof:
+        train_a_little()
+    results = prof.profiler.kineto_results
     by_events = kineto.KinetoCapture(results, frozenset({"cpu_op"}), 5).to_batch()
     by_file = kineto.KinetoCapture(results, frozenset({"cpu_op"}), 5, via_file=True).to_batch()
     # The file adds Kineto's own two markers of the profiling span, which are no events of the job.

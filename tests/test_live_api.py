@@ -156,6 +156,29 @@ def test_a_slow_step_captures_its_successors():
     assert q.want(11, 0) is None
 
 
+def test_slow_windows_keep_to_their_budget_on_a_job_that_stalls_periodically():
+    """A 30 ms stall every 10 steps of 10 ms: without a budget nearly every step would be captured.
+    Driven as the session drives it: want() at each step's start, step_finished() at its end."""
+    from otel_profiler.live.windows import SLOW_COOLDOWN_STEPS, SLOW_SHARE
+
+    p = WindowPolicy(window_steps=5, slow_factor=3.0, start_ns=0)
+    now, previous, starts, captured_steps = 0, None, [], 0
+    for step in range(20_000):
+        reason = p.want(step, now)
+        if reason == "slow":
+            captured_steps += 1
+            if previous != "slow":
+                starts.append(step)
+        previous = reason
+        duration = 40_000_000 if step % 10 == 9 else 10_000_000
+        now += duration
+        p.step_finished(step, duration, captured=reason is not None, now_ns=now)
+    openings = len(starts)
+    assert all(b - a >= SLOW_COOLDOWN_STEPS for a, b in zip(starts, starts[1:]))
+    assert openings >= 2  # the trigger still works
+    assert captured_steps <= SLOW_SHARE * 20_000 + 5  # one window over the share at most
+
+
 class FakeKinetoEvent:
     """Stands in for torch's ``_KinetoEvent`` (same method names) to test GPU conversion on CPU. Its
     metadata is what torch hands over when ``expose_kineto_event_metadata`` is set (without it the

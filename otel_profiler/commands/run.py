@@ -18,6 +18,8 @@ import subprocess
 import sys
 
 from .. import config
+from cuda_tracer.private_files import make_private_dir
+
 from ..bootstrap import SITE_DIR
 from ..live.output import summarize_folder, write_summary
 from ..report.console import render_table
@@ -46,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--cpu-ops", action="store_true",
                    help="also record PyTorch CPU operators (default: off)")
     p.add_argument("--trigger-port", type=int, metavar="PORT",
-                   help="UDP port on 127.0.0.1 (+ local rank) that opens a window on demand, see "
+                   help="trigger port (+ local rank): a request from the same user opens a window on demand, see "
                         "`otel-profiler trigger` (default: OTEL_PROFILER_TRIGGER_PORT, else 0: off)")
     p.add_argument("--top", type=int, default=20, help="rows per table in the printed summary")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND",
@@ -141,8 +143,7 @@ def _unusable(folder: str) -> str | None:
     """Why ``folder`` cannot be made or written (None when it can): made 0700 now, and probed
     with a file that is removed at once."""
     try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        os.chmod(folder, 0o700)
+        make_private_dir(folder)  # refuses a folder of another user or one others can write
         probe = os.path.join(folder, f".otel-profiler-probe-{os.getpid()}")
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         os.remove(probe)

@@ -97,7 +97,7 @@ define("OTEL_PROFILER_SLOW_STEP_FACTOR", 3.0, parse_factor(maximum=1000.0),
 define("OTEL_PROFILER_SIGNAL", True, parse_bool,
        "SIGUSR2 opens a detailed window on a running job (only if the program has no SIGUSR2 handler).")
 define("OTEL_PROFILER_TRIGGER_PORT", 0, parse_int(minimum=0, maximum=65535),
-       "UDP port on 127.0.0.1 (plus LOCAL_RANK) where any datagram opens a detailed window (0: off).")
+       "Trigger port (plus LOCAL_RANK): a datagram from the same user to the job's trigger socket opens a detailed window, one per 5 s (0: off).")
 define("OTEL_PROFILER_AUTO_STEPS", True, parse_bool,
        "Find training steps without code: optimizer steps, else backward passes, else a time window "
        "(off when the code calls step()).")

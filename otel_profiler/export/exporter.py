@@ -333,6 +333,7 @@ class Exporter:
             self._final["spans_pending"] = self._final["requests_pending"] = 0
         self._queue.cancel_join_thread()
         self._queue.close()
+        self._queue = None  # its semaphores go now, not at a later SIGTERM ("leaked semaphore" warning)
         lost = {"batches (queue full)": self.dropped, "batches (exporter gone)": self.dropped_gone,
                 "batches never read": self.dropped_unread,
                 "batches read but not exported (exporter stopped)": self.cut_short,

@@ -19,7 +19,7 @@ import socket
 import sys
 from typing import Any
 
-from cuda_tracer.private_files import open_private
+from cuda_tracer.private_files import make_private_dir, open_private
 from cuda_tracer.events import EventBatch
 from cuda_tracer.profile import PROFILE_EVENTS, PROFILE_META, RankProfile, write_rank
 from cuda_tracer.loading import load_profile
@@ -41,7 +41,7 @@ class RankWriter:
     def claim(self) -> bool:
         """Make the folder and take this rank; False when another live process already holds it."""
         if self._claimed is None:
-            os.makedirs(self.folder, mode=0o700, exist_ok=True)
+            make_private_dir(self.folder)  # not a folder of another user or one others can write
             lock = os.path.join(self.folder, f"rank-{self.rank}.lock")
             self._claimed = _lock(lock) or (_holder_dead(lock) and _replace_lock(lock))
             if self._claimed:

@@ -205,7 +205,7 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
                 self._trigger = UdpTrigger(v["OTEL_PROFILER_TRIGGER_PORT"] + self.position["local_rank"],
                                            self.policy.request)
             except OSError as exc:
-                warn(f"trigger port unavailable ({exc}); on-demand capture by UDP is off")
+                warn(f"trigger port unavailable ({exc}); on-demand capture by the trigger socket is off")
         if v["OTEL_PROFILER_AUTO_STEPS"]:
             from .torch_steps import when_torch_imported
 
@@ -331,7 +331,7 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
 
     def _record_step(self, number: int, start: int, end: int) -> None:
         markers.local.events.append((markers.STEP, f"ProfilerStep#{number}", start, end, number))
-        self.policy.step_finished(number, end - start, captured=self._window is not None)
+        self.policy.step_finished(number, end - start, captured=self._window is not None, now_ns=end)
         self._metrics_due = True
         self.cuda_memory.step_end(number)
 

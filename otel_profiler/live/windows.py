@@ -8,7 +8,11 @@ source accordingly. A window is wanted while any of these holds:
 - ``duration``: fewer than ``OTEL_PROFILER_DURATION_S`` seconds since the session began;
 - ``demand``: a signal or trigger asked for one (``request``); the next ``WINDOW_STEPS`` steps;
 - ``slow``: a step took more than ``SLOW_STEP_FACTOR`` × the median of the recent uncaptured steps;
-  its ``WINDOW_STEPS`` successors are captured so the slowness is seen while it lasts.
+  its ``WINDOW_STEPS`` successors are captured so the slowness is seen while it lasts. Within a
+  budget, so that a job that stalls now and then is not profiled all the time: at most
+  ``SLOW_SHARE`` of the steps seen and of the wall time since the start in slow windows, and at
+  least ``SLOW_COOLDOWN_STEPS`` steps between the end of one slow window and the next (the first
+  slow window needs only the cool-down).
 """
 
 from __future__ import annotations
@@ -18,6 +22,10 @@ import statistics
 
 SLOW_HISTORY = 50
 SLOW_MIN_HISTORY = 5
+SLOW_SHARE = 0.01
+"""The most the slow-step trigger may capture: this share of the steps seen and of the wall time."""
+SLOW_COOLDOWN_STEPS = 100
+"""Steps that must pass after a slow window before the next one may open."""
 
 
 class WindowPolicy:
@@ -32,6 +40,11 @@ class WindowPolicy:
         self._demanded = False  # set from signal handlers and the trigger thread: a plain flag
         self._until: dict[str, int] = {}
         self._history: collections.deque[int] = collections.deque(maxlen=SLOW_HISTORY)
+        self._reason: str | None = None  # what the last want() answered
+        self._steps_seen = 0
+        self._slow_steps = 0  # steps captured by slow windows, and their time
+        self._slow_ns = 0
+        self._slow_ends_at = -SLOW_COOLDOWN_STEPS  # step at which the last slow window ends
 
     def request(self) -> None:
         """Ask for a window starting at the next step boundary (signal- and thread-safe)."""
@@ -48,16 +61,33 @@ class WindowPolicy:
             return "range"
         if self.every and step % self.every < self.window_steps:
             return "every"
+        self._reason = None
         for reason, until in self._until.items():
             if step < until:
+                self._reason = reason
                 return reason
         return None
 
-    def step_finished(self, step: int, duration_ns: int, captured: bool) -> None:
+    def step_finished(self, step: int, duration_ns: int, captured: bool, now_ns: int | None = None) -> None:
         """Feed a finished step's duration; a slow one opens a ``slow`` window for its successors."""
+        self._steps_seen += 1
+        if captured and self._reason == "slow":
+            self._slow_steps += 1
+            self._slow_ns += duration_ns
         if not self.slow_factor or captured:  # captured steps carry the profiler's own cost
             return
         history = self._history
-        if len(history) >= SLOW_MIN_HISTORY and duration_ns > self.slow_factor * statistics.median(history):
-            self._until["slow"] = step + 1 + self.window_steps
+        if (len(history) >= SLOW_MIN_HISTORY and duration_ns > self.slow_factor * statistics.median(history)
+                and self._slow_budget_left(step, now_ns)):
+            self._until["slow"] = self._slow_ends_at = step + 1 + self.window_steps
         history.append(duration_ns)
+
+    def _slow_budget_left(self, step: int, now_ns: int | None) -> bool:
+        """May a slow window of ``window_steps`` open after ``step``? (cool-down, step and time share)"""
+        if step - self._slow_ends_at < SLOW_COOLDOWN_STEPS:
+            return False
+        if not self._slow_steps:  # the first one is free: a short job still sees its slow step
+            return True
+        if self._slow_steps + self.window_steps > SLOW_SHARE * self._steps_seen:
+            return False
+        return now_ns is None or self._slow_ns <= SLOW_SHARE * (now_ns - self.start_ns)
