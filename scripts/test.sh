@@ -40,8 +40,8 @@ esac
 # Jaeger and the OpenTelemetry Collector for the `backends` tests: built once per machine (Go), then
 # only checked. Without them those tests skip; in CI that fails the run.
 if backends=$(bash scripts/backends.sh); then
-  export OTEL_PROFILER_JAEGER="$(sed -n 's/^jaeger //p' <<<"$backends")"
-  export OTEL_PROFILER_OTELCOL="$(sed -n 's/^otelcol //p' <<<"$backends")"
+  export TEST_JAEGER_BINARY="$(sed -n 's/^jaeger //p' <<<"$backends")"
+  export TEST_OTELCOL_BINARY="$(sed -n 's/^otelcol //p' <<<"$backends")"
 else
   case "${CI:-}" in ""|0|false|no) ;; *) echo "scripts/test.sh: Jaeger and the Collector are missing in CI" >&2; exit 1;; esac
 fi

@@ -1,7 +1,7 @@
 """Real trace backends for tests: the Jaeger v2 and OpenTelemetry Collector binaries that
 ``scripts/backends.sh`` builds, run as processes on free 127.0.0.1 ports.
 
-- :func:`binaries`: their paths, from ``OTEL_PROFILER_JAEGER`` / ``OTEL_PROFILER_OTELCOL`` (set by
+- :func:`binaries`: their paths, from ``TEST_JAEGER_BINARY`` / ``TEST_OTELCOL_BINARY`` (set by
   ``scripts/test.sh``) or ``scripts/backends.sh --check``; the test skips, naming the script, when they
   are not built (in CI a skip of the ``backends`` group fails).
 - :class:`Jaeger`: an in-memory Jaeger with its OTLP receiver and query API (``/api/services``,
@@ -43,8 +43,8 @@ def free_port() -> int:
 
 def binaries() -> dict[str, str]:
     """``{"jaeger": path, "otelcol": path}``; skips the test when they are not built."""
-    paths = {"jaeger": os.environ.get("OTEL_PROFILER_JAEGER", ""),
-             "otelcol": os.environ.get("OTEL_PROFILER_OTELCOL", "")}
+    paths = {"jaeger": os.environ.get("TEST_JAEGER_BINARY", ""),
+             "otelcol": os.environ.get("TEST_OTELCOL_BINARY", "")}
     if not all(paths.values()):
         out = subprocess.run(["bash", str(REPO / "scripts" / "backends.sh"), "--check"],
                              capture_output=True, text=True, timeout=60)

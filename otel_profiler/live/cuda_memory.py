@@ -110,6 +110,8 @@ class CudaMemory:
         try:
             import torch
 
+            if not torch.cuda.is_available():  # a CUDA build on a machine without a GPU gives an empty one
+                raise RuntimeError("no CUDA device")
             snapshot = torch.cuda.memory._snapshot()
             path = self.snapshot_path(reason)
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
