@@ -255,34 +255,30 @@ def rows_to_profile(rows: Iterable[tuple], rank: int = -1) -> RankProfile:
 
 
 def _event_row(e: Any) -> tuple | None:
-    """One ``_KinetoEvent``'s fields as plain values: (category, name, pid, tid, start ns,
-    duration ns, args as JSON text), or None for an event torch cannot describe."""
+    """One ``_KinetoEvent``'s fields as plain values, read as cheaply as torch allows (this runs
+    in the training thread when a window stops; ``_typed`` does the rest later): (category, name,
+    pid, tid, start ns, duration ns, correlation, linked correlation, metadata text), or None for
+    an event torch cannot describe."""
     try:
-        category = e.activity_type()
-        return (category, e.name(), e.device_index(), e.device_resource_id(), e.start_ns(),
-                max(e.duration_ns(), 0), _args(e, category))
+        return (e.activity_type(), e.name(), e.device_index(), e.device_resource_id(), e.start_ns(),
+                e.duration_ns(), e.correlation_id(), e.linked_correlation_id(),
+                e.metadata_json() if hasattr(e, "metadata_json") else "")
     except Exception:  # skip it rather than lose the window
         return None
 
 
-def _typed_event(e: Any) -> TraceEvent | None:
-    """One ``_KinetoEvent`` as the trace reader's ``TraceEvent`` (``ts``, ``dur`` in integer ns)."""
-    row = _event_row(e)
-    return None if row is None else _typed(row)
-
-
 def _typed(row: tuple) -> TraceEvent:
-    cat, name, pid, tid, start, duration, args = row
-    return TraceEvent(cat=cat, name=name, pid=pid, tid=tid, ts=start, dur=duration, args=args)
+    """A copied-out event as the trace reader's ``TraceEvent`` (``ts``, ``dur`` in integer ns)."""
+    cat, name, pid, tid, start, duration, correlation, linked, metadata = row
+    return TraceEvent(cat=cat, name=name, pid=pid, tid=tid, ts=start, dur=max(duration, 0),
+                      args=_args(cat, int(correlation or MISSING), linked, metadata))
 
 
-def _args(e: Any, category: str) -> msgspec.Raw:
+def _args(category: str, correlation: int, linked: int, metadata: str) -> msgspec.Raw:
     """The event's ``args`` as the JSON text a trace file would hold: Kineto's metadata plus the
     correlation fields (metadata's own ``correlation`` wins unless it is missing or null; the linked
     CPU op's id is the ``External id``; a CPU op's own id is its ``External id``, after its metadata
     so that it wins)."""
-    correlation = int(e.correlation_id() or MISSING)
-    metadata = e.metadata_json() if hasattr(e, "metadata_json") else ""
     if category in _CPU_CATEGORIES:
         own_id = '"External id": %d' % correlation
         if metadata and _metadata_correlation(metadata) is not _NOT_AN_OBJECT:
@@ -294,7 +290,6 @@ def _args(e: Any, category: str) -> msgspec.Raw:
         fields.append(metadata)
     if own is None or own is _NOT_AN_OBJECT:  # in JSON the last of two equal keys wins
         fields.append('"correlation": %d' % correlation)
-    linked = e.linked_correlation_id()
     if linked:
         fields.append('"External id": %d' % linked)
     return msgspec.Raw(("{" + ", ".join(fields) + "}").encode())

@@ -55,26 +55,16 @@ def test_an_args_that_is_not_an_object_keeps_the_event_and_loses_only_its_args(t
 def test_live_args_keep_ids_when_kineto_metadata_is_not_json():
     from cuda_tracer.kineto import _args
 
-    class Event:
-        def __init__(self, metadata):
-            self.metadata = metadata
+    def args(metadata, category="kernel"):  # an event with correlation 41, linked to the op 40
+        return msgspec.json.decode(_args(category, 41, 40, metadata))
 
-        def correlation_id(self):
-            return 41
-
-        def linked_correlation_id(self):
-            return 40
-
-        def metadata_json(self):
-            return self.metadata
-
-    good = msgspec.json.decode(_args(Event('"stream": 7, "correlation": 42'), "kernel"))
+    good = args('"stream": 7, "correlation": 42')
     assert good == {"correlation": 42, "stream": 7, "External id": 40}
-    null = msgspec.json.decode(_args(Event('"correlation": null, "stream": 7'), "kernel"))
+    null = args('"correlation": null, "stream": 7')
     assert null == {"correlation": 41, "stream": 7, "External id": 40}  # the event's own id fills it
     for junk in ('"stream": ', "{", '"a": 1}, {"b": 2', ""):
-        assert msgspec.json.decode(_args(Event(junk), "kernel")) == {"correlation": 41, "External id": 40}
-    assert msgspec.json.decode(_args(Event(""), "cpu_op")) == {"External id": 41}
+        assert args(junk) == {"correlation": 41, "External id": 40}
+    assert args("", "cpu_op") == {"External id": 41}
 
 
 def test_events_to_profile_survives_args_no_file_could_hold():
