@@ -42,6 +42,7 @@ MODULE_MARKERS: dict[str, tuple[str, ...]] = {
     "test_fuzz_inputs": ("fuzz",),
     "test_hta_agreement": ("hta",),
     "test_otlp_export": ("jobs",),
+    "test_window_stress": ("jobs",),
     "test_test_groups": ("slow",),
     "test_gpu_check_script": ("slow",),
     "test_real_backends_configs": ("backends",),

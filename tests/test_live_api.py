@@ -311,11 +311,16 @@ def test_sigusr2_and_the_udp_trigger_open_windows_on_demand(tmp_path):
             time.sleep(0.02)
         for _ in range(4):
             api.step()
-    assert signal.getsignal(signal.SIGUSR2) is signal.SIG_DFL  # restored at stop
+    from otel_profiler.live import triggers
+
+    assert signal.getsignal(signal.SIGUSR2) is triggers._ended  # a late request is dropped, not fatal
+    os.kill(os.getpid(), signal.SIGUSR2)
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     windows = json.loads((tmp_path / "rank-0.json").read_text())["windows"]
     assert [(w["reason"], w["first_step"], w["last_step"]) for w in windows] == [
         ("demand", 3, 4), ("demand", 7, 8)]  # from the next step boundary on
+    with api.Profiler(profile_dir=str(tmp_path / "again"), **opts):  # a later session takes it again
+        assert signal.getsignal(signal.SIGUSR2) not in (triggers._ended, signal.SIG_DFL)
 
 
 def test_backs_off_with_one_warning_when_the_user_runs_torch_profiler(tmp_path):

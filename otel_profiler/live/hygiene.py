@@ -33,6 +33,7 @@ class ProcessHygiene:
     _source: Any
     _trigger: Any
     _watch_lock: Any
+    _close_at_exit: Any
 
     def _install_sigterm(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -82,7 +83,7 @@ class ProcessHygiene:
         self.metrics = None  # its threads did not survive the fork; the parent owns its port
         self._watch_lock = threading.Lock()
         try:
-            atexit.unregister(self.close)
+            atexit.unregister(self._close_at_exit)
         except Exception:
             pass
         try:  # SIGTERM kills the child as it would without us (e.g. Pool.terminate of its workers)

@@ -131,6 +131,7 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
         self.writer = RankWriter(self.folder, self.rank)
         self.resource = attributes(v)
         self.closed = False
+        self._exiting = False  # closing from atexit: the interpreter is ending
         # One writer at a time; held around fork. Re-entrant: the SIGTERM handler may flush while
         # the interrupted main thread is itself inside flush().
         self.lock = threading.RLock()
@@ -149,6 +150,8 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
         self._backed_off = False
         self._told_no_cupti = False
         self._window: dict[str, Any] | None = None
+        self._in_torch_scope = False  # see capture: no window starts in a scope of the previous one
+        self._start_fenced = False
         self._windows: list[dict[str, Any]] = []
         self._finished: list[tuple[Any, dict[str, Any] | None]] = []  # (capture, window) to write
         self._wake = False  # a plain flag, never a lock: signal handlers set it too
@@ -193,7 +196,7 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
             from ..metrics import profile as profile_metrics, system as system_metrics  # noqa: F401
         self._make_exporter = _exporter_factory()
         markers.active = True
-        atexit.register(self.close)
+        atexit.register(self._close_at_exit)
         install_fork_hooks(_before_fork, _after_fork_parent, _after_fork_child)
         self._install_sigterm()
         from .triggers import UdpTrigger, install_signal
@@ -218,6 +221,10 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
     def _hook_installed(self, hooks: Any) -> None:
         self._torch_hooks = hooks
         self._remove_step_hook = hooks.remove
+
+    def _close_at_exit(self) -> None:
+        self._exiting = True
+        self.close()
 
     def close(self) -> None:
         """Stop capturing, write everything left, close the exporter. Idempotent, never raises."""
@@ -264,7 +271,7 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
             if _current is self:
                 _current = None
             try:
-                atexit.unregister(self.close)
+                atexit.unregister(self._close_at_exit)
             except Exception:
                 pass
 
@@ -340,12 +347,17 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
         undo, self._remove_step_hook = self._remove_step_hook, None
         trigger, self._trigger = self._trigger, None
         restore, self._restore_signal = self._restore_signal, None
-        for step in (undo, trigger.close if trigger else None, restore, self._uninstall_sigterm):
+        for step in (undo, trigger.close if trigger else None, self._uninstall_sigterm):
             if step is not None:
                 try:
                     step()
                 except Exception:
                     pass
+        if restore is not None:
+            try:
+                restore(at_exit=self._exiting)
+            except Exception:
+                pass
 
     def _fail(self, exc: BaseException) -> None:
         """Turn profiling off after an internal error (one warning), also when it is the last flush

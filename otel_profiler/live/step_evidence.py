@@ -104,10 +104,23 @@ class StepSources:
     _time_deadline: int | None
     _fallback_said: bool
     _time_window_s: float
+    _in_torch_scope: bool
+    _start_fenced: bool
 
     def optimizer_made(self) -> None:
         """An optimizer was constructed (``torch_steps``)."""
         self.evidence.optimizer_made = True
+
+    def torch_scope_entered(self) -> None:
+        """torch opened a ``record_function`` scope around what we are called from (the leading
+        optimizer's step): no detailed window may start in it if one was running when it opened,
+        nor after one stopped in it (``capture``), until ``torch_scope_left``."""
+        running = self._source is not None and self._source.running
+        self._start_fenced = running or (self._in_torch_scope and self._start_fenced)
+        self._in_torch_scope = True
+
+    def torch_scope_left(self) -> None:
+        self._in_torch_scope = self._start_fenced = False
 
     def optimizer_step_started(self) -> None:
         """An optimizer step begins: later backward passes in it are not steps of their own."""
@@ -119,6 +132,11 @@ class StepSources:
         """A backward pass ended: a step boundary once backward passes are the evidence."""
         evidence = self.evidence
         if evidence.source is not None and evidence.source != "backward":
+            if self._window is not None and "deferred" in self._window:
+                try:
+                    self.safe_point()  # outside the backward's scopes: a deferred start can go
+                except Exception as exc:
+                    self._fail(exc)
             return  # hot path: a stronger source marks the steps
         try:
             if self.closed:
@@ -146,11 +164,14 @@ class StepSources:
             if self._first_torch_ns is None:
                 self._first_torch_ns = now
                 self._first_torch_work(now)
+            self.safe_point()
+            window = self._window
+            waiting = window is not None and "deferred" in window  # fenced: inside an optimizer step
             if self._time_deadline is not None:
                 if now < self._time_deadline:
                     return True
                 self._end_time_window()
-            return False
+            return waiting
         except Exception as exc:
             self._fail(exc)
             return False
@@ -186,7 +207,7 @@ class StepSources:
                 self._window = None
             if window is not None and window["captured"] and self._source is not None and self._source.running:
                 try:
-                    self._source.stop()  # dropped: the steps' own windows replace it
+                    self._stop_source()  # dropped: the steps' own windows replace it
                 except Exception as exc:
                     self._back_off(f"the detailed source failed to stop ({exc})")
         hooks = self._torch_hooks

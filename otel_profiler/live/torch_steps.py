@@ -31,7 +31,8 @@ from . import markers
 class TorchHooks:
     """Reports torch evidence to ``sink`` (the session): ``optimizer_step_started()``,
     ``step_boundary(manual=False)``, ``optimizer_made()``, ``backward_done()`` and ``torch_work()``
-    (returns True while it wants more module-call reports)."""
+    (returns True while it wants more module-call reports); ``torch_scope_entered()`` and
+    ``torch_scope_left()`` bracket what runs inside ``Optimizer.step``'s profiler scope."""
 
     def __init__(self, sink: Any) -> None:
         self.sink = sink
@@ -56,6 +57,7 @@ class TorchHooks:
         def pre(optimizer: Any, args: Any, kwargs: Any) -> None:
             try:
                 if leads(optimizer):
+                    sink.torch_scope_entered()  # both hooks run inside Optimizer.step's scope
                     sink.optimizer_step_started()
             except Exception:
                 pass
@@ -63,9 +65,13 @@ class TorchHooks:
         def post(optimizer: Any, args: Any, kwargs: Any) -> None:
             try:
                 if leads(optimizer):
+                    sink.torch_scope_entered()  # again: a pre-hook may have been missed
                     sink.step_boundary(manual=False)
             except Exception:
                 pass
+            finally:
+                if leads(optimizer):
+                    sink.torch_scope_left()
 
         self._undo.append(register_optimizer_step_pre_hook(pre).remove)
         self._undo.append(register_optimizer_step_post_hook(post).remove)

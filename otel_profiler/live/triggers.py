@@ -34,14 +34,24 @@ MIN_INTERVAL_S = 5.0
 _CREDENTIALS = struct.Struct("iII")  # struct ucred: pid, uid, gid
 
 
+def _ended(signum: int, frame: object) -> None:
+    """SIGUSR2's handler once the session that took it has ended: a late request is dropped."""
+
+
 def install_signal(request: Callable[[], None]) -> Callable[[], None] | None:
-    """``SIGUSR2`` calls ``request``. Returns a function restoring the previous state, or None when
-    not installed (not the main thread, no SIGUSR2, or the program handles it already)."""
+    """``SIGUSR2`` calls ``request``. Returns a function to call when the session ends, or None
+    when not installed (not the main thread, no SIGUSR2, or the program handles it already).
+
+    When the session ends SIGUSR2 is dropped rather than given back its default action: a capture
+    request arriving while the job exits must not kill it. At exit it is ignored (Python gives its
+    handlers back their default action as the interpreter finalizes); a session stopped earlier
+    leaves a handler that drops it, so programs the job starts later get the default action."""
     sig = getattr(signal, "SIGUSR2", None)
     if sig is None or threading.current_thread() is not threading.main_thread():
         return None
     try:
-        if signal.getsignal(sig) not in (signal.SIG_DFL, None):
+        current = signal.getsignal(sig)
+        if current not in (signal.SIG_DFL, None, _ended):  # else: the program's own
             return None
 
         def handler(signum: int, frame: object) -> None:
@@ -51,10 +61,10 @@ def install_signal(request: Callable[[], None]) -> Callable[[], None] | None:
     except (ValueError, OSError):
         return None
 
-    def restore() -> None:
+    def restore(at_exit: bool = False) -> None:
         try:
             if signal.getsignal(sig) is handler and threading.current_thread() is threading.main_thread():
-                signal.signal(sig, signal.SIG_DFL)
+                signal.signal(sig, signal.SIG_IGN if at_exit else _ended)
         except (ValueError, OSError):
             pass
 
