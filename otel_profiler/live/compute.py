@@ -2,18 +2,23 @@
 model and cores, memory, GPUs (name, UUID, memory; NVML when it is there, else torch), driver, CUDA
 and framework versions, and the instance type where the environment names it (an environment
 variable of the platform, else the machine's DMI product name). Reads local files and libraries only,
-never the network; every part that cannot be read is left out."""
+never the network; every part that cannot be read is left out.
+
+It runs inside the training job, so it reads ``os.uname()``, ``os.confstr`` and ``/proc`` only: no
+``platform`` call that starts a subprocess (``uname -p``: its warning filters reset the job's
+once-per-location warning registry, so a warning the job already printed would print again), and
+no import the job did not make itself (``pynvml`` warns on import)."""
 
 from __future__ import annotations
 
 import os
-import platform
 import socket
 import sys
 from typing import Any
 
 INSTANCE_TYPE_VARIABLES = ("SM_CURRENT_INSTANCE_TYPE", "INSTANCE_TYPE")  # SageMaker, generic
 DMI_PRODUCT = "/sys/devices/virtual/dmi/id/product_name"
+NVIDIA_DRIVER = "/proc/driver/nvidia/version"
 
 
 def _cpu_model() -> str | None:
@@ -24,7 +29,32 @@ def _cpu_model() -> str | None:
                     return line.split(":", 1)[1].strip() or None
     except OSError:
         pass
-    return platform.processor() or None
+    return os.uname().machine or None
+
+
+def _os_name() -> str:
+    """``Linux-6.1.0-x86_64-with-glibc2.36``: what ``platform.platform(terse=True)`` says on
+    Linux, built from ``os.uname()`` and the C library's own answer (no subprocess)."""
+    name = os.uname()
+    text = f"{name.sysname}-{name.release}-{name.machine}"
+    try:
+        libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError):
+        libc = ""
+    if libc.startswith("glibc "):
+        text += "-with-glibc" + libc.split(" ", 1)[1]
+    return text
+
+
+def _nvidia_driver() -> str | None:
+    """The driver version the kernel module reports (``NVRM version: ... Kernel Module  550.54.15``)."""
+    try:
+        with open(NVIDIA_DRIVER, encoding="utf-8", errors="replace") as f:
+            first = f.readline()
+    except OSError:
+        return None
+    words = first.split("Kernel Module", 1)[-1].split() if "Kernel Module" in first else []
+    return words[0] if words else None
 
 
 def instance_type(env: dict[str, str] | None = None) -> dict[str, str] | None:
@@ -44,8 +74,9 @@ def instance_type(env: dict[str, str] | None = None) -> dict[str, str] | None:
 
 
 def _gpus_nvml() -> tuple[list[dict[str, Any]], str | None]:
-    import pynvml as nv
-
+    nv = sys.modules.get("pynvml")  # only when the job imported it: importing it may warn
+    if nv is None:
+        raise LookupError("pynvml not imported by the job")
     nv.nvmlInit()
     try:
         driver = nv.nvmlSystemGetDriverVersion()
@@ -83,7 +114,7 @@ def compute_resources() -> dict[str, Any]:
 
 
 def _read() -> dict[str, Any]:
-    out: dict[str, Any] = {"host": socket.gethostname(), "os": platform.platform(terse=True),
+    out: dict[str, Any] = {"host": socket.gethostname(), "os": _os_name(),
                            "cpu_model": _cpu_model()}
     try:
         import psutil
@@ -100,9 +131,10 @@ def _read() -> dict[str, Any]:
             gpus = _gpus_torch()
         except Exception:
             gpus = []
+        driver = _nvidia_driver() if gpus else None
     out["gpus"] = gpus
     out["driver"] = driver
-    versions = {"python": platform.python_version()}
+    versions = {"python": "%d.%d.%d" % sys.version_info[:3]}
     for name in ("torch", "tensorflow", "jax"):
         module = sys.modules.get(name)
         if module is not None:
