@@ -83,7 +83,19 @@ HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNT
               Kind.OTHER)
 """Host-side kinds: rules find their events by name among all of them, since one trace records as an
 operator what another records as a user annotation or a Python function."""
-DATALOADER_NEXT = re.compile(r"DataLoader.*__next__|utils/data/dataloader\.py\(\d+\): __next__")
+_LOADER_FRAME = re.compile(r"utils/data/dataloader\.py\(\d+\): __next__")
+
+
+def is_dataloader_next(name: str) -> bool:
+    """A DataLoader ``__next__`` call: "DataLoader" and later "__next__" on one line of the name
+    (``enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__``), or the Python frame
+    ``torch/utils/data/dataloader.py(N): __next__``. Linear in the name's length (a regex
+    ``DataLoader.*__next__`` retries from every "DataLoader": quadratic on long hostile names)."""
+    for line in name.split("\n") if "\n" in name else (name,):
+        first = line.find("DataLoader")
+        if first >= 0 and line.find("__next__", first + len("DataLoader")) >= 0:
+            return True
+    return "__next__" in name and _LOADER_FRAME.search(name) is not None
 
 
 class Context:

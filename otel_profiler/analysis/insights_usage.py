@@ -8,7 +8,7 @@ import numpy as np
 from cuda_tracer.profile import Profile
 
 from .breakdown import merged_length
-from .insights_context import CUDA_DEVICE_TYPE, DATALOADER_NEXT, Context, device_label, insight
+from .insights_context import CUDA_DEVICE_TYPE, Context, device_label, insight, is_dataloader_next
 
 
 def low_gpu_utilization(ctx: Context) -> list[dict]:
@@ -220,7 +220,7 @@ def dataloader(ctx: Context) -> list[dict]:
     operator or a user annotation, or the Python function ``torch/utils/data/dataloader.py(N):
     __next__``; their union is the loading time."""
     b = ctx.batch
-    rows = ctx.name_rows(lambda s: bool(DATALOADER_NEXT.search(s)))
+    rows = ctx.name_rows(is_dataloader_next)
     if not len(rows):
         return []
     loading = merged_length(b.start_ns[rows], b.end_ns[rows])
