@@ -11,8 +11,11 @@ __all__ = ["__version__", *_API]
 
 
 def __getattr__(name: str):
+    """Load the training API on first use and bind its names here, so later look-ups
+    (``otel_profiler.annotate`` in a hot loop) are plain module attributes, not calls."""
     if name in _API:
         from . import api
 
-        return getattr(api, name)
+        globals().update((n, getattr(api, n)) for n in _API)
+        return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -54,3 +54,54 @@ def test_a_warning_the_job_printed_is_not_printed_again(tmp_path):
     assert "warning-loop: done" in out.stdout and meta.is_file()
     assert out.stderr.count("UserWarning: the learning rate is only a guess") == 1, out.stderr[-3000:]
     assert json.loads(meta.read_text())["compute"]["os"].startswith(os.uname().sysname)
+
+
+# ------------------------------------------------------------------------- 2. a late first step
+def test_a_first_optimizer_step_after_the_time_window_leaves_one_kind_of_window(tmp_path):
+    """LBFGS whose first step comes after the 10 s time fallback window ended: the steps are the
+    evidence, the run's windows are the steps' windows only, and no "no training step" line."""
+    out = profiled(tmp_path, "lbfgs_closure.py", "6", "11")
+    numbers, meta = steps_and_meta(tmp_path / "prof")
+    assert meta["step_source"] == "optimizer" and numbers == list(range(len(numbers))) and len(numbers) >= 4
+    reasons = {window["reason"] for window in meta["windows"]}
+    assert len(reasons) == 1 and "time" not in reasons, meta["windows"]
+    assert "no training step" not in out.stderr, out.stderr[-3000:]
+    assert f"Steps ({len(numbers)}, from optimizer)" in out.stderr
+
+
+# ------------------------------------------------------------------------- 3, 4. several optimizers
+# Under `run` the first boundary starts the first step, so N boundaries are N - 1 steps.
+@pytest.mark.parametrize("script, args, steps", [
+    ("forward_forward.py", ("2", "30"), 59),  # one optimizer per layer, in turn: every step counts
+    ("forward_forward.py", ("3", "10"), 29),
+    ("gan_two_optimizers.py", ("12",), 11),  # two optimizers in one iteration: one step
+])
+def test_steps_of_optimizers_that_take_turns_count_once_each(tmp_path, script, args, steps):
+    profiled(tmp_path, script, *args)
+    numbers, meta = steps_and_meta(tmp_path / "prof")
+    assert meta["step_source"] == "optimizer"
+    assert numbers == list(range(steps))
+
+
+def test_step_beside_an_optimizer_counts_each_iteration_once(tmp_path):
+    out = profiled(tmp_path, "step_beside_optimizer.py", "12")
+    numbers, meta = steps_and_meta(tmp_path / "prof")
+    assert meta["step_source"] == "step()" and numbers == list(range(11))
+    assert "Steps (11, from step())" in out.stderr
+
+
+# ------------------------------------------------------------------------- 7. the package's names
+def test_the_package_binds_the_api_names_it_loads():
+    """``otel_profiler.annotate`` goes through the package's ``__getattr__`` once, then is a plain
+    module attribute (the same object as ``from otel_profiler import annotate``); torch stays out."""
+    probe = ("import sys, otel_profiler\n"
+             "before = 'annotate' in vars(otel_profiler)\n"
+             "with otel_profiler.annotate('x'):\n"
+             "    pass\n"
+             "from otel_profiler import annotate, step\n"
+             "print(before, vars(otel_profiler).get('annotate') is annotate, "
+             "vars(otel_profiler).get('step') is step, 'torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", probe], env=clean_env(), capture_output=True, text=True,
+                         timeout=TIMEOUT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True", "True", "False"]
