@@ -57,6 +57,11 @@ beyond this many, the batch is dropped and counted (``batches_dropped_queue_full
 PERSIST_S = 30.0
 """At close, after the network deadline: the most the exporter process may take to spool what it
 holds (milliseconds normally; a cap for a machine that is swapping)."""
+HEARTBEAT_S = 0.1
+"""The exporter process writes the time (``time.monotonic``, one clock for every process) this often."""
+FROZEN_S = 1.5
+"""At close, an exporter process whose heartbeat is older than this, or that is stopped (SIGSTOP,
+a debugger), is frozen: it is killed at once and the job does not wait for it."""
 
 
 def config_from_settings(settings: Any, default_service: str | None = None) -> ExportConfig:
@@ -100,13 +105,24 @@ def _watch_parent(parent_pid: int) -> None:
         _parent_gone.set()
 
 
-def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any, parent_pid: int = 0) -> None:
+def _beat(heartbeat: Any) -> None:
+    """Tell the job this process is alive (a thread of its own: a sending thread waiting on the
+    network, or encoding, never stops it)."""
+    while True:
+        heartbeat[0] = time.monotonic()
+        time.sleep(HEARTBEAT_S)
+
+
+def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any, parent_pid: int = 0,
+                heartbeat: Any = None) -> None:
     """The exporter process: read batches until the sentinel or the job's end.
 
     ``closing`` holds what ``Exporter.close`` sets: the network deadline (wall clock; after it,
     requests are spooled, not sent), the end of the time given to spool what is left, and the
     close timeout."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's; close() ends us
+    if heartbeat is not None:
+        threading.Thread(target=_beat, args=(heartbeat,), name="otel-profiler-heartbeat", daemon=True).start()
     if parent_pid:
         _watch_parent(parent_pid)
     counters = Counters(shared)
@@ -197,8 +213,10 @@ class Exporter:
         self._queue = ctx.Queue(config.queue_size)
         self._shared = ctx.Array("q", len(COUNTERS), lock=False)
         self._closing = ctx.Array("d", 3, lock=False)  # (stop sending, stop spooling, timeout): see _child_main
+        self._heartbeat = ctx.Array("d", 1, lock=False)  # the exporter process's last sign of life
         self._proc = ctx.Process(target=_child_main, name="otel-profiler-exporter", daemon=True,
-                                 args=(self._queue, config, self._shared, self._closing, os.getpid()))
+                                 args=(self._queue, config, self._shared, self._closing, os.getpid(),
+                                       self._heartbeat))
         _start_hiding_main(self._proc)
         self.submitted = 0
         self.metrics_submitted = 0
@@ -213,6 +231,8 @@ class Exporter:
         self._held_parts = 0
         self._closed = False
         self._final: dict[str, int] | None = None
+        self.profile_folder: str | None = None  # named in the line at close when batches were lost
+        self.frozen = False  # found frozen at close, and killed
         _LIVE.add(self)
 
     def submit(self, meta: dict[str, Any], batch: Any) -> bool:
@@ -307,26 +327,22 @@ class Exporter:
         self._closing[0] = now + timeout_s
         end = time.monotonic() + timeout_s + PERSIST_S
         if self._held is not None and self._proc.is_alive():
-            try:
-                self._queue.put((self._held_meta, self._held), timeout=max(0.05, end - time.monotonic()))
+            if self._put((self._held_meta, self._held), end):
                 self.submitted += 1
-            except Exception:
+            else:
                 self.dropped += self._held_parts
             self._held = None
         if self._proc.is_alive():
-            try:
-                self._queue.put(None, timeout=max(0.05, end - time.monotonic()))
-            except Exception:
-                pass
-        self._proc.join(max(0.0, end - time.monotonic()))
+            self._put(None, end)
+        while self._proc.is_alive() and time.monotonic() < end and not self._is_frozen():
+            self._proc.join(min(HEARTBEAT_S, max(0.0, end - time.monotonic())))
         stopped = self._proc.is_alive()
         if stopped:
-            print_warning(f"span exporter did not finish spooling within {timeout_s + PERSIST_S:g} s; stopping it")
-            self._proc.terminate()
-            self._proc.join(5.0)
-            if self._proc.is_alive():
-                self._proc.kill()
-                self._proc.join(5.0)
+            self.frozen = self._is_frozen()
+            if not self.frozen:
+                print_warning(f"span exporter did not finish spooling within {timeout_s + PERSIST_S:g} s; "
+                              "stopping it")
+            self._stop_process()
         self._final = Counters(self._shared).snapshot()
         self._count_unread()
         if not stopped and self._proc.exitcode == 0:
@@ -339,20 +355,86 @@ class Exporter:
                 "batches read but not exported (exporter stopped)": self.cut_short,
                 "spans not yet sent or spooled (exporter stopped)": self._final["spans_pending"],
                 "spans": self._final["spans_dropped"]}
-        if any(lost.values()):
-            print_warning("span export dropped " + ", ".join(f"{n} {what}" for what, n in lost.items() if n))
+        dropped = ", ".join(f"{n} {what}" for what, n in lost.items() if n)
+        if self.frozen:  # whatever it had not confirmed is in the profile folder: one line, the command
+            print_warning("span exporter process was frozen (stopped or not responding) at exit and was "
+                          "killed so the job could end" + (f"; span export dropped {dropped}" if dropped else "")
+                          + self._export_hint())
+        elif dropped:  # the command only for what a dead exporter lost (the folder has it)
+            process_lost = self.dropped_gone or self.dropped_unread or self.cut_short or self._final["spans_pending"]
+            print_warning("span export dropped " + dropped + (self._export_hint() if process_lost else ""))
         if self._final["spool_bytes"] > 0 and self.config.target is not None:
             print_warning(replay_hint(self.config, self._final["spans_spooled"]))
         return self.counters()
+
+    def _put(self, item: Any, end: float) -> bool:
+        """Queue ``item`` for the exporter process before ``end``, giving up at once when it is
+        frozen (a full queue would otherwise hold the job until ``end``)."""
+        while time.monotonic() < end:
+            try:
+                self._queue.put(item, timeout=min(HEARTBEAT_S, max(0.01, end - time.monotonic())))
+                return True
+            except queue_mod.Full:
+                if not self._proc.is_alive() or self._is_frozen():
+                    return False
+            except Exception:
+                return False
+        return False
+
+    def _is_frozen(self) -> bool:
+        """The exporter process is stopped (SIGSTOP, a debugger), or its heartbeat is older than
+        ``FROZEN_S`` (one that has not begun beating is still starting: not frozen)."""
+        if _stopped(self._proc.pid):
+            return True
+        beat = self._heartbeat[0]
+        return beat > 0 and time.monotonic() - beat > FROZEN_S
+
+    def _stop_process(self) -> None:
+        """Kill the exporter process and leave it at once if it does not die (the job never waits
+        for it again, neither here nor in multiprocessing's exit hook). What it had not settled
+        is counted by the caller; the profile folder still holds every batch."""
+        for stop in (self._proc.terminate, self._proc.kill) if not self.frozen else (self._proc.kill,):
+            stop()
+            self._proc.join(1.0)
+            if not self._proc.is_alive():
+                return
+        try:
+            mp.process._children.discard(self._proc)  # type: ignore[attr-defined]
+        except Exception:
+            pass
+
+    def _export_hint(self) -> str:
+        """The command that sends what was lost: the profile folder keeps every batch."""
+        if self.profile_folder is None or self.config.target is None:
+            return " (the profile folder keeps them: `otel-profiler export FOLDER` sends them)"
+        from .sinks import redact_url
+
+        command = (f"otel-profiler export {_shell_arg(self.profile_folder)} "
+                   f"--endpoint {_shell_arg(redact_url(self.config.target.endpoint))}")
+        if self.config.target.protocol != "http/protobuf":
+            command += f" --protocol {self.config.target.protocol}"
+        return f"; the profile folder keeps them, send them with: {command}"
+
+
+def _stopped(pid: int | None) -> bool:
+    """Whether a process is stopped (state T or t in ``/proc``; False where that cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] in (b"T", b"t")
+    except (OSError, IndexError):
+        return False
+
+
+def _shell_arg(text: str) -> str:
+    """A word of a command line shown to the user: quoted, control characters as ``?``."""
+    return shlex.quote("".join(c if c.isprintable() else "?" for c in text))
 
 
 def replay_hint(config: ExportConfig, spooled: int) -> str:
     """The line at exit when spans wait in the spool: where, and the command that sends them."""
     from .sinks import redact_url
 
-    def arg(text: str) -> str:
-        return shlex.quote("".join(c if c.isprintable() else "?" for c in text))
-
+    arg = _shell_arg
     command = f"otel-profiler replay {arg(config.spool_dir)} --endpoint {arg(redact_url(config.target.endpoint))}"
     if config.target.protocol != "http/protobuf":
         command += f" --protocol {config.target.protocol}"

@@ -43,7 +43,7 @@ class RankWriter:
         if self._claimed is None:
             make_private_dir(self.folder)  # not a folder of another user or one others can write
             lock = os.path.join(self.folder, f"rank-{self.rank}.lock")
-            self._claimed = _lock(lock) or (_holder_dead(lock) and _replace_lock(lock))
+            self._claimed = _lock(lock) or (holder_dead(lock) and _replace_lock(lock))
             if self._claimed:
                 prefix = f"rank-{self.rank}."
                 for name in os.listdir(self.folder):
@@ -85,7 +85,9 @@ def _lock(path: str) -> bool:
     return True
 
 
-def _holder_dead(path: str) -> bool:
+def holder_dead(path: str) -> bool:
+    """Whether the process whose pid a lock file holds is gone (a zombie, not yet reaped by its
+    parent, counts as gone; an unreadable lock too)."""
     try:
         with open(path) as f:
             pid = int(f.read().strip() or 0)
@@ -99,7 +101,15 @@ def _holder_dead(path: str) -> bool:
         return True
     except PermissionError:
         return False
-    return False
+    return _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _replace_lock(path: str) -> bool:

@@ -39,7 +39,8 @@ from .cuda_memory import SNAPSHOT_NAME, CudaMemory
 from .host_samples import CpuTimeline
 from .flushing import Flushing
 from .hygiene import ProcessHygiene, install_fork_hooks
-from .output import RankOutput, RankWriter, write_summary
+from . import summary_later
+from .output import RankOutput, RankWriter
 from .resource import attributes, distributed_position, run_id
 from .step_evidence import TIME_FALLBACK_S, StepEvidence, StepSources
 from .windows import WindowPolicy
@@ -188,8 +189,6 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
         import cuda_tracer.cupti  # noqa: F401  (imports neither torch nor cupti-python)
         import cuda_tracer.kineto  # noqa: F401  (does not import torch)
 
-        if v["OTEL_PROFILER_SUMMARY_AT_EXIT"]:
-            from ..analysis import document  # noqa: F401  (summary and insights, written at exit)
         from ..metrics.publisher import metrics_wanted
 
         if metrics_wanted(self.settings):  # they may start at exit, for a run shorter than one flush poll
@@ -253,13 +252,12 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
             if self._exporter is not None:
                 if self.metrics is not None:
                     self.metrics.export_now(last=True)  # the last OTLP metrics, after the last batch
+                self._exporter.profile_folder = self.folder  # named if batches are lost
                 self._exporter.close(timeout_s=CLOSE_NETWORK_S)
             if self.settings["OTEL_PROFILER_SUMMARY_AT_EXIT"] and self.writer.parts:
-                try:
-                    write_summary(self.folder)
-                except OSError as exc:
-                    self._cannot_write(exc)
-                    return
+                # summary.json is made after the job, by a detached low-priority process: reading
+                # every rank back must not cost this process memory or time at its exit
+                summary_later.start(self.folder, exiting=self._exiting or self._in_signal)
                 print(f"otel-profiler: profile of rank {self.rank} written to {self.folder} "
                       f"(`otel-profiler summary {self.folder}`)", file=sys.stderr)
         except Exception as exc:
