@@ -121,13 +121,28 @@ def diff(base: dict, new: dict) -> dict[str, Any]:
     }
 
 
+NO_GPU_NOTE = "no GPU activity in either profile: the GPU sections and columns are left out"
+
+
+def has_gpu(d: dict) -> bool:
+    """Whether either profile of the comparison recorded GPU work."""
+    k = d["kernels"]
+    copies = any(v["count"]["base"] or v["count"]["new"] for v in d["memcpy"].values())
+    return bool(d["devices"]) or bool(k["count"]["base"] or k["count"]["new"]) or copies
+
+
 def tables(d: dict, top: int = 20) -> list[tuple[str, tuple[str, ...], list[tuple]]]:
-    """The comparison as (title, header, rows) tables, in reading order, for text and CSV."""
+    """The comparison as (title, header, rows) tables, in reading order, for text and CSV. Without
+    GPU work in either profile (``has_gpu``), the GPU tables and columns are left out."""
+    gpu = has_gpu(d)
+
     def fig(label: str, f: dict) -> tuple:
         return (label, f["base"], f["new"], f["delta"], "-" if f["pct"] is None else f"{f['pct']:+.1f}%")
 
     head = ("Figure", "Base", "New", "Delta", "Change")
     out = [("Steps", head, [fig(k, v) for k, v in d["steps"].items()])]
+    if not gpu:
+        return out + _cpu_tables(d, top)
     out.append(("GPU temporal breakdown (per device)", head,
                 [fig(f"{dev} {k}", v) for dev, fields in d["devices"].items() for k, v in fields.items()]))
     out.append(("GPU time by kernel class (us)", head,
@@ -138,14 +153,7 @@ def tables(d: dict, top: int = 20) -> list[tuple[str, tuple[str, ...], list[tupl
                                ("nn.Module classes", d.get("modules", []), "type")):
         if title.startswith("nn.") and not rows:
             continue
-        fields = [k for k, v in rows[0].items() if isinstance(v, dict)] if rows else []
-        changed = [r for r in rows if r["status"] != "same"]
-        out.append((f"{title} by time change (top {top} of {len(changed)} changed; "
-                    f"{sum(r['status'] == 'added' for r in rows)} added, "
-                    f"{sum(r['status'] == 'removed' for r in rows)} removed)",
-                    ("Status", *(f"{f} {s}" for f in fields[:2] for s in ("base", "new", "delta")), "Name"),
-                    [(r["status"], *(r[f][s] for f in fields[:2] for s in ("base", "new", "delta")),
-                      r.get(label) or r.get("name") or r.get("type")) for r in changed[:top]]))
+        out.append(_changes(title, rows, label, top))
     out.append(("Launch delay and latency (us)", head,
                 [fig(f"{m} {p}", v) for m in ("delay_us", "latency_us") for p, v in d["launch"][m].items()]
                 + [fig("matched_gpu_ops", d["launch"]["matched_gpu_ops"])]))
@@ -154,4 +162,26 @@ def tables(d: dict, top: int = 20) -> list[tuple[str, tuple[str, ...], list[tupl
                  if v["base"] or v["new"]]))
     out.append(("GPU memory peak (bytes)", head,
                 [fig(f"{dev} {k}", v) for dev, fields in d["memory"].items() for k, v in fields.items()]))
+    return out
+
+
+def _changes(title: str, rows: list[dict], label: str, top: int,
+             fields: tuple[str, ...] | None = None) -> tuple[str, tuple[str, ...], list[tuple]]:
+    """Rows that changed, by time change: status, the first two figures (or ``fields``) base, new
+    and delta, and the name."""
+    shown = list(fields or ([k for k, v in rows[0].items() if isinstance(v, dict)][:2] if rows else []))
+    changed = [r for r in rows if r["status"] != "same"]
+    return (f"{title} by time change (top {top} of {len(changed)} changed; "
+            f"{sum(r['status'] == 'added' for r in rows)} added, "
+            f"{sum(r['status'] == 'removed' for r in rows)} removed)",
+            ("Status", *(f"{f} {s}" for f in shown for s in ("base", "new", "delta")), "Name"),
+            [(r["status"], *(r[f][s] for f in shown for s in ("base", "new", "delta")),
+              r.get(label) or r.get("name") or r.get("type")) for r in changed[:top]])
+
+
+def _cpu_tables(d: dict, top: int) -> list[tuple[str, tuple[str, ...], list[tuple]]]:
+    """The operators and module classes of two runs without GPU work, by their CPU columns."""
+    out = [_changes("Operators", d["operators"], "name", top, ("calls", "self_cpu_us"))]
+    if d.get("modules"):
+        out.append(_changes("nn.Module classes", d["modules"], "type", top, ("calls", "cpu_us")))
     return out

@@ -8,7 +8,8 @@
 Thresholds live in one dataclass, ``Thresholds``; each field documents what it bounds. Defaults follow
 the SageMaker Debugger profiler rules where one exists (``LowGPUUtilization`` p95 70 %, ``StepOutlier``,
 ``LoadBalancing``, ``GPUMemoryIncrease`` 10 points, ``BatchSize`` 70/70/70, ``Dataloader``); the
-others are the first things a GPU performance engineer checks. Rules that need data a trace lacks
+others are the first things a GPU performance engineer checks; the host rules (CPU contention, a
+host-bound job, DataLoader workers, recording operators) hold on any machine. Rules that need data a trace lacks
 (steps, CPU-side events, memory samples, several ranks) stay silent rather than guess.
 """
 
@@ -20,6 +21,7 @@ from typing import Any, Callable
 from cuda_tracer.profile import Profile
 
 from .insights_context import Context, Thresholds
+from .insights_host import cpu_contention, dataloader_workers, host_bound, record_operators
 from .insights_launch import comm_overlap, deep_stream_queue, launch_bound, pageable_copies, sync_in_step
 from .insights_usage import (batch_size_too_small, cpu_bottleneck, dataloader, gpu_memory_growth,
                              load_balancing, low_gpu_utilization, step_outliers, straggler_ranks)
@@ -41,6 +43,10 @@ RULES: dict[str, Callable[[Context], list[dict]]] = {
     "pageable_copies": pageable_copies,
     "comm_overlap": comm_overlap,
     "deep_stream_queue": deep_stream_queue,
+    "cpu_contention": cpu_contention,
+    "host_bound": host_bound,
+    "dataloader_workers": dataloader_workers,
+    "record_operators": record_operators,
 }
 """Every rule, by name, in the order the report lists them."""
 
@@ -54,14 +60,18 @@ def insights(profile: Profile, summary: dict, thresholds: Thresholds | None = No
     return sorted(found, key=lambda i: _SEVERITY[i["severity"]])
 
 
-def thresholds_doc() -> list[dict[str, Any]]:
-    """Every threshold with its default and meaning (for documentation and the report)."""
+def thresholds_doc(code: str = "") -> list[dict[str, Any]]:
+    """Every threshold with its default and meaning (for documentation and the report). Names the
+    docstrings mark as ````code```` are written between ``code`` (plain text by default; "`" for
+    Markdown)."""
     import inspect
+    import re
 
     source = inspect.getsource(Thresholds)
     out = []
     for name, value in asdict(Thresholds()).items():
         after = source.split(f"    {name}:", 1)[1]
         doc = after.split('"""')[1] if '"""' in after else ""
-        out.append({"name": name, "default": value, "meaning": " ".join(doc.split())})
+        meaning = re.sub(r"``(.+?)``", lambda m: code + m.group(1) + code, " ".join(doc.split()))
+        out.append({"name": name, "default": value, "meaning": meaning})
     return out

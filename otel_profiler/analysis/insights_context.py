@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,8 @@ import numpy as np
 from cuda_tracer.correlate import Correlation, correlate
 from cuda_tracer.events import EventBatch, Kind, kinds_in
 from cuda_tracer.profile import Profile
+
+from .breakdown import merged_length
 
 
 @dataclass(frozen=True)
@@ -24,12 +27,14 @@ class Thresholds:
     """cpu_bottleneck: GPU idle waiting for the CPU (host wait) for at least this % of the device span."""
     step_outlier_mads: float = 3.0
     """step_outliers: a step slower than median + this many scaled MADs (robust sigmas) is an outlier."""
-    step_outlier_min_excess_pct: float = 5.0
-    """step_outliers: ... and at least this % slower than the median step."""
-    step_outlier_min_excess_ms: float = 1.0
-    """step_outliers: ... and at least this many ms slower (sub-millisecond jitter is no finding)."""
+    step_outlier_min_excess_pct: float = 20.0
+    """step_outliers: ... and at least this % slower than the median step, ..."""
+    step_outlier_min_excess_ms: float = 5.0
+    """step_outliers: ... and at least this many ms slower (jitter of a few ms, as under DDP, is no finding)."""
     min_steps: int = 3
     """step_outliers: fewer steps than this say nothing about outliers."""
+    warmup_steps: int = 1
+    """step_outliers: a rank's first this many steps are warm-up (named so; when only they, or the steps where a profiler window starts or stops, are slow: low severity)."""
     load_imbalance_points: float = 20.0
     """load_balancing: utilization of the most and least busy GPU this many % points apart."""
     straggler_pct: float = 5.0
@@ -60,6 +65,20 @@ class Thresholds:
     """comm_overlap: ... and less than this % of it overlaps compute kernels."""
     queue_depth: int = 960
     """deep_stream_queue: a stream queue this deep is near CUDA's ~1024-entry launch queue limit."""
+    contention_machine_pct: float = 90.0
+    """cpu_contention: the machine busy at least this % (mean of the CPU samples while steps ran), ..."""
+    contention_others_cores: float = 1.0
+    """cpu_contention: ... other processes using at least this many cores, ..."""
+    contention_job_cores: float = 0.5
+    """cpu_contention: ... and the training process getting less than this many cores (high: half)."""
+    contention_min_samples: int = 3
+    """cpu_contention, host_bound: fewer CPU samples than this say nothing."""
+    host_bound_cores: float = 0.9
+    """host_bound: the training process keeps at least this many cores busy, with no busy GPU."""
+    loader_min_cores: int = 2
+    """dataloader_workers: a machine with at least this many cores can load in worker processes, ..."""
+    loader_workers_pct: float = 2.0
+    """dataloader_workers: ... and a loader without workers takes at least this % of step time."""
 
     @classmethod
     def parse(cls, items: list[str]) -> "Thresholds":
@@ -141,6 +160,48 @@ class Context:
     def step_time_ns(self) -> int:
         b = self.batch
         return int((b.end_ns[self.step_rows] - b.start_ns[self.step_rows]).sum())
+
+    @cached_property
+    def _loading(self) -> "Loading | None":
+        b = self.batch
+        rows = self.name_rows(is_dataloader_next)
+        if not len(rows):
+            return None
+        loading = merged_length(b.start_ns[rows], b.end_ns[rows])
+        steps = self.step_rows  # those that ran while calls were recorded (a live run's window)
+        steps = steps[(b.end_ns[steps] > b.start_ns[rows].min()) & (b.start_ns[steps] < b.end_ns[rows].max())]
+        step_ns = int((b.end_ns[steps] - b.start_ns[steps]).sum())
+        whole = step_ns or int(b.end_ns.max() - b.start_ns.min())
+        return Loading(calls=int(np.bincount(b.kind[rows]).max()), loading_ns=loading,
+                       pct=100.0 * loading / whole if whole else 0.0,
+                       of="step" if step_ns else "profiled",
+                       single_process=any("SingleProcess" in b.strings[i] for i in set(b.name[rows].tolist())))
+
+    def loading(self) -> "Loading | None":
+        """The DataLoader ``__next__`` calls (found by name whatever their kind), or None; their
+        share is of the steps that ran while they were recorded."""
+        return self._loading
+
+
+@dataclass(frozen=True)
+class Loading:
+    """DataLoader ``__next__`` calls: how many (of the most common kind: one call can be recorded as
+    an operator and a Python function), their merged time, its share of step (or profiled) time,
+    and whether the loader runs in the training process (``_SingleProcessDataLoaderIter``)."""
+
+    calls: int
+    loading_ns: int
+    pct: float
+    of: str
+    single_process: bool
+
+
+_STEP_MARKER = re.compile(r"ProfilerStep#(\d+)")
+
+
+def step_label(name: str) -> str:
+    """A step as a person reads it: ``ProfilerStep#12`` becomes ``step 12``."""
+    return _STEP_MARKER.sub(r"step \1", name)
 
 
 def insight(rule: str, severity: str, scope: str, title: str, evidence: str,

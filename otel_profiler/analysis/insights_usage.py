@@ -7,8 +7,7 @@ import numpy as np
 
 from cuda_tracer.profile import Profile
 
-from .breakdown import merged_length
-from .insights_context import CUDA_DEVICE_TYPE, Context, device_label, insight, is_dataloader_next
+from .insights_context import CUDA_DEVICE_TYPE, Context, device_label, insight, step_label
 
 
 def low_gpu_utilization(ctx: Context) -> list[dict]:
@@ -64,8 +63,10 @@ def cpu_bottleneck(ctx: Context) -> list[dict]:
 
 
 def step_outliers(ctx: Context) -> list[dict]:
-    """Steps slower than median + ``step_outlier_mads`` scaled MADs, ``min_excess_pct`` % and
-    ``min_excess_ms`` ms slower."""
+    """Steps slower than median + ``step_outlier_mads`` scaled MADs, and by at least
+    ``step_outlier_min_excess_pct`` % of the median and ``step_outlier_min_excess_ms`` ms (both
+    floors: jitter of a few ms, as under DDP, is no finding). The first ``warmup_steps`` of a rank
+    are named warm-up; when only they are slow the finding is low severity."""
     b, th, out = ctx.batch, ctx.th, []
     for rank in np.unique(b.rank[ctx.step_rows]).tolist():
         rows = ctx.step_rows[b.rank[ctx.step_rows] == rank]
@@ -77,17 +78,47 @@ def step_outliers(ctx: Context) -> list[dict]:
         limit = max(med + th.step_outlier_mads * mad, med * (1 + th.step_outlier_min_excess_pct / 100),
                     med + th.step_outlier_min_excess_ms * 1e3)
         slow = np.flatnonzero(d > limit)
-        if len(slow):
-            names = b.names(rows[slow])
-            out.append(insight(
-                "step_outliers", "medium", f"rank {rank}", "Step-time outliers",
-                f"{len(slow)} of {len(rows)} steps took longer than {limit / 1e3:,.2f} ms "
-                f"(median {med / 1e3:,.2f} ms): " +
-                ", ".join(f"{n} {v / 1e3:,.2f} ms" for n, v in zip(names[:5], d[slow][:5])) + ".",
-                "Open the slow steps in the timeline and compare them with a median step: look for "
-                "data-loading stalls, I/O, garbage collection, recompilation or checkpointing "
-                "correlated with them.",
-                steps=names, durations_us=d[slow].tolist(), median_us=med, limit_us=limit))
+        if not len(slow):
+            continue
+        warm = slow < th.warmup_steps
+        edges = _window_edges(ctx.profile, rank)
+        numbers = b.extra("step")
+        why = ["warm-up" if w else edges.get(numbers.get(int(r), -1), "")
+               for w, r in zip(warm.tolist(), rows[slow].tolist())]
+        names = [step_label(n) + (f" ({w})" if w else "") for n, w in zip(b.names(rows[slow]), why)]
+        only_warmup = all(why)
+        out.append(insight(
+            "step_outliers", "low" if only_warmup else "medium", f"rank {rank}",
+            "Slow warm-up or profiler-window steps" if only_warmup else "Step-time outliers",
+            f"{len(slow)} of {len(rows)} steps took longer than {limit / 1e3:,.2f} ms "
+            f"(median {med / 1e3:,.2f} ms; an outlier is at least {th.step_outlier_min_excess_pct:g}% "
+            f"and {th.step_outlier_min_excess_ms:g} ms slower): " +
+            ", ".join(f"{n} {v / 1e3:,.2f} ms" for n, v in zip(names[:5], d[slow][:5])) + ".",
+            "The first steps pay for one-off work (allocator warm-up, cuDNN autotuning, compilation, "
+            "lazy imports), and the steps where a detailed profiler window starts or stops pay for "
+            "the profiler: leave them out of measurements."
+            if only_warmup else
+            "Open the slow steps in the timeline and compare them with a median step: look for "
+            "data-loading stalls, I/O, garbage collection, recompilation, checkpointing or other "
+            "processes taking the CPU at the same time.",
+            steps=names, durations_us=d[slow].tolist(), median_us=med, limit_us=limit,
+            warmup_only=only_warmup))
+    return out
+
+
+def _window_edges(profile: Profile, rank: int) -> dict[int, str]:
+    """Step number -> "profiler window start"/"profiler window stop": the steps of a live run where
+    a detailed capture window began, and the step after it ended (they pay for the profiler)."""
+    out: dict[int, str] = {}
+    for r in profile.ranks:
+        if r.rank != rank:
+            continue
+        for w in r.meta.get("windows") or []:
+            if isinstance(w, dict) and w.get("captured"):
+                if isinstance(w.get("first_step"), int):
+                    out[w["first_step"]] = "profiler window start"
+                if isinstance(w.get("last_step"), int):
+                    out[w["last_step"] + 1] = "profiler window stop"
     return out
 
 
@@ -219,23 +250,15 @@ def dataloader(ctx: Context) -> list[dict]:
     The calls are found by name whatever their kind: ``enumerate(DataLoader)#...__next__`` as an
     operator or a user annotation, or the Python function ``torch/utils/data/dataloader.py(N):
     __next__``; their union is the loading time."""
-    b = ctx.batch
-    rows = ctx.name_rows(is_dataloader_next)
-    if not len(rows):
+    load = ctx.loading()
+    if load is None or load.pct < ctx.th.dataloader_pct:
         return []
-    loading = merged_length(b.start_ns[rows], b.end_ns[rows])
-    whole = ctx.step_time_ns() or int(b.end_ns.max() - b.start_ns.min())
-    pct = 100.0 * loading / whole if whole else 0.0
-    if pct < ctx.th.dataloader_pct:
-        return []
-    single = any("SingleProcess" in b.strings[i] for i in set(b.name[rows].tolist()))
     return [insight(
         "dataloader", "high", "profile", "Training waits for the data loader",
-        f"{int(np.bincount(b.kind[rows]).max())} DataLoader __next__ calls took {loading / 1e6:,.1f} ms, {pct:.1f}% of "
-        f"{'step' if ctx.step_time_ns() else 'profiled'} time (threshold {ctx.th.dataloader_pct:g}%)"
-        + ("; the loader runs in the training process (num_workers=0)." if single else "."),
+        f"{load.calls} DataLoader __next__ calls took {load.loading_ns / 1e6:,.1f} ms, {load.pct:.1f}% of "
+        f"{load.of} time (threshold {ctx.th.dataloader_pct:g}%)"
+        + ("; the loader runs in the training process (num_workers=0)." if load.single_process else
+           "; the training loop waits for its workers: loading is on the critical path."),
         "Set DataLoader(num_workers=N, pin_memory=True, prefetch_factor=2+, persistent_workers=True) "
         "with N near the CPU cores per GPU; move decoding/augmentation to the workers or the GPU.",
-        loading_us=loading / 1e3, loading_pct=pct, single_process=single)]
-
-
+        loading_us=load.loading_ns / 1e3, loading_pct=load.pct, single_process=load.single_process)]

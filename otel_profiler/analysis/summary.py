@@ -50,6 +50,9 @@ Shape (all times in µs, every section present even when empty)::
      "compute": [{host, ranks, os?, cpu_model?, cpu_cores?: {logical, physical}, memory_bytes?,
                   gpus: [{index, name, uuid, memory_bytes}], driver, versions, instance_type?:
                   {value, source}, source: "live"|"trace"}],   # top level: one per host
+     "cpu": {rank: {samples, interval_s, window: "steps"|"run", cores, machine_cores,
+                    machine_pct: {mean, p50, max}, process_pct: {mean, p50, max}, process_cores,
+                    others_cores}},   # top level: CPU utilization of live runs ({} for trace files)
      "ranks_meta": [{..., cuda_memory: {steps: [{step, device, peak_allocated_bytes,
                      peak_reserved_bytes, allocated_bytes}], snapshots: [{reason, file}]}}],
      "ranks": {rank: <this same shape for one rank>}   # only for multi-rank profiles
@@ -69,7 +72,9 @@ stream waits (``null``: the host does not wait); ``host_blocked_us`` sums the ho
 it (``self_gpu_us``; ``total_gpu_us`` adds the operator's descendants); definitions in
 ``otel_profiler.analysis.operators``; ``operators.modules``: the ``nn.Module`` hierarchy
 (``otel_profiler.analysis.modules``). ``memory``: GPU memory from the allocator's ``[memory]``
-events (bytes; empty without ``profile_memory``); definitions in ``otel_profiler.analysis.memory``.
+events (bytes; empty without ``profile_memory``); definitions in ``otel_profiler.analysis.memory``. ``cpu``: the machine's and the training process's CPU
+utilization while the steps ran, from a live run's samples (definitions in
+``otel_profiler.analysis.host_cpu``).
 """
 
 from __future__ import annotations
@@ -84,6 +89,7 @@ from cuda_tracer.profile import Profile
 
 from ..names import demangle, short_names
 from .compute import compute_overview
+from .host_cpu import cpu_usage
 from .memory import memory
 from .memory_snapshot import snapshots_in
 from .modules import modules
@@ -103,6 +109,7 @@ def summarize(profile: Profile) -> dict[str, Any]:
            "platform": platform_of(profile.batch(), (r.meta for r in profile.ranks)),
            "ranks_meta": [_rank_meta(r.meta) for r in profile.ranks], **out}
     out["compute"] = compute_overview(profile)
+    out["cpu"] = cpu_usage(profile)
     snapshots = snapshots_in(list(profile.sources))
     if snapshots:
         out["memory"]["snapshots"] = snapshots

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..analysis.diff import diff, tables
+from ..analysis.diff import NO_GPU_NOTE, diff, has_gpu, tables
 from ..analysis.summary import summarize
 from ..names import terminal_safe
 from ..report.console import render_json, table_text, unicode_escaped
@@ -59,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
         width = max(args.name_width, 0)
         text = "\n".join([terminal_safe(f"base: {', '.join(d['base']['sources'])}"),
                           terminal_safe(f"new:  {', '.join(d['new']['sources'])}"), ""] +
+                         ([] if has_gpu(d) else [f"note: {NO_GPU_NOTE}", ""]) +
                          [table_text(t, h, rows, width) for t, h, rows in tables(d, args.top) if rows])
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:

@@ -49,8 +49,18 @@ def _known(value: Any) -> Any:
     return value if isinstance(value, int) and value >= 0 else "-"
 
 
-def tables(summary: dict, top: int = 20, full_names: bool = True) -> list[Table]:
-    """The summary's sections as tables, in reading order (every section, empty or not)."""
+def _top(top: int | None) -> str:
+    """`` (top N)`` for a title, nothing when every row is shown (``top`` None)."""
+    return "" if top is None else f" (top {top})"
+
+
+def _shown(top: int | None, n: int) -> str:
+    return f"{n}" if top is None or top >= n else f"{top} of {n}"
+
+
+def tables(summary: dict, top: int | None = 20, full_names: bool = True) -> list[Table]:
+    """The summary's sections as tables, in reading order (every section, empty or not); ``top``
+    rows per table (None: all)."""
     words = PLATFORM_WORDS.get(summary.get("platform", "unknown"), PLATFORM_WORDS["unknown"])
     out: list[Table] = []
     metas = summary.get("ranks_meta") or []
@@ -59,6 +69,7 @@ def tables(summary: dict, top: int = 20, full_names: bool = True) -> list[Table]
                          [(_known(m.get("rank")), _known(m.get("world_size")), m.get("host_name") or "-",
                            ", ".join(str(d) for d in m.get("devices") or []) or "-", _rank_file(m))
                           for m in metas], "rank metadata"))
+    out.append(cpu_table(summary))
     out.append(Table("GPU temporal breakdown (per device)",
                      ("Device", "Span (us)", "Busy (us)", "Idle %", "Compute %", "Non-compute %", "Ops"),
                      [(d, v["span_us"], v["busy_us"], v["idle_pct"], v["compute_pct"],
@@ -66,7 +77,7 @@ def tables(summary: dict, top: int = 20, full_names: bool = True) -> list[Table]
                      "GPU activity"))
     k = summary["kernels"]
     out.append(Table(
-        f"GPU kernels by name ({min(top, len(k['by_name']))} of {len(k['by_name'])} names; "
+        f"GPU kernels by name ({_shown(top, len(k['by_name']))} names; "
         f"{k['count']} launches)",
         ("Time %", *_STATS[:1], "Instances", *_STATS[1:], "Grid", "Block", "Class", "Name"),
         [(r["time_pct"], r["total_us"], r["instances"], *_stat_cells(r)[1:], _dims(r.get("grid")),
@@ -81,7 +92,7 @@ def tables(summary: dict, top: int = 20, full_names: bool = True) -> list[Table]
                      [(name, v["count"], v["bytes"], v["throughput_gbps"], *_stat_cells(v))
                       for name, v in [*summary["memcpy"].items(), ("Memset", summary["memset"])]
                       if v["count"]], "memory copies or sets"))
-    out.append(Table(f"{words['api']} calls (top {top})",
+    out.append(Table(f"{words['api']} calls{_top(top)}",
                      ("Time %", "Total (us)", "Num Calls", *_STATS[1:], "Name"),
                      [(r["time_pct"], r["total_us"], r["calls"], *_stat_cells(r)[1:], r["name"])
                       for r in summary["runtime_api"][:top]], f"{words['api']} calls"))
@@ -106,7 +117,7 @@ def tables(summary: dict, top: int = 20, full_names: bool = True) -> list[Table]
                        s["stream"], s["ops"], s["host_wait_us"], s["kernel_wait_us"], s["other_us"],
                        s["max_queue_depth"]) for s in summary["streams"]], "GPU streams"))
     for title, key in (("User annotations", "annotations"), ("GPU user annotations", "gpu_annotations")):
-        out.append(Table(f"{title} (top {top})", ("Instances", *_STATS, "Name"),
+        out.append(Table(f"{title}{_top(top)}", ("Instances", *_STATS, "Name"),
                          [(r["instances"], *_stat_cells(r), r["name"]) for r in summary[key][:top]],
                          title[0].lower() + title[1:] if title.startswith("U") else title))
     out.extend(operator_tables(summary, top, full_names))
@@ -117,7 +128,7 @@ def tables(summary: dict, top: int = 20, full_names: bool = True) -> list[Table]
     out.append(Table(f"Steps ({steps['count']}{source})",
                      ("Count", "p50 (us)", "p90 (us)", "p99 (us)", "Max (us)", "Mean (us)"),
                      [(steps["count"], d["p50"], d["p90"], d["p99"], d["max"], d["mean"])]
-                     if steps["count"] else [], "step markers (ProfilerStep#N)"))
+                     if steps["count"] else [], "step markers"))
     if "insights" in summary:
         out.append(Table(f"Insights ({len(summary['insights'])})",
                          ("Severity", "Scope", "Rule", "Evidence", "Recommendation"),
@@ -126,14 +137,39 @@ def tables(summary: dict, top: int = 20, full_names: bool = True) -> list[Table]
     return out
 
 
-def operator_tables(summary: dict, top: int, full_names: bool) -> list[Table]:
+def cpu_table(summary: dict) -> Table:
+    """CPU utilization per rank while the steps ran (live runs): the machine, the training process,
+    the other processes."""
+    return Table("CPU utilization (machine: all its cores; process: the training process's share of "
+                 "the cores it may use; others: the rest of the machine, in cores)",
+                 ("Rank", "Samples", "Window", "Cores", "Machine % mean", "Machine % max",
+                  "Process % mean", "Process % max", "Process cores", "Others (cores)"),
+                 [(rank, u["samples"], u["window"], u["cores"], u["machine_pct"]["mean"],
+                   u["machine_pct"]["max"], u["process_pct"]["mean"], u["process_pct"]["max"],
+                   u["process_cores"], u["others_cores"]) for rank, u in (summary.get("cpu") or {}).items()],
+                 "CPU samples (live runs)")
+
+
+STEP_MARKER = "ProfilerStep#*"
+
+
+def _operator_name(name: str) -> str:
+    return f"{name} (the steps)" if name == STEP_MARKER else name
+
+
+def operator_tables(summary: dict, top: int | None, full_names: bool) -> list[Table]:
     """The operator view: operators by the GPU time of the kernels they launched, and the kernels
-    of CUDA graphs and compiled regions."""
+    of CUDA graphs and compiled regions. Without GPU work, the CPU columns only."""
     ops = summary.get("operators")
     if not ops:
         return []
+    if not summary["devices"] and not ops["kernel_total_us"]:
+        return [Table(f"Operators ({_shown(top, len(ops['by_name']))} names; no GPU work recorded, so "
+                      "no GPU columns)", ("Calls", "Self CPU (us)", "Total CPU (us)", "Name"),
+                      [(r["calls"], r["self_cpu_us"], r["total_cpu_us"], _operator_name(r["name"]))
+                       for r in ops["by_name"][:top]], "operators (aten::*, record_function)")]
     lost = ops["unattributed"]
-    title = (f"Operators ({min(top, len(ops['by_name']))} of {len(ops['by_name'])} names; "
+    title = (f"Operators ({_shown(top, len(ops['by_name']))} names; "
              f"{_fmt(float(ops['attributed_us']))} of "
              f"{_fmt(float(ops['kernel_total_us']))} us of kernel time attributed")
     missing = lost["no_launch"]["kernels"] + lost["no_operator"]["kernels"]
@@ -148,7 +184,7 @@ def operator_tables(summary: dict, top: int, full_names: bool) -> list[Table]:
     out = [Table(title, ("GPU %", "Self GPU (us)", "Total GPU (us)", "Calls", "Self CPU (us)",
                          "Total CPU (us)", "Kernels", "Name", "Top kernel"),
                  [(r["gpu_pct"], r["self_gpu_us"], r["total_gpu_us"], r["calls"], r["self_cpu_us"],
-                   r["total_cpu_us"], r["kernels"], r["name"], top_kernel(r))
+                   r["total_cpu_us"], r["kernels"], _operator_name(r["name"]), top_kernel(r))
                   for r in ops["by_name"][:top]], "operators (aten::*, record_function)")]
     if ops["regions"]:
         out.append(Table("Kernels of CUDA graphs and compiled regions",
@@ -169,7 +205,7 @@ def _mib(b: Any) -> Any:
     return "-" if b is None else round(b / 2**20, 1)
 
 
-def memory_tables(summary: dict, top: int) -> list[Table]:
+def memory_tables(summary: dict, top: int | None) -> list[Table]:
     """GPU memory: the peak per device, allocated per step with its growth, the largest allocations."""
     devices = (summary.get("memory") or {}).get("devices") or {}
     out = [Table("GPU memory (MiB; from the allocator's [memory] events)",
@@ -245,7 +281,7 @@ def render_table(summary: dict, top: int = 20, name_width: int = 90, width: int 
     no_gpu = not summary["devices"]
     for table in tables(summary, top, full_names=False):
         if not table.rows:
-            if not (no_gpu and (table.lacks in _GPU_SECTIONS or table.lacks.endswith("API calls"))):
+            if not (no_gpu and _gpu_section(table)):
                 lacks.append(table.lacks)
             continue
         if table.title.startswith("Insights"):
@@ -259,7 +295,13 @@ def render_table(summary: dict, top: int = 20, name_width: int = 90, width: int 
 
 
 _GPU_SECTIONS = {"kernels", "kernel classes", "memory copies or sets", "synchronization",
-                 "launch calls linked to GPU ops", "GPU streams", "GPU user annotations"}
+                 "launch calls linked to GPU ops", "GPU streams", "GPU user annotations", "GPU activity",
+                 "GPU memory events (profile_memory)"}
+
+
+def _gpu_section(table: Table) -> bool:
+    """A section only GPU work fills (left out of a profile without GPU activity)."""
+    return table.lacks in _GPU_SECTIONS or table.lacks.endswith("API calls")
 
 
 def _table_lines(table: Table, name_width: int) -> list[str]:
@@ -305,7 +347,14 @@ def render_csv(summary: dict) -> str:
     """Every table, each preceded by a ``# title`` line and separated by a blank line; full names."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    for table in tables(summary, top=10**9):
+    every = tables(summary, top=None)
+    if not summary["devices"]:
+        gpu = [t for t in every if not t.rows and _gpu_section(t)]
+        if gpu:
+            buf.write("# left out, no GPU activity in this profile: "
+                      + "; ".join(terminal_safe(t.title) for t in gpu) + "\n\n")
+        every = [t for t in every if t not in gpu]
+    for table in every:
         buf.write(f"# {terminal_safe(table.title)}\n")
         writer.writerow(table.header)
         writer.writerows([terminal_safe(c) if isinstance(c, str) else c for c in row] for row in table.rows)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 import json
 
-from ..analysis.diff import tables
+from ..analysis.diff import NO_GPU_NOTE, has_gpu, tables
 
 _CSS = """body{font:14px/1.4 system-ui,sans-serif;color:#1d2330;background:#f6f7fa;margin:0}
 header{background:#1d2330;color:#fff;padding:10px 20px}h1{margin:0;font-size:18px}
@@ -31,7 +31,7 @@ def _cell(value, header: str) -> str:
 
 def render_diff_html(d: dict, top: int = 20) -> str:
     """The page for diff ``d`` (see ``analysis.diff``)."""
-    parts = []
+    parts = [] if has_gpu(d) else [f"<p class=\"note\">{html.escape(NO_GPU_NOTE)}</p>"]
     for title, header, rows in tables(d, top):
         if not rows:
             continue
