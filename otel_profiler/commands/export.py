@@ -7,7 +7,8 @@ same span model and pipeline as the live exporter, synchronously, one piece of w
 time (``cuda_tracer.batch_pieces``: the same spans as all at once, in bounded memory). The run
 id is ``OTEL_PROFILER_RUN_ID``, else the one each profile folder recorded (so the spans get the
 trace and span ids the live run sent), else one derived from the inputs' names and profiling
-times; one line says which. Exit 1 when spans were dropped.
+times; one line says which. Exit 1 when spans were dropped. ``--format pprof`` writes a pprof
+profile of GPU and CPU time by call stack to ``-o`` instead (``export.pprof``, docs/profiles.md).
 """
 
 from __future__ import annotations
@@ -37,7 +38,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_inputs(p)
     p.add_argument("--endpoint", help="OTLP endpoint URL (default: OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)")
     p.add_argument("--protocol", choices=PROTOCOLS, help="OTLP protocol (default: OTEL_EXPORTER_OTLP_PROTOCOL)")
-    p.add_argument("--output", metavar="FILE", help="also write FILE.jsonl (OTLP JSON lines) or FILE.pb")
+    p.add_argument("-o", "--output", metavar="FILE", help="also write FILE.jsonl (OTLP JSON lines) or "
+                                                          "FILE.pb; with --format pprof: the profile file")
+    p.add_argument("--format", choices=("otlp", "pprof"), default="otlp",
+                   help="otlp: spans (default); pprof: GPU and operator CPU time by call stack, one "
+                        "gzipped pprof file written to -o (docs/profiles.md)")
     p.add_argument("--span-budget", metavar="N",
                    help="spans per trace, 10 to 1000000 (default: OTEL_PROFILER_SPAN_BUDGET)")
     p.add_argument("--service-name", help="service.name of the spans (default: OTEL_SERVICE_NAME, "
@@ -46,6 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.format == "pprof":
+        return _write_pprof(args)
     settings = config.load()
     for w in settings.warnings:
         print_warning(w)
@@ -101,6 +108,28 @@ def run(args: argparse.Namespace) -> int:
           + (f"; {c['spans_exported']} delivered" if target else "")
           + (f"; {c['spans_dropped']} dropped" if c["spans_dropped"] else ""), file=sys.stderr)
     return status or (1 if c["spans_dropped"] else 0)
+
+
+def _write_pprof(args: argparse.Namespace) -> int:
+    """``--format pprof``: the inputs' stack profile written to ``-o`` (``export.pprof``)."""
+    from cuda_tracer.profile import TraceError
+
+    from ..export import pprof
+
+    if not args.output or args.endpoint or args.protocol:
+        print("otel-profiler: error: --format pprof writes a file: give -o FILE.pb.gz (and no "
+              "--endpoint or --protocol)", file=sys.stderr)
+        return 2
+    profile, status = load_inputs(args)
+    try:
+        totals = pprof.write(profile, args.output)
+    except OSError as exc:
+        raise TraceError(args.output, f"cannot write ({exc.strerror or exc})") from None
+    print(terminal_safe(f"wrote {args.output}: GPU time {totals['gpu_ns'] / 1e6:.3f} ms of "
+                        f"{totals['launches']} GPU operations, operators' CPU time "
+                        f"{totals['cpu_ns'] / 1e6:.3f} ms, {totals['samples']} samples, "
+                        f"{len(profile.ranks)} rank(s)"), file=sys.stderr)
+    return status
 
 
 def _choose_run_ids(options: Any, profile: Any) -> str:
