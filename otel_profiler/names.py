@@ -9,7 +9,8 @@
   the demangled name without return type and parameter list, namespaces
   dropped, template arguments nested deeper than ``depth`` folded to ``<…>``, and cut with ``…``
   past ``limit`` characters. The full name stays one hover or click away wherever a short form is
-  shown.
+  shown. A mangled name no demangler reads (e.g. C++20 ``Tn`` template parameters in ROCm kernels)
+  gets a fallback read from its nested name alone: ``sgl_hip::activation::act_and_mul_kernel<…>``.
 - ``short_names(names)``: short forms of several names, folding less where two would read the same.
 - ``terminal_safe(text)``: ``text`` as it may be printed to a terminal, control characters and
   lone surrogates escaped (``cuda_tracer.terminal_lines``): every name printed goes through it.
@@ -159,11 +160,52 @@ def _fold(text: str, depth: int) -> str:
     return "".join(out)
 
 
+_SOURCE_NAME = re.compile(r"(\d+)")
+_NAME_PREFIX = re.compile(r"_Z(?:N[rVKRO]*)?")
+
+
+def nested_name(name: str) -> str | None:
+    """The qualified name at the head of a mangled symbol, read without a demangler:
+    ``_ZN7sgl_hip10activation18act_and_mul_kernelI...`` -> ``sgl_hip::activation::act_and_mul_kernel<…>``
+    (template arguments folded). None when the head is not plain source names (``<length><name>``)."""
+    if name.startswith("__Z"):
+        name = name[1:]
+    prefix = _NAME_PREFIX.match(name)
+    if prefix is None:
+        return None
+    nested = prefix.group().startswith("_ZN")
+    pos, parts = prefix.end(), []
+    if nested and name.startswith("St", pos):
+        parts.append("std")
+        pos += 2
+    while True:
+        digits = _SOURCE_NAME.match(name, pos)
+        if digits is None:
+            break
+        length = int(digits.group())
+        start = digits.end()
+        part = name[start:start + length]
+        if length == 0 or len(part) < length or not part.replace("_", "a").isalnum():
+            return None
+        parts.append(part)
+        pos = start + length
+        if not nested:
+            break
+    if not parts or pos >= len(name) or (nested and name[pos] not in "IE"):
+        return None  # cut short, or a part this reading does not know (constructors, operators)
+    text = "::".join(parts)
+    return text + "<" + FOLD + ">" if name.startswith("I", pos) else text
+
+
 @lru_cache(maxsize=65536)
 def short_name(name: str, depth: int = 1, limit: int = 90) -> str:
     """A readable short form of a (demangled) name; see the module docstring. ``depth=None``-like
-    large values keep every template argument."""
+    large values keep every template argument (for a name no demangler reads: the name itself)."""
     text = demangle(name)
+    if text == name and name.startswith(("_Z", "__Z")) and depth < 8:
+        fallback = nested_name(name)
+        if fallback is not None:
+            return fallback if len(fallback) <= limit else fallback[:limit - 1] + FOLD
     if text == name and not (name.startswith("void ") or ("<" in name and "::" in name)):
         return text if len(text) <= limit else text[:limit - 1] + FOLD  # not a C++ symbol
     if not _balanced(text):  # operator<, lambdas with odd text: only cut

@@ -106,3 +106,16 @@ def test_short_form_of_a_long_templated_kernel():
     s = short_name(name)
     assert s.startswith("vectorized_elementwise_kernel<4, CUDAFunctor_add<")
     assert "at::native" not in s and "(int" not in s
+
+
+def test_a_name_no_demangler_reads_gets_its_nested_name():
+    """A ROCm kernel with C++20 ``Tn`` template parameters (sglang's activation kernel): neither the
+    demangler nor c++filt reads it, so its short form is the qualified name at its head."""
+    rocm = ("_ZN7sgl_hip10activation18act_and_mul_kernelI14__hip_bfloat16TnPFT_RKS3_EXadL_Z4siluIS2_ES3_S5_"
+            "EEEEvPS3_PS4_i")
+    assert demangle(rocm) == rocm  # kept as recorded: the full name is the exact one
+    assert short_name(rocm) == "sgl_hip::activation::act_and_mul_kernel<" + FOLD + ">"
+    half = rocm.replace("14__hip_bfloat16", "6__half")
+    a, b = short_names([rocm, half])
+    assert a != b  # two instances of one template still read apart
+    assert short_name("_ZN3foo") == "_ZN3foo"  # a name cut short: no fallback invented
