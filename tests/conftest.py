@@ -45,6 +45,7 @@ MODULE_MARKERS: dict[str, tuple[str, ...]] = {
     "test_window_stress": ("jobs",),
     "test_test_groups": ("slow",),
     "test_gpu_check_script": ("slow",),
+    "test_pprof_export": ("slow",),
     "test_real_backends_configs": ("backends",),
     "test_real_backends_e2e": ("backends",),
     "test_real_backends_delivery": ("backends",),
