@@ -105,3 +105,42 @@ def test_the_package_binds_the_api_names_it_loads():
                          timeout=TIMEOUT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "True", "True", "False"]
+
+
+# ------------------------------------------------------------------------- 9. export's first contact
+TRACE_FILE = Path(__file__).resolve().parent / "data" / "traces" / "hta" / "trace_filter" / "sampled_rank-0.json.gz"
+
+
+def export(tmp: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "otel_profiler", "export", str(TRACE_FILE), *args],
+                          env=clean_env(**env), cwd=tmp, capture_output=True, text=True, timeout=TIMEOUT)
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_export_to_an_endpoint_nothing_listens_on_fails_in_one_line(tmp_path, protocol):
+    import hashlib
+    import socket
+
+    with socket.socket() as probe:  # a port of this machine that was free a moment ago
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    before = hashlib.sha256(TRACE_FILE.read_bytes()).hexdigest()
+    out = export(tmp_path, "--endpoint", f"http://127.0.0.1:{port}", "--protocol", protocol,
+                 OTEL_PROFILER_EXPORT_RETRY_S="60")
+    assert out.returncode == 1
+    (line,) = out.stderr.splitlines()
+    assert f"127.0.0.1:{port}" in line and "connection refused" in line and "untouched" in line
+    assert hashlib.sha256(TRACE_FILE.read_bytes()).hexdigest() == before
+
+
+def test_export_output_takes_a_folder_or_says_what_to_give(tmp_path):
+    out = export(tmp_path, "--output", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    lines = (tmp_path / "spans.jsonl").read_text().splitlines()
+    assert lines and all("resourceSpans" in json.loads(line) for line in lines)
+    bad = export(tmp_path, "--output", str(tmp_path / "spans"))
+    assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1
+    assert ".jsonl" in bad.stderr and ".pb" in bad.stderr and "folder" in bad.stderr
+    helped = subprocess.run([sys.executable, "-m", "otel_profiler", "export", "--help"], env=clean_env(),
+                            capture_output=True, text=True, timeout=TIMEOUT).stdout
+    assert ".jsonl" in helped and "folder" in helped

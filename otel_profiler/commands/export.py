@@ -7,13 +7,16 @@ same span model and pipeline as the live exporter, synchronously, one piece of w
 time (``cuda_tracer.batch_pieces``: the same spans as all at once, in bounded memory). The run
 id is ``OTEL_PROFILER_RUN_ID``, else the one each profile folder recorded (so the spans get the
 trace and span ids the live run sent), else one derived from the inputs' names and profiling
-times; one line says which. Exit 1 when spans were dropped. ``--format pprof`` writes a pprof
+times; one line says which. An endpoint that cannot be reached (refused, no answer within its
+timeout, no such host) is said in one line before anything is read: exit 1. Exit 1 when spans
+were dropped. ``--format pprof`` writes a pprof
 profile of GPU and CPU time by call stack to ``-o`` instead (``export.pprof``, docs/profiles.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -21,12 +24,15 @@ from cuda_tracer.batch_pieces import step_pieces
 
 from .. import config
 from ..export.exporter import Counters, ExportConfig, Pipeline
-from ..export.sinks import PROTOCOLS, resolve_target, safe_text
+from ..export.sinks import PROTOCOLS, resolve_target, safe_text, unreachable
 from ..spans.ids import hash_bytes, run_id_of_sources
 from ..spans.options import options_from_settings
 from ..names import terminal_safe
 from ..profiler_warnings import print_warning
 from . import add_inputs, load_inputs, progress_bar
+
+SPANS_FILE = "spans.jsonl"
+"""The file ``--output FOLDER`` writes in the folder."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -38,8 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_inputs(p)
     p.add_argument("--endpoint", help="OTLP endpoint URL (default: OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)")
     p.add_argument("--protocol", choices=PROTOCOLS, help="OTLP protocol (default: OTEL_EXPORTER_OTLP_PROTOCOL)")
-    p.add_argument("-o", "--output", metavar="FILE", help="also write FILE.jsonl (OTLP JSON lines) or "
-                                                          "FILE.pb; with --format pprof: the profile file")
+    p.add_argument("-o", "--output", metavar="FILE", help="also write the spans to FILE: a name ending in "
+                                                          ".jsonl (OTLP JSON lines) or .pb (protobuf), or a "
+                                                          "folder (written as FOLDER/spans.jsonl); with "
+                                                          "--format pprof: the profile file")
     p.add_argument("--format", choices=("otlp", "pprof"), default="otlp",
                    help="otlp: spans (default); pprof: GPU and operator CPU time by call stack, one "
                         "gzipped pprof file written to -o (docs/profiles.md)")
@@ -71,17 +79,28 @@ def run(args: argparse.Namespace) -> int:
         target = None if args.output else settings.traces_target
     json_file = pb_file = ""
     if args.output:
+        if os.path.isdir(args.output):
+            args.output = os.path.join(args.output, SPANS_FILE)
         if args.output.endswith((".jsonl", ".json")):
             json_file = args.output
         elif args.output.endswith(".pb"):
             pb_file = args.output
         else:
-            print("otel-profiler: error: --output must end in .jsonl or .pb", file=sys.stderr)
+            print(f"otel-profiler: error: --output {terminal_safe(args.output)}: give a file name ending in "
+                  ".jsonl (OTLP JSON lines) or .pb (protobuf), or an existing folder "
+                  f"(the spans go to FOLDER/{SPANS_FILE})", file=sys.stderr)
             return 2
     if not target and not args.output:
         print("otel-profiler: error: give --endpoint or --output (or set OTEL_EXPORTER_OTLP_ENDPOINT)",
               file=sys.stderr)
         return 2
+    if target is not None:
+        why = unreachable(target)
+        if why is not None:
+            inputs = "the input files are" if len(args.inputs) > 1 else "the input file is"
+            print(f"otel-profiler: error: cannot reach {terminal_safe(target.describe())} ({why}); nothing "
+                  f"was exported and {inputs} untouched", file=sys.stderr)
+            return 1
     profile, status = load_inputs(args)
     options = options_from_settings(settings, "otel-profiler-export")
     options.service_name = args.service_name or options.service_name

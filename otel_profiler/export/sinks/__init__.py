@@ -29,6 +29,8 @@ Rules (OTLP exporter specification):
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
@@ -176,6 +178,39 @@ def endpoint_problem(url: str) -> str | None:
         return "expected a URL with a host, such as http://localhost:4318"
     if "://" not in text and port is None:
         return "expected an http:// or https:// URL, or host:port"
+    return None
+
+
+GRPC_PROXY_VARIABLES = ("grpc_proxy", "https_proxy", "http_proxy", "GRPC_PROXY", "HTTPS_PROXY", "HTTP_PROXY")
+
+
+def unreachable(target: OtlpTarget) -> str | None:
+    """Why nothing can be sent to ``target`` now (its host refuses TCP connections, does not
+    answer within the target's timeout, or has no address), else None. None too where a proxy
+    carries the requests (gRPC honours the proxy variables): the proxy's reach is not known here."""
+    if target.protocol == "grpc" and any(os.environ.get(name) for name in GRPC_PROXY_VARIABLES):
+        return None
+    text = target.endpoint
+    try:
+        parts = urlsplit(text if "://" in text else "//" + text)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None  # the endpoint's own check names this
+    if not host:
+        return None
+    if port is None:
+        tls = parts.scheme == "https" or (not parts.scheme and not target.insecure)
+        port = 443 if tls else 80
+    try:
+        socket.create_connection((host, port), timeout=target.timeout_s).close()
+    except ConnectionRefusedError:
+        return "connection refused: nothing listens there"
+    except socket.gaierror:
+        return f"host name {safe_text(host, 60)} not found"
+    except (socket.timeout, TimeoutError):
+        return f"no answer within {target.timeout_s:g} s"
+    except OSError as exc:
+        return safe_text(exc.strerror or exc.__class__.__name__)
     return None
 
 
