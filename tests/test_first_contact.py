@@ -144,3 +144,24 @@ def test_export_output_takes_a_folder_or_says_what_to_give(tmp_path):
     helped = subprocess.run([sys.executable, "-m", "otel_profiler", "export", "--help"], env=clean_env(),
                             capture_output=True, text=True, timeout=TIMEOUT).stdout
     assert ".jsonl" in helped and "folder" in helped
+
+
+# ------------------------------------------------------------------------- 10. non-UTF-8 file names
+def test_json_lines_keep_a_file_name_that_is_not_utf8(tmp_path):
+    """A trace whose file name has a byte that is not UTF-8 (``\\xff``): its name goes into the spans'
+    resource; the JSON lines hold it as a JSON escape (the file stays UTF-8), its bytes intact."""
+    folder = os.fsencode(tmp_path)
+    name = folder + b"/r\xffank-0.json.gz"
+    with open(name, "wb") as f:
+        f.write(TRACE_FILE.read_bytes())
+    out_file = tmp_path / "spans.jsonl"
+    done = subprocess.run([sys.executable, "-m", "otel_profiler", "export", name, "--output", str(out_file)],
+                          env=clean_env(), cwd=tmp_path, capture_output=True, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    raw = out_file.read_bytes()
+    raw.decode("utf-8")  # valid UTF-8 throughout
+    sources = {attribute["value"]["stringValue"] for line in raw.splitlines()
+               for attribute in json.loads(line)["resourceSpans"][0]["resource"]["attributes"]
+               if attribute["key"] == "otel_profiler.source"}
+    assert {os.fsencode(s) for s in sources} == {b"r\xffank-0.json.gz"}
+    assert sum(len(json.loads(line)["resourceSpans"][0]["scopeSpans"][0]["spans"]) for line in raw.splitlines()) > 0

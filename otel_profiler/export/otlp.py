@@ -366,9 +366,23 @@ def encode_json_lines(table: SpanTable, spans_per_line: int = 10_000) -> bytes:
 
     spans = json_spans(table)
     enc = msgspec.json.Encoder()
-    lines = [enc.encode(json_request(table, spans[i:i + spans_per_line]))
+    lines = [_json_line(enc, json_request(table, spans[i:i + spans_per_line]))
              for i in range(0, max(len(spans), 1), spans_per_line)]
     return b"\n".join(lines) + b"\n"
+
+
+def _json_line(enc: Any, request: dict[str, Any]) -> bytes:
+    """One request as JSON. Text with lone surrogates (the undecodable bytes of a file name, as
+    Python reads them) has no UTF-8 form: such a line is written with each of them as its JSON
+    escape (``\\udcff``), so the file stays UTF-8 and nothing is lost (a reader decoding with
+    ``surrogateescape`` gets the name's bytes back)."""
+    try:
+        return enc.encode(request)
+    except UnicodeEncodeError:
+        import json
+
+        text = json.dumps(request, ensure_ascii=False, separators=(",", ":"))
+        return text.encode("utf-8", "backslashreplace")  # only lone surrogates fail: \udcXX
 
 
 # ------------------------------------------------------------------------- framing
