@@ -8,6 +8,7 @@ sum for any total below 2**52 ns, so the comparisons are exact.
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import shutil
@@ -27,6 +28,7 @@ from cuda_tracer.loading import load_profile
 from otel_profiler.analysis.modules import PREFIX, modules
 from otel_profiler.analysis.operators import OPERATOR_KINDS, STEP_ROW, kernel_operators
 from otel_profiler.analysis.stacks import stack_model
+from otel_profiler.export import pprof
 
 TRACES = {
     "two_ranks": "hta/trace_filter",  # a folder: ranks 0 and 1
@@ -203,3 +205,25 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], probl
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and problem in lines[0] and "Traceback" not in done.stderr
     assert not list(tmp_path.glob("**/*.pb.gz"))
+
+
+@pytest.mark.parametrize("name, gpu_operations, operators", [
+    ("hta/trace_file_list/inference_rank_1.json.gz", True, False),  # GPU work, no operator
+    ("hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", False, True),
+])
+def test_traces_without_gpu_work_or_without_operators(tmp_path: Path, name: str, gpu_operations: bool,
+                                                      operators: bool):
+    profile = load_profile([str(trace(name))])
+    out = tmp_path / "out.pb.gz"
+    totals = pprof.write(profile, str(out))
+    decoded = pprof.profile_messages()["Profile"].FromString(gzip.decompress(out.read_bytes()))
+    batch = profile.batch()
+    gpu = np.isin(batch.kind, np.asarray([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.SYNC], np.uint8))
+    assert bool(gpu.any()) == gpu_operations
+    assert sum(s.value[0] for s in decoded.sample) == totals["gpu_ns"] == int(batch.duration_ns[gpu].sum())
+    assert sum(s.value[2] for s in decoded.sample) == int(gpu.sum())
+    assert (sum(s.value[1] for s in decoded.sample) > 0) == operators
+    strings = decoded.string_table
+    assert [strings[t.type] for t in decoded.sample_type] == [t for t, _ in pprof.SAMPLE_TYPES]
+    ids = {loc.id for loc in decoded.location}
+    assert all(set(s.location_id) <= ids and s.location_id for s in decoded.sample)

@@ -134,7 +134,9 @@ def stack_model(batch: EventBatch, corr: Correlation | None = None) -> StackMode
     by_operator = _operator_of(batch, corr, ops, gpu_rows)
     found = by_operator >= 0
     anchor[found] = np.searchsorted(scopes, ops[by_operator[found]])
-    anchor_stack = np.where(anchor >= 0, scope_stack[np.maximum(anchor, 0)], 0)
+    anchor_stack = np.zeros(len(gpu_rows), np.int64)
+    anchored = anchor >= 0
+    anchor_stack[anchored] = scope_stack[anchor[anchored]]
     no_launch = frame_of_name[len(batch.strings) + 1]
     launch_frame = np.full(len(gpu_rows), no_launch, np.int64)
     launch_frame[launched] = frame_of_name[batch.name[launches].astype(np.int64)][where.reshape(-1)]
