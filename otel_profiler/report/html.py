@@ -27,6 +27,7 @@ from ..analysis.activity import annotation_durations, cpu_active, precision_time
 from ..analysis.compute import cpu_timelines
 from ..analysis.document import SummaryDocument
 from ..analysis.insights import Thresholds, thresholds_doc
+from ..analysis.insights_context import step_label
 from ..analysis.memory import memory_timeline
 from ..names import demangle, short_names
 from .timeline_budget import left_out_note, thin
@@ -53,6 +54,7 @@ def timeline_data(profile: Profile) -> dict[str, Any]:
     readable = [demangle(n) for n in raw]
     return {
         "t0_ns": t0, "count": int(len(rows)), "total": int(len(t.rows)), "left_out_note": note,
+        "initial_view": initial_view(b, rows, t0),
         "strings": readable,
         "short": short_names(raw),
         "raw": [r if r != n else None for r, n in zip(raw, readable)],
@@ -70,6 +72,38 @@ def timeline_data(profile: Profile) -> dict[str, Any]:
             "flow_dst": _b64(flow_dst.astype("<u4")),
         },
     }
+
+
+_GPU_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+
+
+def initial_view(b, rows: np.ndarray, t0: int) -> dict[str, Any]:
+    """Where the timeline opens (ns from ``t0``): the first step with GPU work, else the busiest
+    second of GPU work when the profile is longer than two seconds, else everything. ``reason``
+    says which, for the page to show; "zoom to all" is one click away."""
+    kinds = b.kind[rows]
+    gpu = rows[np.isin(kinds, _GPU_KINDS)]
+    whole = {"t0": 0.0, "t1": float(b.end_ns[rows].max() - t0) if len(rows) else 1.0, "reason": "whole profile"}
+    if not len(gpu):
+        return whole
+    steps = rows[kinds == Kind.STEP]
+    steps = steps[np.argsort(b.start_ns[steps], kind="stable")]
+    gpu_starts = np.sort(b.start_ns[gpu])
+    for r in steps.tolist():
+        lo, hi = int(b.start_ns[r]), int(b.end_ns[r])
+        i = int(np.searchsorted(gpu_starts, lo))
+        if i < len(gpu_starts) and gpu_starts[i] < hi:
+            pad = (hi - lo) * 0.02
+            return {"t0": lo - t0 - pad, "t1": hi - t0 + pad,
+                    "reason": f"the first step with GPU work: {step_label(b.strings[b.name[r]])}"}
+    second = 1_000_000_000
+    if whole["t1"] <= 2 * second:
+        return whole
+    bins = ((b.start_ns[gpu] - t0) // second).astype(np.int64)
+    busy = np.bincount(bins, weights=(b.end_ns[gpu] - b.start_ns[gpu]).astype(np.float64))
+    top = int(np.argmax(busy))
+    return {"t0": float(top * second), "t1": float((top + 1) * second),
+            "reason": "the busiest second of GPU work"}
 
 
 def _within_budget(t: Tracks) -> tuple:

@@ -70,7 +70,10 @@ const Timeline = (() => {
   const kindColor = {sync: "#d64545", memcpy: "#e8a13a", memset: "#c9833e", runtime: "#7d8797", driver: "#7d8797", step: "#3aa876", user_annotation: "#8e6bd1", gpu_user_annotation: "#8e6bd1"};
   const nameColor = T.strings.map(s => hashColor(s));
 
-  const view = {t0: 0, t1: tEnd * 1.01, scrollY: 0, selected: -1};
+  // Opens on T.initial_view (the first step with GPU work, or the busiest second); "Zoom to all"
+  // shows everything.
+  const opening = T.initial_view || {t0: 0, t1: tEnd * 1.01};
+  const view = {t0: opening.t0, t1: opening.t1 > opening.t0 ? opening.t1 : tEnd * 1.01, scrollY: 0, selected: -1};
   let canvas, ctx, W = 0, H = 0, dpr = 1;
 
   const xOf = t => LABEL_W + (t - view.t0) * (W - LABEL_W) / (view.t1 - view.t0);
@@ -316,6 +319,9 @@ const Timeline = (() => {
       e.preventDefault();
     });
     document.getElementById("tl-reset").addEventListener("click", () => { view.t0 = 0; view.t1 = tEnd * 1.01; view.scrollY = 0; draw(); });
+    if (T.initial_view && T.initial_view.reason !== "whole profile")
+      document.getElementById("tl-details").replaceChildren(el("em", {id: "tl-opened",
+        text: `Opened on ${T.initial_view.reason} ("Zoom to all" shows everything). Click an event for details.`}));
     document.getElementById("tl-flows").addEventListener("change", draw);
     document.getElementById("tl-expand").addEventListener("click", e => {
       const open = e.target.dataset.open !== "1";
