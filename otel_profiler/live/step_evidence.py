@@ -106,6 +106,7 @@ class StepSources:
     _time_window_s: float
     _in_torch_scope: bool
     _start_fenced: bool
+    _step_start: int | None
 
     def optimizer_made(self) -> None:
         """An optimizer was constructed (``torch_steps``)."""
@@ -121,6 +122,15 @@ class StepSources:
 
     def torch_scope_left(self) -> None:
         self._in_torch_scope = self._start_fenced = False
+
+    def optimizer_took_over(self, earlier_ns: int) -> None:
+        """Another optimizer leads from now on (``torch_steps.StepLeader``): its previous step, at
+        ``earlier_ns``, was a step boundary too (optimizers taking turns)."""
+        try:
+            if not self.closed and self.evidence.source == "optimizer":
+                self._advance(earlier_ns, window=False)
+        except Exception as exc:
+            self._fail(exc)
 
     def optimizer_step_started(self) -> None:
         """An optimizer step begins: later backward passes in it are not steps of their own."""
@@ -196,8 +206,16 @@ class StepSources:
         self._open_window(reason, self._step)
 
     def _source_decided(self) -> None:
-        """Steps have a source now: a time fallback window still open is dropped (the windows the
-        settings ask for follow the steps), and module calls need no watching any more."""
+        """Steps have a source now: a time fallback window, open or already closed (the first step
+        came after its time), is dropped from the run's windows (the windows the settings ask for
+        follow the steps: one kind of window per run), and module calls need no watching any more."""
+        evidence = self.evidence
+        if evidence.source in MANUAL_SOURCES and evidence.switched_from in ("optimizer", "backward"):
+            self._step_start = None  # the program's first mark ends the step the weaker source's
+            # last boundary ended: one step, not two (so the mark starts the next step only)
+        if any(w["reason"] == "time" for w in self._windows):
+            self._windows = [w for w in self._windows if w["reason"] != "time"]  # one swap: the
+            # flush thread reads the list whole
         if self._time_deadline is not None:
             self._time_deadline = None
             window = self._window
@@ -215,10 +233,10 @@ class StepSources:
             hooks.stop_watching_module_calls()
 
     def _end_time_window(self) -> None:
-        """Close the time fallback window (its time is up, or the process ends) and say why it ran."""
+        """Close the time fallback window (its time is up, or the process ends). Why it ran is said
+        at the end of the run (``_say_no_steps``), and only if no step came after it."""
         self._time_deadline = None
         self._close_window(self._step)
-        self._say_no_steps()
 
     def _say_no_steps(self) -> None:
         """One line when torch ran but no step was ever seen (what was recorded instead)."""

@@ -4,8 +4,9 @@ Hooks, all installed through ``import_hooks.when_imported`` so the bootstrap nev
 
 - every ``Optimizer.step`` (``register_optimizer_step_pre_hook`` / ``..._post_hook``, global): the
   pre-hook says "an optimizer steps" (so backward passes inside an LBFGS closure are not steps), the
-  post-hook ends a step. With several optimizers only the first one seen stepping counts, so a
-  GAN's two optimizers give one step per iteration;
+  post-hook ends a step. With several optimizers one leads (``StepLeader``): a GAN's two
+  optimizers stepping in one iteration give one step per iteration, and optimizers that take turns
+  (one per layer, trained in sequence) each lead while it is their turn, so every step counts once;
 - ``Optimizer.__init__``: an optimizer exists, so backward passes wait longer for its first step
   (gradient accumulation);
 - ``torch.autograd.backward`` (``Tensor.backward`` calls it): one call per backward pass;
@@ -22,15 +23,48 @@ from __future__ import annotations
 
 import functools
 import weakref
+from time import perf_counter_ns
 from types import ModuleType
 from typing import Any, Callable
 
 from . import markers
 
 
+class StepLeader:
+    """Which optimizer's steps are the training steps. The first one seen stepping leads; another
+    takes the lead when it steps twice with no step of the leader between (its turn has come: the
+    leader's layer is trained), so a GAN's alternating optimizers keep one leader while optimizers
+    that take turns each count in theirs. Only weak references are kept."""
+
+    def __init__(self) -> None:
+        self._leader: Any = None
+        self._candidate: Any = None
+        self._candidate_ns = 0
+
+    def leads(self, optimizer: Any) -> bool:
+        current = self._leader() if self._leader is not None else None
+        if current is None:
+            self._leader = weakref.ref(optimizer)
+            return True
+        return current is optimizer
+
+    def stepped(self, optimizer: Any, now_ns: int) -> int | None:
+        """``optimizer`` finished a step at ``now_ns``. When this makes it the leader, the time of
+        its previous step (a step boundary too, not reported then), else None."""
+        if self.leads(optimizer):
+            self._candidate = None
+            return None
+        candidate = self._candidate() if self._candidate is not None else None
+        if candidate is optimizer:
+            self._leader, self._candidate = self._candidate, None
+            return self._candidate_ns
+        self._candidate, self._candidate_ns = weakref.ref(optimizer), now_ns
+        return None
+
+
 class TorchHooks:
     """Reports torch evidence to ``sink`` (the session): ``optimizer_step_started()``,
-    ``step_boundary(manual=False)``, ``optimizer_made()``, ``backward_done()`` and ``torch_work()``
+    ``step_boundary(manual=False)``, ``optimizer_took_over(earlier_ns)``, ``optimizer_made()``, ``backward_done()`` and ``torch_work()``
     (returns True while it wants more module-call reports); ``torch_scope_entered()`` and
     ``torch_scope_left()`` bracket what runs inside ``Optimizer.step``'s profiler scope."""
 
@@ -45,32 +79,30 @@ class TorchHooks:
             register_optimizer_step_pre_hook
 
         sink = self.sink
-        leader: list[Any] = [None]  # weakref to the optimizer whose steps count
-
-        def leads(optimizer: Any) -> bool:
-            current = leader[0]() if leader[0] is not None else None
-            if current is None:
-                leader[0] = weakref.ref(optimizer)
-                return True
-            return current is optimizer
+        leader = StepLeader()
 
         def pre(optimizer: Any, args: Any, kwargs: Any) -> None:
             try:
-                if leads(optimizer):
+                if leader.leads(optimizer):
                     sink.torch_scope_entered()  # both hooks run inside Optimizer.step's scope
                     sink.optimizer_step_started()
             except Exception:
                 pass
 
         def post(optimizer: Any, args: Any, kwargs: Any) -> None:
+            leading = False
             try:
-                if leads(optimizer):
+                earlier = leader.stepped(optimizer, perf_counter_ns())
+                leading = leader.leads(optimizer)
+                if leading:
                     sink.torch_scope_entered()  # again: a pre-hook may have been missed
+                    if earlier is not None:  # its turn began with its previous step
+                        sink.optimizer_took_over(earlier)
                     sink.step_boundary(manual=False)
             except Exception:
                 pass
             finally:
-                if leads(optimizer):
+                if leading:
                     sink.torch_scope_left()
 
         self._undo.append(register_optimizer_step_pre_hook(pre).remove)

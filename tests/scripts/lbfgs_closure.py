@@ -1,5 +1,7 @@
-"""LBFGS with a closure: several forward/backward passes inside each optimizer step (ITERATIONS steps)."""
+"""LBFGS with a closure: several forward/backward passes inside each optimizer step (ITERATIONS steps).
+A second argument: seconds of evaluation (forward passes only) before the first step."""
 import sys
+import time
 
 import torch
 
@@ -9,6 +11,12 @@ model = torch.nn.Linear(16, 1)
 x, y = torch.randn(128, 16), torch.randn(128, 1)
 optimizer = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=4)
 passes = 0
+WARM_UP_S = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
+until = time.monotonic() + WARM_UP_S
+while time.monotonic() < until:
+    with torch.no_grad():
+        model(x)
+    time.sleep(0.05)
 
 
 def closure():
