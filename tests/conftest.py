@@ -38,6 +38,7 @@ MODULE_MARKERS: dict[str, tuple[str, ...]] = {
     "test_session_metrics": ("jobs",),
     "test_security_outputs": ("jobs",),
     "test_zero_code_steps": ("jobs",),
+    "test_insights_host": ("jobs",),
     "test_standard_exporters": ("jobs",),
     "test_fuzz_inputs": ("fuzz",),
     "test_hta_agreement": ("hta",),

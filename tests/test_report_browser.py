@@ -376,3 +376,57 @@ def test_step_card_says_what_is_missing(browser, readable):
     assert not browser.find_elements(By.CSS_SELECTOR, "[data-metric='steps.count']")
     assert "0 / 0" not in browser.find_element(By.ID, "dashboard").text
     assert _collect_logs(browser) == []
+
+
+LONG_WINDOW = "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"  # 43 s, no steps
+
+
+def test_timeline_opens_on_the_first_step_with_gpu_work_and_zooms_to_all(browser, reports):
+    url, summary, profile = reports["largest"]
+    _open(browser, url)
+    browser.execute_script("otelReport.showTab('timeline')")
+    t0, t1 = _view(browser)
+    first = browser.execute_script("return otelReport.data.timeline.initial_view")
+    assert (t0, t1) == pytest.approx((first["t0"], first["t1"]))
+    assert first["reason"].endswith("step 2")  # step 2 is this trace's first step, with kernels
+    step = next(s for s in summary["steps"]["items"] if s["step"] == 2)
+    origin = browser.execute_script("return otelReport.data.timeline.t0_ns")
+    assert t0 <= step["start_ns"] - origin and step["start_ns"] - origin + step["duration_us"] * 1e3 <= t1
+    assert "Opened on the first step with GPU work" in browser.find_element(By.ID, "tl-details").text
+    browser.find_element(By.ID, "tl-reset").click()  # "Zoom to all": one click
+    a0, a1 = _view(browser)
+    assert a0 == 0 and a1 > 2 * (t1 - t0)
+
+
+def test_timeline_of_a_long_window_opens_on_its_busiest_second(browser, tmp_path):
+    html = tmp_path / "long.html"
+    subprocess.run([sys.executable, "-m", "otel_profiler", "report", str(trace(LONG_WINDOW)), "-o", str(html)],
+                   check=True, capture_output=True)
+    _open(browser, html.as_uri())
+    browser.execute_script("otelReport.showTab('timeline')")
+    t0, t1 = _view(browser)
+    assert t1 - t0 == pytest.approx(1e9)  # one second of a 43 s window
+    busy_in_view = browser.execute_script("""
+        const e = otelReport.Timeline.events, [a, b] = arguments; let n = 0, all = 0;
+        for (let i = 0; i < e.kind.length; i++) if (e.kind[i] === 1) { all++; if (e.start[i] >= a && e.start[i] < b) n++; }
+        return [n, all];""", t0, t1)
+    assert busy_in_view[0] > 0
+    browser.find_element(By.ID, "tl-reset").click()
+    a0, a1 = _view(browser)
+    assert a0 == 0 and a1 > 40e9
+
+
+def test_annotation_dropdown_fits_its_card_and_thresholds_show_no_backticks(browser, reports):
+    url, _, _ = reports["largest"]
+    _open(browser, url)
+    browser.execute_script("otelReport.showTab('dashboard')")
+    # An annotation name as long as real ones get (a module path with its arguments): a select that
+    # sizes to its longest option would reach past the card.
+    widths = browser.execute_script("""
+        const s = document.getElementById('annotation-select'), card = s.closest('.card');
+        s.append(new Option('enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__ '.repeat(6)));
+        return [s.getBoundingClientRect().right, card.getBoundingClientRect().right, s.scrollWidth];""")
+    assert widths[0] <= widths[1]
+    browser.execute_script("otelReport.showTab('insights')")
+    text = browser.find_element(By.ID, "insights").text
+    assert "dataloader: time in DataLoader __next__" in text and "``" not in text
