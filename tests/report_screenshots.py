@@ -1,9 +1,10 @@
 """Regenerates the report screenshots in docs/ (report-dashboard.png, report-timeline.png,
 report-insights.png) from a trace in the repository, in headless Chromium:
 
-    python tests/report_screenshots.py [TRACE] [--out docs]
+    python tests/report_screenshots.py [TRACE] [--out docs] [--prefix report]
 
-TRACE defaults to the ResNet-50 Kineto trace (one GPU, Python-level DataLoader, steps).
+TRACE defaults to the ResNet-50 Kineto trace (one GPU, Python-level DataLoader, steps); a profile
+folder written by a live run works too (``--prefix report-cpu`` names its shots apart).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("trace", nargs="?", default=str(trace(DEFAULT)))
     parser.add_argument("--out", default=str(REPO / "docs"))
+    parser.add_argument("--prefix", default="report", help="file names: PREFIX-TAB.png")
     parser.add_argument("--tabs", default="dashboard,timeline,insights",
                         help="tabs to capture, comma-separated (also: statistics)")
     args = parser.parse_args()
@@ -66,7 +68,10 @@ def main() -> int:
     try:
         html = os.path.join(work, "report.html")
         name = os.path.basename(args.trace)  # the report names its input as given: no folders
-        shutil.copy(args.trace, os.path.join(work, name))
+        if os.path.isdir(args.trace):
+            shutil.copytree(args.trace, os.path.join(work, name))
+        else:
+            shutil.copy(args.trace, os.path.join(work, name))
         subprocess.run([sys.executable, "-m", "otel_profiler", "report", name, "-o", html],
                        check=True, cwd=work, env=dict(os.environ, PYTHONPATH=str(REPO)))
         driver = chromium(os.path.join(work, "chromium"))
@@ -74,15 +79,15 @@ def main() -> int:
             driver.get("file://" + html)
             for tab in args.tabs.split(","):
                 driver.execute_script("window.otelReport.showTab(arguments[0]); window.scrollTo(0, 0);", tab)
-                if tab == "timeline":  # zoomed into a step: the longest kernel the GPU ran right after its launch
+                if tab == "timeline" and not os.path.isdir(args.trace):  # zoomed into a step: the longest kernel the GPU ran right after its launch
                     driver.execute_script(ZOOM_TO_A_KERNEL)
                 time.sleep(1.0)  # let the canvas and the SVG charts lay out
-                driver.save_screenshot(os.path.join(args.out, f"report-{tab}.png"))
+                driver.save_screenshot(os.path.join(args.out, f"{args.prefix}-{tab}.png"))
         finally:
             driver.quit()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"wrote {', '.join(f'report-{t}.png' for t in args.tabs.split(','))} in {args.out}")
+    print(f"wrote {', '.join(f'{args.prefix}-{t}.png' for t in args.tabs.split(','))} in {args.out}")
     return 0
 
 

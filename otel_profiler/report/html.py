@@ -56,7 +56,7 @@ def timeline_data(profile: Profile) -> dict[str, Any]:
         "t0_ns": t0, "count": int(len(rows)), "total": int(len(t.rows)), "left_out_note": note,
         "initial_view": initial_view(b, rows, t0),
         "strings": readable,
-        "short": short_names(raw),
+        "short": [step_label(n) for n in short_names(raw)],
         "raw": [r if r != n else None for r, n in zip(raw, readable)],
         "kinds": {int(k): k.name.lower() for k in Kind},
         "tracks": [{"group": tr.group, "label": tr.label, "kind": tr.kind, "collapsed": tr.collapsed,

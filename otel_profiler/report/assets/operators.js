@@ -21,15 +21,17 @@ function buildOperators() {
     root.append(el("p", {"class": "note missing", id: "no-operators", text: "No PyTorch operators in this profile (no cpu_op or record_function events)."}));
     return;
   }
-  const lost = O.unattributed;
-  root.append(el("p", {"class": "note", text:
+  const lost = O.unattributed, gpu = O.kernel_total_us > 0 || Object.keys(S.devices).length > 0;
+  root.append(el("p", {"class": "note", id: "operators-note", text: gpu ?
     `${fmtUs(O.attributed_us)} of ${fmtUs(O.kernel_total_us)} kernel time attributed to the innermost operator that launched it` +
     ` (${O.attributed_by.external_id} kernels by external id, ${O.attributed_by.enclosing_operator} by the enclosing operator);` +
-    ` ${lost.no_launch.kernels} kernels have no launch call in the trace, ${lost.no_operator.kernels} no operator. Click an operator for its kernels.`}));
+    ` ${lost.no_launch.kernels} kernels have no launch call in the trace, ${lost.no_operator.kernels} no operator. Click an operator for its kernels.` :
+    "No GPU work in this profile: the GPU columns are left out. ProfilerStep#* is the steps (the step markers), not an operator."}));
   const details = el("div", {"class": "card", id: "op-details"}, el("em", {text: "Click an operator for the kernels it launched."}));
+  const cpuCols = [["calls", "Calls"], ["self_cpu_us", "Self CPU (µs)"], ["total_cpu_us", "Total CPU (µs)"]];
   const table = sortableTable("stat-operators", `Operators (${O.by_name.length} names, ${O.count} calls)`,
-    [["gpu_pct", "GPU %"], ["self_gpu_us", "Self GPU (µs)"], ["total_gpu_us", "Total GPU (µs)"], ["calls", "Calls"],
-     ["self_cpu_us", "Self CPU (µs)"], ["total_cpu_us", "Total CPU (µs)"], ["kernels", "Kernels"], ["name", "Name"]], O.by_name);
+    gpu ? [["gpu_pct", "GPU %"], ["self_gpu_us", "Self GPU (µs)"], ["total_gpu_us", "Total GPU (µs)"], ...cpuCols,
+           ["kernels", "Kernels"], ["name", "Name"]] : [...cpuCols, ["name", "Name"]], O.by_name);
   const byName = new Map(O.by_name.map(r => [r.name, r]));
   table.addEventListener("click", e => {
     const tr = e.target.closest("tbody tr");

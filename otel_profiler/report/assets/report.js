@@ -118,6 +118,13 @@ function buildDashboard() {
   const grid = el("div", {"class": "grid"});
   root.append(grid);
   const devices = Object.entries(S.devices);
+  const hasGpu = devices.length > 0 || S.kernels.count > 0;
+  // Without GPU work the GPU cards would only show zeros: one card says why they are left out.
+  const shown = hasGpu ? grid : el("div");
+  if (!hasGpu) grid.append(card("GPU", el("div", {"class": "note", id: "no-gpu", text:
+    "No GPU work in this profile (no kernels, memory copies or memsets were recorded): the GPU cards " +
+    "(active vs idle, utilization over time, top kernels, GPU time by activity, kernel precision, " +
+    "memory copies, launch latency) are left out."})));
 
   // GPU active vs idle.
   const gpu = card("GPU active vs idle time");
@@ -131,8 +138,7 @@ function buildDashboard() {
       el("div", {"class": "kpi"}, el("div", {"class": "l", text: "idle"}), el("div", {"class": "v"}, metric(`devices.${key}.idle_us`, d.idle_us, fmtUs))),
       el("div", {"class": "kpi"}, el("div", {"class": "l", text: "idle %"}), el("div", {"class": "v"}, metric(`devices.${key}.idle_pct`, d.idle_pct, v => fmtNum(v, 1) + "%")))), stack);
   }
-  if (!devices.length) gpu.append(el("div", {"class": "note", text: "No GPU activity in this profile."}));
-  grid.append(gpu);
+  shown.append(gpu);
 
   // CPU active time.
   const cpu = card("CPU active time");
@@ -157,8 +163,9 @@ function buildDashboard() {
     sel.addEventListener("change", draw);
     util.append(sel, holder, el("div", {"class": "note", text: "Merged GPU-op busy time per bucket / bucket length."}));
     draw();
-  } else util.append(el("div", {"class": "note", text: "No GPU activity."}));
-  grid.append(util, cpuUtilCard(), computeCard());
+  }
+  shown.append(util);
+  grid.append(cpuUtilCard(), computeCard());
 
   // Top-k kernels by time and by launch count.
   const top = card("Top kernels");
@@ -175,7 +182,7 @@ function buildDashboard() {
   k.addEventListener("input", drawTop);
   top.append(el("label", {text: "k = "}, k), byTime, byCount);
   drawTop();
-  grid.append(top);
+  shown.append(top);
 
   // Step-time histogram.
   const steps = card("Step time distribution");
@@ -193,7 +200,7 @@ function buildDashboard() {
 
   // GPU time by activity.
   const memcpyTotal = Object.values(S.memcpy).reduce((a, m) => a + m.total_us, 0);
-  grid.append(card("GPU time by activity (summed)", bars([
+  shown.append(card("GPU time by activity (summed)", bars([
     {label: "kernels", value: S.kernels.total_us, path: "kernels.total_us", color: PALETTE[0]},
     {label: "memcpy + memset", value: memcpyTotal + S.memset.total_us, path: "memcpy+memset.total_us", color: PALETTE[1]},
     {label: "synchronization (GPU sync events)", value: S.sync.total_us, path: "sync.total_us", color: PALETTE[3]},
@@ -201,13 +208,13 @@ function buildDashboard() {
   ], fmtUs, "activity"), bars(Object.entries(S.kernels.by_class).map(([c, v]) => ({label: "kernel class: " + c, value: v, path: "kernels.by_class." + c})), fmtUs, "class")));
 
   // Kernel precision.
-  grid.append(card("Kernel time by precision (from kernel names)",
+  shown.append(card("Kernel time by precision (from kernel names)",
     bars(Object.entries(DATA.dashboard.precision).map(([p, v], i) => ({label: p, value: v, path: "precision." + p, color: PALETTE[i % PALETTE.length]})), fmtUs, "precision")));
 
   // Memcpy by kind.
   const mc = Object.entries(S.memcpy).filter(([, m]) => m.count);
   const mcCard = card("Memory copies by kind", bars(mc.map(([kind, m]) => ({label: `${kind} (${fmtNum(m.count)} copies, ${fmtBytes(m.bytes)})`, value: m.total_us, path: `memcpy.${kind}.total_us`})), fmtUs, "memcpy"));
-  grid.append(mcCard);
+  shown.append(mcCard);
 
   // Custom annotation histogram with a selector.
   const ann = card("Custom annotation durations");
@@ -224,7 +231,7 @@ function buildDashboard() {
 
   // Launch latency.
   const L = S.launch;
-  grid.append(card("Kernel launch latency and delay",
+  shown.append(card("Kernel launch latency and delay",
     el("div", {"class": "kpis"},
       el("div", {"class": "kpi"}, el("div", {"class": "l", text: "latency p50"}), el("div", {"class": "v"}, metric("launch.latency_us.p50", L.latency_us.p50, fmtUs))),
       el("div", {"class": "kpi"}, el("div", {"class": "l", text: "latency p99"}), el("div", {"class": "v"}, metric("launch.latency_us.p99", L.latency_us.p99, fmtUs))),
@@ -295,31 +302,42 @@ function buildStatistics() {
       [["rank", "Rank"], ["world_size", "World size"], ["host", "Host"], ["devices", "Devices"], ["file", "File"]],
       metas.map(m => ({rank: m.rank, world_size: m.world_size, host: m.host_name || "–", devices: (m.devices || []).join(", ") || "–",
                        file: m.file || m.source_file || m.source || ""}))));
-  root.append(sortableTable("stat-devices", "GPU temporal breakdown (per device)",
+  const cpu = Object.entries(S.cpu || {});
+  if (cpu.length)
+    root.append(sortableTable("stat-cpu", "CPU utilization while the steps ran (machine: all its cores; process: the training process's share of its cores; others: the rest of the machine)",
+      [["rank", "Rank"], ["samples", "Samples"], ["cores", "Cores"], ["machine", "Machine % mean"], ["process", "Process % mean"],
+       ["process_cores", "Process (cores)"], ["others_cores", "Others (cores)"]],
+      cpu.map(([rank, u]) => ({rank, samples: u.samples, cores: u.cores, machine: u.machine_pct.mean, process: u.process_pct.mean,
+                               process_cores: u.process_cores, others_cores: u.others_cores}))));
+  const gpu = Object.keys(S.devices).length > 0 || S.kernels.count > 0;
+  const gpuRoot = gpu ? root : el("div");  // without GPU work its tables would be empty: left out, one line says so
+  if (!gpu) root.append(el("p", {"class": "note", id: "no-gpu-tables", text:
+    "No GPU work in this profile: the GPU tables (temporal breakdown, kernels, memory copies, API calls, synchronization, launches, streams, GPU annotations) are left out."}));
+  gpuRoot.append(sortableTable("stat-devices", "GPU temporal breakdown (per device)",
     [["device", "Device"], ["span_us", "Span (µs)"], ["busy_us", "Busy (µs)"], ["idle_pct", "Idle %"], ["compute_pct", "Compute %"], ["non_compute_pct", "Non-compute %"], ["ops", "Ops"]],
     Object.entries(S.devices).map(([device, d]) => Object.assign({device}, d))));
-  root.append(sortableTable("stat-kernels", `GPU kernels by name (${S.kernels.by_name.length} names, ${S.kernels.count} launches; click a name for its full form)`,
+  gpuRoot.append(sortableTable("stat-kernels", `GPU kernels by name (${S.kernels.by_name.length} names, ${S.kernels.count} launches; click a name for its full form)`,
     [["time_pct", "Time %"], ["total_us", "Total (µs)"], ["instances", "Instances"], ...STAT_COLS.slice(1),
      ["grid", "Grid", {display: r => dims(r.grid)}],
      ["block", "Block", {display: r => dims(r.block) + (r.launch_configs > 1 ? ` (+${r.launch_configs - 1})` : "")}],
      ["class", "Class"], ["name", "Name", {display: r => r.short_name || r.name, title: fullName}]], S.kernels.by_name));
-  root.append(sortableTable("stat-memory", "Memory copies and sets",
+  gpuRoot.append(sortableTable("stat-memory", "Memory copies and sets",
     [["op", "Operation"], ["count", "Count"], ["bytes", "Bytes"], ["throughput_gbps", "Throughput (GB/s)"], ...STAT_COLS],
     [...Object.entries(S.memcpy), ["Memset", S.memset]].filter(([, v]) => v.count).map(([op, v]) => Object.assign({op}, v))));
-  root.append(sortableTable("stat-api", API_WORD + " calls",
+  gpuRoot.append(sortableTable("stat-api", API_WORD + " calls",
     [["time_pct", "Time %"], ["total_us", "Total (µs)"], ["calls", "Num Calls"], ...STAT_COLS.slice(1), ["name", "Name"]], S.runtime_api));
-  root.append(sortableTable("stat-sync", "Synchronization",
+  gpuRoot.append(sortableTable("stat-sync", "Synchronization",
     [["kind", "Kind"], ["count", "Count"], ...STAT_COLS],
     [...Object.entries(S.sync.by_kind).map(([kind, v]) => Object.assign({kind}, v)),
      ...S.sync.api.map(r => Object.assign({}, r, {kind: ({sync: "sync call ", copy: "blocking copy "}[r.blocking] || "stream wait ") + r.name, count: r.calls}))]));
-  root.append(sortableTable("stat-launch", `Launch delay and latency (${S.launch.matched_gpu_ops} linked GPU ops, ${S.launch.orphan_gpu_ops} without a launch call)`,
+  gpuRoot.append(sortableTable("stat-launch", `Launch delay and latency (${S.launch.matched_gpu_ops} linked GPU ops, ${S.launch.orphan_gpu_ops} without a launch call)`,
     [["metric", "Metric"], ["p50", "p50 (µs)"], ["p90", "p90 (µs)"], ["p99", "p99 (µs)"], ["max", "Max (µs)"], ["mean", "Mean (µs)"]],
     [Object.assign({metric: "launch delay (HTA)"}, S.launch.delay_us), Object.assign({metric: "launch latency (Nsight)"}, S.launch.latency_us)]));
-  root.append(sortableTable("stat-streams", "Stream idle breakdown",
+  gpuRoot.append(sortableTable("stat-streams", "Stream idle breakdown",
     [["device", "Device"], ["stream", "Stream"], ["ops", "Ops"], ["host_wait_us", "Host wait (µs)"], ["kernel_wait_us", "Kernel wait (µs)"], ["other_us", "Other (µs)"], ["max_queue_depth", "Max queue"]],
     S.streams.map(s => Object.assign({}, s, {device: multi ? `${s.rank}:${s.device}` : String(s.device)}))));
   for (const [key, title] of [["annotations", "User annotations"], ["gpu_annotations", "GPU user annotations"]])
-    root.append(sortableTable("stat-" + key, title, [["instances", "Instances"], ...STAT_COLS, ["name", "Name"]], S[key]));
+    (key === "gpu_annotations" ? gpuRoot : root).append(sortableTable("stat-" + key, title, [["instances", "Instances"], ...STAT_COLS, ["name", "Name"]], S[key]));
   root.append(sortableTable("stat-steps", `Steps (${S.steps.count})`,
     [["step", "Step"], ["rank", "Rank"], ["duration_us", "Duration (µs)"]], S.steps.items));
 }
