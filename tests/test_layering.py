@@ -32,6 +32,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("otel_profiler.api",),
     ("otel_profiler", "otel_profiler.integrations", "otel_profiler.compat"),
     ("otel_profiler.bootstrap",),
+    ("otel_profiler.app",),  # the Profiler app (serve): reads the store, renders reports
     ("otel_profiler.commands",),
     ("otel_profiler.cli",),
     ("otel_profiler.__main__",),

@@ -2,7 +2,8 @@
 
 import contextlib
 
-COMMANDS = ("summary", "report", "diff", "run", "trigger", "export", "replay", "stack")
+COMMANDS = ("summary", "report", "diff", "run", "trigger", "export", "replay", "stack", "serve",
+            "users", "teams")
 """Subcommand modules, in the order ``--help`` lists them."""
 
 

@@ -1,0 +1,93 @@
+"""The app's tables (SQLAlchemy): teams, users, API tokens, sign-in sessions, the audit log, the
+index of runs and the app's own settings. The schema itself is made by the migrations
+(``migrations/versions``), never by ``create_all``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, DateTime, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+ROLES = ("admin", "member", "viewer")
+"""admin: manages users and teams and sees every run; member: sees and uploads its team's runs;
+viewer: sees its team's runs."""
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Team(Base):
+    __tablename__ = "teams"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class User(Base):
+    __tablename__ = "users"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id"))
+    role: Mapped[str] = mapped_column(String(10))
+    password_hash: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class ApiToken(Base):
+    __tablename__ = "api_tokens"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+
+
+class LoginSession(Base):
+    __tablename__ = "login_sessions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class AuditEntry(Base):
+    __tablename__ = "audit_log"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(DateTime, index=True)
+    actor: Mapped[str] = mapped_column(String(100))
+    action: Mapped[str] = mapped_column(String(40))
+    target: Mapped[str] = mapped_column(String(100))
+    detail: Mapped[str] = mapped_column(Text, default="")
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    run_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    signature: Mapped[str] = mapped_column(String(100))
+    status: Mapped[str] = mapped_column(String(12))  # ok, incomplete, corrupt
+    reason: Mapped[str] = mapped_column(Text, default="")
+    team: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    user: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    host: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    service: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    start_ns: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    duration_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    ranks: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    top_insight: Mapped[str] = mapped_column(Text, default="")
+
+    __table_args__ = (
+        Index("ix_runs_team_start", "team", "start_ns"),
+        Index("ix_runs_user_start", "user", "start_ns"),
+        Index("ix_runs_start", "start_ns"),
+        Index("ix_runs_service", "service"),
+    )
+
+
+class Setting(Base):
+    __tablename__ = "settings"
+    name: Mapped[str] = mapped_column(String(50), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)

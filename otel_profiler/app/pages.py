@@ -1,0 +1,166 @@
+"""The web pages: sign-in and sign-out, the landing page of runs (filters, sort, paging), a run's
+report, and the admin page where an admin grants and removes access (every change audited)."""
+
+from __future__ import annotations
+
+import math
+from functools import wraps
+
+from flask import (Blueprint, Response, abort, current_app, flash, g, redirect, render_template_string,
+                   request, send_file, session, url_for)
+from flask_limiter import Limiter
+
+from . import accounts, templates
+from .access import may_manage, may_see
+from .models import ROLES, Run
+from .reports import ReportError
+from .runs_index import RunQuery, query_runs, run_document
+from .store import valid_run_id
+
+COLUMNS = (("run_id", "Run"), ("user", "User"), ("team", "Team"), ("host", "Host"), ("start", "Start (UTC)"),
+           ("duration", "Duration"), ("steps", "Steps"), ("gpus", "GPUs"), ("", "Top insight"))
+
+
+def page(title: str, template: str, status: int = 200, **context) -> tuple[str, int]:
+    body = render_template_string(template, caller=g.caller, **context)
+    return render_template_string(templates.FRAME, title=title, body=body, caller=g.caller), status
+
+
+def signed_in(view):
+    @wraps(view)
+    def wrapper(*args, **kwargs):
+        if g.caller is None:
+            return redirect(url_for("pages.login", next=request.path))
+        return view(*args, **kwargs)
+    return wrapper
+
+
+def admin_only(view):
+    @wraps(view)
+    @signed_in
+    def wrapper(*args, **kwargs):
+        if not may_manage(g.caller):
+            abort(403)
+        return view(*args, **kwargs)
+    return wrapper
+
+
+def make_pages(limiter: Limiter, login_limit: str) -> Blueprint:
+    pages = Blueprint("pages", __name__)
+
+    @pages.route("/login", methods=["GET", "POST"])
+    @limiter.limit(login_limit, methods=["POST"], deduct_when=lambda response: response.status_code != 303)
+    def login():
+        if request.method == "POST":
+            caller = accounts.check_password(g.db, request.form.get("name", ""), request.form.get("password", ""))
+            if caller is None:
+                flash("Unknown user or wrong password.", "error")
+                return page("Sign in", templates.LOGIN, status=401)
+            session.clear()
+            session["key"] = accounts.start_session(g.db, caller)
+            target = request.args.get("next", "")
+            return redirect(target if target.startswith("/") and not target.startswith("//") else url_for("pages.landing"),
+                            code=303)
+        return page("Sign in", templates.LOGIN)
+
+    @pages.post("/logout")
+    def logout():
+        accounts.end_session(g.db, session.get("key"))
+        session.clear()
+        return redirect(url_for("pages.login"), code=303)
+
+    @pages.get("/")
+    @signed_in
+    def landing():
+        try:
+            q = RunQuery.from_args(request.args)
+        except ValueError as exc:
+            flash(f"Filters ignored: {exc}", "error")
+            q = RunQuery()
+        rows, total = query_runs(g.db, g.caller, q)
+
+        def link(**changes) -> str:
+            args = {k: v for k, v in request.args.items() if k in ("user", "team", "service", "text", "since",
+                                                                    "until", "status", "sort", "order", "per_page")}
+            args.update({k: str(v) for k, v in changes.items()})
+            return url_for("pages.landing", **{k: v for k, v in args.items() if v})
+
+        return page("Runs", templates.LANDING, q=q, runs=[run_document(r) for r in rows], total=total,
+                    pages=max(1, math.ceil(total / q.per_page)), columns=COLUMNS, link=link,
+                    filtered=any((q.user, q.team, q.service, q.text, q.since, q.until, q.status)))
+
+    @pages.get("/runs/<run_id>")
+    @signed_in
+    def run_report(run_id: str):
+        if not valid_run_id(run_id):
+            abort(400, "not a run id (letters, digits and ._- only)")
+        run = g.db.get(Run, run_id)
+        if run is None or not may_see(g.caller, run):
+            abort(404, f"no run {run_id!r} that you may see")
+        try:
+            path = current_app.extensions["otel_profiler"]["reports"].report(run.run_id, run.signature)
+        except ReportError as exc:
+            return page(run_id, templates.RUN_PROBLEM, status=422, run_id=run_id, reason=str(exc))
+        response: Response = send_file(path, mimetype="text/html", max_age=0)
+        response.headers["Cache-Control"] = "private, no-store"
+        return response
+
+    @pages.get("/admin")
+    @admin_only
+    def admin():
+        return page("Admin", templates.ADMIN, teams=accounts.list_teams(g.db), users=accounts.list_users(g.db),
+                    roles=ROLES, audit=accounts.audit_log(g.db))
+
+    def admin_action(view):
+        """A form post of the admin page: run it, report the outcome, come back to the page."""
+        @wraps(view)
+        @admin_only
+        def wrapper():
+            try:
+                flash(view(request.form), "done")
+            except accounts.AccountError as exc:
+                g.db.rollback()
+                flash(str(exc), "error")
+            return redirect(url_for("pages.admin"), code=303)
+        return wrapper
+
+    @pages.post("/admin/teams/add", endpoint="team_add")
+    @admin_action
+    def team_add(form):
+        accounts.add_team(g.db, form.get("name", ""), actor=g.caller.name)
+        return f"Team {form.get('name')} added."
+
+    @pages.post("/admin/teams/remove", endpoint="team_remove")
+    @admin_action
+    def team_remove(form):
+        accounts.remove_team(g.db, form.get("name", ""), actor=g.caller.name)
+        return f"Team {form.get('name')} removed."
+
+    @pages.post("/admin/users/add", endpoint="user_add")
+    @admin_action
+    def user_add(form):
+        accounts.add_user(g.db, form.get("name", ""), form.get("team", ""), form.get("role", ""),
+                          form.get("password") or None, actor=g.caller.name)
+        return f"User {form.get('name')} added."
+
+    @pages.post("/admin/users/role", endpoint="user_role")
+    @admin_action
+    def user_role(form):
+        accounts.set_role(g.db, form.get("name", ""), form.get("role", ""), actor=g.caller.name)
+        return f"User {form.get('name')} is now {form.get('role')}."
+
+    @pages.post("/admin/users/revoke", endpoint="user_revoke")
+    @admin_action
+    def user_revoke(form):
+        count = accounts.revoke_tokens(g.db, form.get("name", ""), actor=g.caller.name)
+        return f"{count} token(s) of {form.get('name')} revoked."
+
+    @pages.post("/admin/users/remove", endpoint="user_remove")
+    @admin_action
+    def user_remove(form):
+        if form.get("name") == g.caller.name:
+            raise accounts.AccountError("you cannot remove yourself")
+        accounts.remove_user(g.db, form.get("name", ""), actor=g.caller.name)
+        return f"User {form.get('name')} removed."
+
+    return pages

@@ -1,0 +1,51 @@
+"""``otel-profiler serve --store STORE``: the Profiler app, a web application over a profile store
+(landing page of runs, reports on demand, users and teams, a JSON API). Binds 127.0.0.1 by default."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from cuda_tracer.profile import TraceError
+
+from .users import open_accounts
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("serve", help="the Profiler app: a web application over a profile store",
+                              description="Serve a landing page of the store's runs, each run's report on "
+                                          "demand, users and teams (`otel-profiler users`, `teams`) and a "
+                                          "JSON API (/api/runs). Add the first admin with `otel-profiler "
+                                          "teams add` and `otel-profiler users add` before signing in.")
+    p.add_argument("--store", required=True, help="the profile store: a folder of profile folders")
+    p.add_argument("--database", metavar="URL", help="a database URL instead of the store's SQLite database")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=int, default=8470, help="port to listen on (0: any free port)")
+    p.add_argument("--secure-cookies", action="store_true",
+                   help="users reach the app through HTTPS (a TLS-terminating proxy): cookies are sent "
+                        "over HTTPS only")
+    p.add_argument("--trusted-proxies", type=int, default=0, metavar="N",
+                   help="reverse proxies in front whose X-Forwarded-For/-Proto headers are believed")
+    p.add_argument("--scan-interval", type=float, default=5.0, metavar="SECONDS",
+                   help="how often the store is scanned for new and changed runs")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not os.path.isdir(args.store):
+        raise TraceError(args.store, "not a folder (the profile store)")
+    if not 0 <= args.port <= 65535:
+        raise TraceError("--port", f"{args.port}: not a port number")
+    if args.scan_interval <= 0:
+        raise TraceError("--scan-interval", "must be above 0")
+    open_accounts(args).close()  # a clear line when the extra or the database is missing
+    from ..app.database import open_database
+    from ..app.server import AppSettings, create_app, serve
+
+    settings = AppSettings(store=os.path.abspath(args.store), secure_cookies=args.secure_cookies,
+                           trusted_proxies=args.trusted_proxies, scan_interval_s=args.scan_interval)
+    try:
+        serve(create_app(settings, open_database(args.store, args.database)), args.host, args.port)
+    except OSError as exc:
+        raise TraceError(f"{args.host}:{args.port}", f"cannot listen ({exc.strerror or exc})") from None
+    return 0
