@@ -33,6 +33,7 @@ MODULE_MARKERS: dict[str, tuple[str, ...]] = {
     "test_faults_process": ("fault_process",),
     "test_faults_otlp": ("fault_process",),
     "test_faults_run": ("fault_process",),
+    "test_exit_path": ("fault_process",),
     "test_install_runtime": ("fresh_venv",),
     "test_live_zero_code": ("jobs",),
     "test_session_metrics": ("jobs",),

@@ -217,7 +217,11 @@ def test_unchanged_scripts_record_their_steps_or_a_time_window(tmp_path, enable,
         assert len(notes) == 1 and "the first 30 s of torch work were recorded" in notes[0]
     else:
         assert numbers == list(range(steps)) and not notes
-    summary = json.loads((tmp_path / "prof" / "summary.json").read_text())
+    summary_file = tmp_path / "prof" / "summary.json"
+    end = time.monotonic() + 120  # without `run`, a process of its own writes it after the job
+    while not summary_file.exists() and time.monotonic() < end:
+        time.sleep(0.1)
+    summary = json.loads(summary_file.read_text())
     assert summary["steps"]["source"] == source
     if enable is by_run:  # `run` prints the summary after the job: the steps table or the note
         assert ("no training step was seen" if steps is None else f"Steps ({steps}, from {source})") \

@@ -1,12 +1,21 @@
 """``otel-profiler run [options] -- COMMAND...``: profile a training job without changing its code.
 
-Sets the environment (``OTEL_PROFILER_ENABLED``, one run id and profile folder for every process
-and rank, the chosen options) and puts the bootstrap ``sitecustomize.py`` first on ``PYTHONPATH``,
-then runs COMMAND (``python train.py``, ``torchrun ...``). When it ends, summarizes the profile
-folder into ``summary.json`` and prints the summary table. Exits with COMMAND's exit code, whatever
-happens to the profiler: an unusable ``--output-dir`` (under a file, read-only) turns profiling
-off with one line and COMMAND still runs; a summary that cannot be written (full disk) is one line.
-With ``--output-dir D``, undeliverable OTLP requests are spooled under ``D/otlp-spool``.
+Checks its own flags first (a bad value is a usage error, exit 2, before COMMAND starts), sets the
+environment (``OTEL_PROFILER_ENABLED``, one run id and profile folder for every process and rank,
+the chosen options) and puts the bootstrap ``sitecustomize.py`` first on ``PYTHONPATH``, then runs
+COMMAND (``python train.py``, ``torchrun ...``). When it ends, summarizes the profile folder into
+``summary.json`` and prints the summary table (``--no-summary``: neither), then repeats the lines
+the job's exporters said at exit (spans waiting in the spool with the ``replay`` command, batches
+to send with ``export``), so they come last. Exits with COMMAND's exit code, whatever happens to
+the profiler: an unusable ``--output-dir`` (under a file, read-only) turns profiling off with one
+line and COMMAND still runs; a summary that cannot be written (full disk) is one line. With
+``--output-dir D``, undeliverable OTLP requests are spooled under ``D/otlp-spool``.
+
+Signals: SIGTERM, SIGHUP and SIGUSR2 sent to ``run`` go to COMMAND, and so does SIGINT sent by a
+process (``kill -INT``); a Ctrl-C typed at the terminal already reaches COMMAND (the same process
+group), so it is not sent twice. If ``run`` itself dies (even SIGKILL), COMMAND gets SIGTERM from
+the kernel (Linux's parent-death signal, as ``torchrun`` does for its workers) and leaves nothing
+behind: its exporter and helpers follow it.
 """
 
 from __future__ import annotations
@@ -17,12 +26,13 @@ import signal
 import subprocess
 import sys
 
+import threading
+from typing import Callable
+
 from .. import config
 from cuda_tracer.private_files import make_private_dir
 
 from ..bootstrap import SITE_DIR
-from ..live.output import summarize_folder, write_summary
-from ..report.console import render_table
 from ..live.resource import run_id as resource_run_id
 
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -36,25 +46,52 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--output-dir", metavar="DIR",
                    help="profile folder (default: $OTEL_PROFILER_OUTPUT_DIR/<run id>/, else "
                         "./otel-profile/<run id>/)")
-    p.add_argument("--steps", metavar="START:STOP",
+    p.add_argument("--steps", metavar="START:STOP", type=_flag("OTEL_PROFILER_STEPS", "--steps"),
                    help="detailed capture for steps START to STOP-1, or 'off' (default: "
                         "OTEL_PROFILER_STEPS, else 1:11)")
-    p.add_argument("--every", type=int, metavar="N",
+    p.add_argument("--every", type=_flag("OTEL_PROFILER_EVERY_STEPS", "--every"), metavar="N",
                    help="also capture a window every N steps (default: OTEL_PROFILER_EVERY_STEPS, "
                         "else 0: off)")
-    p.add_argument("--duration", type=float, metavar="S",
+    p.add_argument("--duration", type=_flag("OTEL_PROFILER_DURATION_S", "--duration"), metavar="S",
                    help="also capture the first S seconds (default: OTEL_PROFILER_DURATION_S, "
                         "else 0: off)")
     p.add_argument("--cpu-ops", action="store_true",
                    help="also record PyTorch CPU operators (default: off)")
-    p.add_argument("--trigger-port", type=int, metavar="PORT",
+    p.add_argument("--trigger-port", type=_flag("OTEL_PROFILER_TRIGGER_PORT", "--trigger-port"), metavar="PORT",
                    help="trigger port (+ local rank): a request from the same user opens a window on demand, see "
                         "`otel-profiler trigger` (default: OTEL_PROFILER_TRIGGER_PORT, else 0: off)")
-    p.add_argument("--top", type=int, default=20, help="rows per table in the printed summary")
+    p.add_argument("--top", type=_positive, default=20, help="rows per table in the printed summary")
+    p.add_argument("--no-summary", action="store_true",
+                   help="after COMMAND, write and print no summary (only the line naming the profile "
+                        "folder; `otel-profiler summary FOLDER` makes it later)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND",
                    help="the command to profile, after `--`, e.g. -- python train.py --epochs 1, "
                         "or -- torchrun --nproc-per-node 8 train.py")
     p.set_defaults(func=run)
+
+
+def _flag(variable: str, flag: str) -> Callable[[str], str]:
+    """An argparse type checking a flag's value as its setting would be checked: a bad value is a
+    usage error before COMMAND starts (one line naming the flag, exit 2). The text is kept."""
+    def check(text: str) -> str:
+        try:
+            config.flag_value(variable, flag, text)
+        except config.ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{flag} ")) from None
+        return text
+
+    check.__name__ = flag  # argparse names the type in its message
+    return check
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
+    return value
 
 
 FLAG_VARIABLES = {"steps": "OTEL_PROFILER_STEPS", "every": "OTEL_PROFILER_EVERY_STEPS",
@@ -128,14 +165,27 @@ def run(args: argparse.Namespace) -> int:
             print(f"otel-profiler: warning: profiling is off: cannot use the profile folder {folder} "
                   f"({problem}); running the command without it", file=sys.stderr)
             env, folder = dict(os.environ), None
+    if folder is not None:
+        _forget_notes(folder)
     try:
-        child = subprocess.Popen(command, env=env)
+        child = subprocess.Popen(command, env=env, preexec_fn=_parent_death_signal())
     except OSError as exc:
         print(f"otel-profiler: error: cannot run {command[0]!r}: {exc.strerror or exc}", file=sys.stderr)
         return 127
+    preparing = _prepare_summary() if folder is not None and not args.no_summary else None
     code = _wait_forwarding_signals(child)
     if folder is not None:
-        _report(folder, args.top)
+        try:
+            if args.no_summary:
+                print(f"otel-profiler: profile written to {folder} (`otel-profiler summary {folder}`)",
+                      file=sys.stderr)
+            else:
+                if preparing is not None:
+                    preparing.join()
+                _report(folder, args.top)
+            _repeat_notes(folder)
+        except KeyboardInterrupt:  # Ctrl-C while summarizing: the job's exit code all the same
+            pass
     return code if code >= 0 else 128 - code
 
 
@@ -152,18 +202,64 @@ def _unusable(folder: str) -> str | None:
     return None
 
 
-def _wait_forwarding_signals(child: subprocess.Popen) -> int:
-    """Wait for ``child``; SIGTERM/SIGHUP to us go to it, Ctrl-C reaches it through the terminal."""
-    def forward(signum: int, frame: object) -> None:
+PR_SET_PDEATHSIG = 1
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    """What the child runs before COMMAND starts (Linux): SIGTERM to it when ``run`` dies, however.
+    Everything is looked up here, in the parent: the child only makes the call."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except Exception:
+        return None
+    parent, term = os.getpid(), int(signal.SIGTERM)
+
+    def in_child() -> None:
         try:
-            child.send_signal(signum)
-        except OSError:
+            prctl(PR_SET_PDEATHSIG, term, 0, 0, 0)
+            if os.getppid() != parent:  # run died before the call: act as the signal would
+                os.kill(os.getpid(), term)
+        except Exception:
             pass
 
+    return in_child
+
+
+FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGUSR2)
+SI_KERNEL = 0x80
+"""``si_code`` of a signal the kernel sent (a key typed at the terminal), not a process (``kill``)."""
+
+
+def _wait_forwarding_signals(child: subprocess.Popen) -> int:
+    """Wait for ``child``; SIGTERM, SIGHUP, SIGUSR2 and a SIGINT sent by a process go to it. A
+    Ctrl-C typed at the terminal reached it already (it is in our process group): not sent again."""
+    if not hasattr(signal, "sigtimedwait"):
+        return _wait_with_handlers(child)
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+    try:
+        while True:
+            info = signal.sigtimedwait(FORWARDED, 0.1)
+            if info is not None and not (info.si_signo == signal.SIGINT and info.si_code == SI_KERNEL):
+                _send(child, info.si_signo)
+            code = child.poll()
+            if code is not None:
+                return code
+    finally:
+        while signal.sigtimedwait(FORWARDED, 0) is not None:  # nothing pending left to act later
+            pass
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def _wait_with_handlers(child: subprocess.Popen) -> int:
+    """Where signals cannot be waited for: handlers forward them all (SIGINT too)."""
     previous = {}
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGUSR2):
+    for sig in FORWARDED:
         try:
-            previous[sig] = signal.signal(sig, signal.SIG_IGN if sig == signal.SIGINT else forward)
+            previous[sig] = signal.signal(sig, lambda signum, frame: _send(child, signum))
         except (ValueError, OSError):
             pass
     try:
@@ -173,9 +269,66 @@ def _wait_forwarding_signals(child: subprocess.Popen) -> int:
             signal.signal(sig, handler)
 
 
+def _send(child: subprocess.Popen, signum: int) -> None:
+    try:
+        child.send_signal(signum)
+    except OSError:
+        pass
+
+
+def _prepare_summary() -> threading.Thread:
+    """Import what summarizing needs while the job runs (a daemon thread), so the summary is
+    printed soon after the job ends."""
+    def load() -> None:
+        try:
+            from ..live import output  # noqa: F401
+            from ..analysis import document  # noqa: F401
+            from ..report import console  # noqa: F401
+        except Exception:
+            pass
+
+    thread = threading.Thread(target=load, name="otel-profiler-run-imports", daemon=True)
+    thread.start()
+    return thread
+
+
+def _forget_notes(folder: str) -> None:
+    """Remove the exit lines of an earlier run of the same folder (``--output-dir`` reused)."""
+    for name in _note_files(folder):
+        try:
+            os.remove(os.path.join(folder, name))
+        except OSError:
+            pass
+
+
+def _note_files(folder: str) -> list[str]:
+    try:
+        return sorted(n for n in os.listdir(folder) if n.startswith("delivery-at-exit.") and n.endswith(".txt"))
+    except OSError:
+        return []
+
+
+def _repeat_notes(folder: str) -> None:
+    """The lines the job's exporters said at exit (spooled spans with the ``replay`` command,
+    lost batches with the ``export`` command), repeated last so they are not lost above the table."""
+    from ..profiler_warnings import print_warning
+
+    for name in _note_files(folder):
+        try:
+            with open(os.path.join(folder, name), errors="replace") as f:
+                lines = [line.rstrip("\n") for line in f.read(64 << 10).splitlines() if line.strip()]
+        except OSError:
+            continue
+        for line in lines:
+            print_warning(line)
+
+
 def _report(folder: str, top: int) -> None:
     """Summarize after the job; any failure here (a full disk, an unreadable part) is one line,
     never the exit code."""
+    from ..live.output import summarize_folder, write_summary
+    from ..report.console import render_table
+
     written = True
     try:
         try:

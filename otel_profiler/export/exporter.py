@@ -57,6 +57,8 @@ beyond this many, the batch is dropped and counted (``batches_dropped_queue_full
 PERSIST_S = 30.0
 """At close, after the network deadline: the most the exporter process may take to spool what it
 holds (milliseconds normally; a cap for a machine that is swapping)."""
+DELIVERY_NOTES = "delivery-at-exit.{pid}.txt"
+"""In the profile folder: the lines a process's exporter said at close (spans spooled, batches lost)."""
 HEARTBEAT_S = 0.1
 """The exporter process writes the time (``time.monotonic``, one clock for every process) this often."""
 FROZEN_S = 1.5
@@ -356,16 +358,34 @@ class Exporter:
                 "spans not yet sent or spooled (exporter stopped)": self._final["spans_pending"],
                 "spans": self._final["spans_dropped"]}
         dropped = ", ".join(f"{n} {what}" for what, n in lost.items() if n)
+        lines = []
         if self.frozen:  # whatever it had not confirmed is in the profile folder: one line, the command
-            print_warning("span exporter process was frozen (stopped or not responding) at exit and was "
-                          "killed so the job could end" + (f"; span export dropped {dropped}" if dropped else "")
-                          + self._export_hint())
+            lines.append("span exporter process was frozen (stopped or not responding) at exit and was "
+                         "killed so the job could end" + (f"; span export dropped {dropped}" if dropped else "")
+                         + self._export_hint())
         elif dropped:  # the command only for what a dead exporter lost (the folder has it)
             process_lost = self.dropped_gone or self.dropped_unread or self.cut_short or self._final["spans_pending"]
-            print_warning("span export dropped " + dropped + (self._export_hint() if process_lost else ""))
+            lines.append("span export dropped " + dropped + (self._export_hint() if process_lost else ""))
         if self._final["spool_bytes"] > 0 and self.config.target is not None:
-            print_warning(replay_hint(self.config, self._final["spans_spooled"]))
+            lines.append(replay_hint(self.config, self._final["spans_spooled"]))
+        for line in lines:
+            print_warning(line)
+        self._record(lines)
         return self.counters()
+
+    def _record(self, lines: list[str]) -> None:
+        """Keep the lines said at close in the profile folder (``DELIVERY_NOTES``), so that
+        ``otel-profiler run`` can repeat them last, after its summary. Never raises."""
+        if not lines or self.profile_folder is None:
+            return
+        try:
+            from cuda_tracer.private_files import open_private
+
+            path = os.path.join(self.profile_folder, DELIVERY_NOTES.format(pid=os.getpid()))
+            with open_private(path, "a") as f:
+                f.write("".join(line + "\n" for line in lines))
+        except Exception:
+            pass
 
     def _put(self, item: Any, end: float) -> bool:
         """Queue ``item`` for the exporter process before ``end``, giving up at once when it is
