@@ -146,8 +146,7 @@ def cpu_table(summary: dict) -> Table:
                   "Process % mean", "Process % max", "Process cores", "Others (cores)"),
                  [(rank, u["samples"], u["window"], u["cores"], u["machine_pct"]["mean"],
                    u["machine_pct"]["max"], u["process_pct"]["mean"], u["process_pct"]["max"],
-                   u["process_cores"], u["others_cores"]) for rank, u in (summary.get("cpu") or {}).items()],
-                 "CPU samples (live runs)")
+                   u["process_cores"], u["others_cores"]) for rank, u in (summary.get("cpu") or {}).items()])
 
 
 STEP_MARKER = "ProfilerStep#*"
@@ -163,11 +162,18 @@ def operator_tables(summary: dict, top: int | None, full_names: bool) -> list[Ta
     ops = summary.get("operators")
     if not ops:
         return []
+    mods = ops.get("modules") or {}
     if not summary["devices"] and not ops["kernel_total_us"]:
-        return [Table(f"Operators ({_shown(top, len(ops['by_name']))} names; no GPU work recorded, so "
-                      "no GPU columns)", ("Calls", "Self CPU (us)", "Total CPU (us)", "Name"),
-                      [(r["calls"], r["self_cpu_us"], r["total_cpu_us"], _operator_name(r["name"]))
-                       for r in ops["by_name"][:top]], "operators (aten::*, record_function)")]
+        out = [Table(f"Operators ({_shown(top, len(ops['by_name']))} names; no GPU work recorded, so "
+                     "no GPU columns)", ("Calls", "Self CPU (us)", "Total CPU (us)", "Name"),
+                     [(r["calls"], r["self_cpu_us"], r["total_cpu_us"], _operator_name(r["name"]))
+                      for r in ops["by_name"][:top]], "operators (aten::*, record_function)")]
+        if mods:
+            rows = mods["by_path"][:top]
+            out.append(Table(f"nn.Module hierarchy ({len(rows)} of {len(mods['by_path'])} modules; no GPU "
+                             "columns)", ("Calls", "CPU (us)", "Module"),
+                             [(r["calls"], r["cpu_us"], "  " * r["depth"] + r["name"]) for r in rows]))
+        return out
     lost = ops["unattributed"]
     title = (f"Operators ({_shown(top, len(ops['by_name']))} names; "
              f"{_fmt(float(ops['attributed_us']))} of "
@@ -190,7 +196,6 @@ def operator_tables(summary: dict, top: int | None, full_names: bool) -> list[Ta
         out.append(Table("Kernels of CUDA graphs and compiled regions",
                          ("Kind", "Kernels", "GPU (us)", "Region"),
                          [(r["kind"], r["kernels"], r["gpu_us"], r["name"]) for r in ops["regions"]]))
-    mods = ops.get("modules") or {}
     if mods:
         rows = [r for r in mods["by_path"] if r["total_gpu_us"] or r["depth"] == 0][:top]
         out.append(Table(f"nn.Module hierarchy ({len(rows)} of {len(mods['by_path'])} modules; "
@@ -281,7 +286,7 @@ def render_table(summary: dict, top: int = 20, name_width: int = 90, width: int 
     no_gpu = not summary["devices"]
     for table in tables(summary, top, full_names=False):
         if not table.rows:
-            if not (no_gpu and _gpu_section(table)):
+            if table.lacks and not (no_gpu and _gpu_section(table)):
                 lacks.append(table.lacks)
             continue
         if table.title.startswith("Insights"):
