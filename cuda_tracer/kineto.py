@@ -6,6 +6,9 @@ the ``memory`` activity; ``stop()`` closes it, copies the plain fields of
 ``prof.profiler.kineto_results.events()`` (``_KinetoEvent`` objects) out of torch at once and
 returns a ``KinetoCapture`` whose ``to_batch()`` (later, e.g. from a background thread) converts them
 into an ``EventBatch``: no torch result object outlives its window (see ``KinetoCapture``).
+When operators are recorded, ``nn.Module`` calls are recorded too (``records_modules``), as
+recorded traces have them. Kineto's own log lines at each start and stop
+(``USDT: ... profiler_start``) are kept off the job's stderr (``stderr_filter``).
 
 Each ``_KinetoEvent`` is turned into the same typed event the trace-file reader decodes from JSON
 (category = ``activity_type()``, args = ``metadata_json()`` plus the correlation fields) and then goes
@@ -35,6 +38,7 @@ import msgspec
 
 from .events import MISSING, EventBatch, Kind, kinds_in
 from .profile import RankProfile
+from .stderr_filter import kineto_lines_dropped
 from .subscriber import ProfilerBusy, other_profiler_active, own_session
 # One conversion for files and live events: the reader's typed event and its public converter.
 from .trace_files import TraceEvent, events_to_profile, read_trace
@@ -49,6 +53,8 @@ _ACTIVITY_OF_KIND = {
     Kind.USER_ANNOTATION: "cpu_op", Kind.PYTHON_FUNCTION: "cpu_op", Kind.STEP: "cpu_op",
     Kind.GPU_USER_ANNOTATION: "kernel", Kind.MEMORY: MEMORY_ACTIVITY, Kind.INSTANT: "cpu_op",
 }
+MODULE_PREFIX = "nn.Module: "
+"""Python function events kept from a live window: module calls only (the rest is every Python call)."""
 _CPU_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function", "cpu_instant_event"})
 
 
@@ -107,17 +113,26 @@ class KinetoSource:
         reason = other_profiler()
         if reason is not None:
             raise ProfilerBusy(reason)
-        prof = tp.profile(activities=self._kinds, record_shapes=False, with_stack=False,
+        modules = self.records_modules
+        prof = tp.profile(activities=self._kinds, record_shapes=False, with_stack=modules, with_modules=modules,
                           profile_memory=MEMORY_ACTIVITY in self.activities,
                           experimental_config=self._experimental_config())
         owned = own_session("torch_profiler")
         owned.__enter__()  # our session: the CUPTI source's detector must not count it as the user's
         try:
-            prof.start()
+            with kineto_lines_dropped():
+                prof.start()
         except BaseException:
             owned.__exit__(None, None, None)
             raise
         self._prof, self._owned = prof, owned
+
+    @property
+    def records_modules(self) -> bool:
+        """Whether windows record ``nn.Module`` calls: when operators are recorded (``cpu_op``). In
+        eager mode torch records them through its Python tracer (``with_stack``), whose other Python
+        function events are dropped at copy-out (``MODULE_PREFIX``)."""
+        return bool(self.activities & CPU_ACTIVITIES)
 
     def _experimental_config(self) -> Any:
         """Kineto's experimental options: event metadata always exposed, cuda_sync events (opt-in in
@@ -150,7 +165,8 @@ class KinetoSource:
         if prof is None:
             return KinetoCapture(None, self.activities, self.rank)
         try:
-            prof.stop()
+            with kineto_lines_dropped():
+                prof.stop()
         finally:
             self._owned.__exit__(None, None, None)
         capture = KinetoCapture(prof.profiler.kineto_results, self.activities, self.rank,
@@ -218,7 +234,8 @@ class KinetoCapture:
             self._trace_folder = folder
         else:
             rows = [_event_row(e) for e in results.events()]
-            self._rows = [r for r in rows if r is not None]
+            self._rows = [r for r in rows if r is not None
+                          and (r[0] != "python_function" or r[1].startswith(MODULE_PREFIX))]
         del results
 
     def to_batch(self) -> EventBatch:

@@ -165,3 +165,37 @@ def test_json_lines_keep_a_file_name_that_is_not_utf8(tmp_path):
                if attribute["key"] == "otel_profiler.source"}
     assert {os.fsencode(s) for s in sources} == {b"r\xffank-0.json.gz"}
     assert sum(len(json.loads(line)["resourceSpans"][0]["scopeSpans"][0]["spans"]) for line in raw.splitlines()) > 0
+
+
+# ------------------------------------------------------------------------- 6. Kineto's chatter
+def test_kineto_lines_stay_off_stderr_and_the_jobs_lines_stay_in_order(tmp_path):
+    """Operators recorded, a window part handed over at every step (Kineto starts and stops at each),
+    while another thread writes to stderr: none of Kineto's lines, every line of the job's, in order."""
+    out = profiled(tmp_path, "stderr_lines.py", "40",
+                   env=clean_env(OTEL_PROFILER_ACTIVITIES="cpu_op", OTEL_PROFILER_DURATION_S="1000000",
+                                 OTEL_PROFILER_WINDOW_PART_STEPS="1"))
+    _, meta = steps_and_meta(tmp_path / "prof")
+    assert sum(window["parts"] for window in meta["windows"]) >= 20  # Kineto started that often
+    lines = out.stderr.splitlines()
+    kineto = [line for line in lines if "profiler_start" in line or "profiler_stop" in line
+              or "gpuGetDeviceCount" in line or line.startswith(("USDT:", "ERROR:", "INFO:"))]
+    assert not kineto, kineto[:3]
+    total = int(next(line for line in lines if line.startswith("thread-lines ")).split()[1])
+    assert [line for line in lines if line.startswith("thread-line ")] == \
+        [f"thread-line {n}" for n in range(total)]
+    assert [line for line in lines if line.startswith("main-line ")] == [f"main-line {i}" for i in range(40)]
+
+
+# ------------------------------------------------------------------------- 5. modules, live
+def test_a_live_run_with_operators_records_the_module_tree(tmp_path):
+    """``--cpu-ops``: the windows record nn.Module calls as recorded traces have them, so the summary
+    has the model's module tree (Sequential(Linear, ReLU, Linear) of manual_sgd.py); Python
+    function events other than module calls are not kept."""
+    profiled(tmp_path, "manual_sgd.py", "30", options=("--cpu-ops",))
+    rank = load_profile([str(tmp_path / "prof")]).ranks[0]
+    python = rank.batch.of_kind(Kind.PYTHON_FUNCTION)
+    assert len(python) > 0 and all(name.startswith("nn.Module: ") for name in python.names())
+    modules = json.loads((tmp_path / "prof" / "summary.json").read_text())["operators"]["modules"]
+    paths = {row["path"]: row["calls"] for row in modules["by_path"]}
+    assert set(paths) == {"Sequential_0", "Sequential_0/Linear_0", "Sequential_0/ReLU_0", "Sequential_0/Linear_1"}
+    assert len(set(paths.values())) == 1 and paths["Sequential_0"] > 0  # each called once a step
