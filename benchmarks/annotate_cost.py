@@ -4,8 +4,9 @@
 loaded), with no session and with a session recording; ``torch.profiler.record_function("x")``
 outside a torch profiler (what a script pays in every step when nothing profiles it).
 
-Rounds of each kind alternate, so load on the machine hits all alike; the figure is the median per
-range in ns over the rounds, and the ratio to ``record_function``'s median.
+Rounds of each kind alternate, so load on the machine hits all alike; the figure is the best round
+per range in ns (least disturbed by other work on the machine, and by the session's flush thread),
+less an empty loop's, and the ratio to ``record_function``'s best round.
 
     python benchmarks/annotate_cost.py [--rounds 30] [--ranges 20000]
 """
@@ -13,7 +14,6 @@ range in ns over the rounds, and the ratio to ``record_function``'s median.
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import time
 from typing import Callable
@@ -54,8 +54,8 @@ def per_range_ns(kinds: dict[str, Callable[[int], None]], rounds: int, ranges: i
             t0 = time.perf_counter_ns()
             loop(ranges)
             times[name].append((time.perf_counter_ns() - t0) / ranges)
-    loop_ns = statistics.median(times.pop("empty loop"))
-    return {name: statistics.median(values) - loop_ns for name, values in times.items()}
+    loop_ns = min(times.pop("empty loop"))
+    return {name: min(values) - loop_ns for name, values in times.items()}
 
 
 def main() -> None:
