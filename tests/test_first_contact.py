@@ -191,11 +191,13 @@ def test_a_live_run_with_operators_records_the_module_tree(tmp_path):
     """``--cpu-ops``: the windows record nn.Module calls as recorded traces have them, so the summary
     has the model's module tree (Sequential(Linear, ReLU, Linear) of manual_sgd.py); Python
     function events other than module calls are not kept."""
-    profiled(tmp_path, "manual_sgd.py", "30", options=("--cpu-ops",))
+    out = profiled(tmp_path, "manual_sgd.py", "30", options=("--cpu-ops",))
+    assert "nn.Module hierarchy" in out.stderr and "Linear_1" in out.stderr  # the summary `run` prints
     rank = load_profile([str(tmp_path / "prof")]).ranks[0]
     python = rank.batch.of_kind(Kind.PYTHON_FUNCTION)
     assert len(python) > 0 and all(name.startswith("nn.Module: ") for name in python.names())
     modules = json.loads((tmp_path / "prof" / "summary.json").read_text())["operators"]["modules"]
     paths = {row["path"]: row["calls"] for row in modules["by_path"]}
-    assert set(paths) == {"Sequential_0", "Sequential_0/Linear_0", "Sequential_0/ReLU_0", "Sequential_0/Linear_1"}
-    assert len(set(paths.values())) == 1 and paths["Sequential_0"] > 0  # each called once a step
+    tree = ("Sequential_0", "Sequential_0/Linear_0", "Sequential_0/ReLU_0", "Sequential_0/Linear_1")
+    assert set(tree) <= set(paths), paths  # (a window started inside a forward pass sees its inner calls)
+    assert all(paths[path] >= 3 for path in tree), paths
