@@ -201,3 +201,19 @@ def test_a_live_run_with_operators_records_the_module_tree(tmp_path):
     tree = ("Sequential_0", "Sequential_0/Linear_0", "Sequential_0/ReLU_0", "Sequential_0/Linear_1")
     assert set(tree) <= set(paths), paths  # (a window started inside a forward pass sees its inner calls)
     assert all(paths[path] >= 3 for path in tree), paths
+
+
+def test_step_beside_an_optimizer_in_process_gives_one_step_per_iteration(tmp_path):
+    """Under ``Profiler()`` the first step begins when profiling starts: 12 iterations, 12 steps."""
+    from otel_profiler import api
+
+    code = compile((SCRIPTS / "step_beside_optimizer.py").read_text(), "step_beside_optimizer.py", "exec")
+    saved = sys.argv
+    sys.argv = ["step_beside_optimizer.py", "12"]
+    try:
+        with api.Profiler(profile_dir=str(tmp_path), steps="off", summary_at_exit=False, signal=False):
+            exec(code, {"__name__": "__main__"})
+    finally:
+        sys.argv = saved
+    numbers, meta = steps_and_meta(tmp_path)
+    assert meta["step_source"] == "step()" and numbers == list(range(12))
