@@ -64,8 +64,9 @@ class StepLeader:
 
 class TorchHooks:
     """Reports torch evidence to ``sink`` (the session): ``optimizer_step_started()``,
-    ``step_boundary(manual=False)``, ``optimizer_took_over(earlier_ns)``, ``optimizer_made()``, ``backward_done()`` and ``torch_work()``
-    (returns True while it wants more module-call reports); ``torch_scope_entered()`` and
+    ``step_boundary(manual=False)``, ``optimizer_took_over(earlier_ns)``, ``optimizer_made()``,
+    ``backward_done()`` and ``torch_work()`` (returns True while it wants more module-call
+    reports); ``torch_scope_entered()`` and
     ``torch_scope_left()`` bracket what runs inside ``Optimizer.step``'s profiler scope."""
 
     def __init__(self, sink: Any) -> None:
