@@ -52,6 +52,8 @@ MODULE_MARKERS: dict[str, tuple[str, ...]] = {
     "test_real_backends_e2e": ("backends",),
     "test_real_backends_delivery": ("backends",),
     "test_real_backends_tenants": ("backends",),
+    "test_app_api": ("jobs",),
+    "test_app_browser": ("browser", "jobs"),
 }
 # Fixture -> markers, for tests elsewhere that use it (e.g. the TensorFlow environment).
 FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {"tf_python": ("tensorflow",), "browser": ("browser",)}

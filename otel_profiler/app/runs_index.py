@@ -28,12 +28,13 @@ def refresh(db: Session, store: str) -> int:
     seen: set[str] = set()
     changed = 0
     for run_id, signature in run_folders(store):
-        seen.add(run_id)
         if known.get(run_id) == signature:
+            seen.add(run_id)
             continue
         facts = read_run(store, run_id, signature)
-        if facts is None:
+        if facts is None:  # not (or no longer) a profile folder
             continue
+        seen.add(run_id)
         db.merge(_row(facts))
         changed += 1
         if changed % BATCH == 0:

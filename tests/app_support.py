@@ -1,0 +1,145 @@
+"""Shared by the Profiler app's tests (test_app_*.py): real profile folders written by `otel-profiler
+run`, the `otel-profiler` command line, and an `otel-profiler serve` process stopped afterwards."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "tests" / "scripts" / "manual_sgd.py"
+DEADLINE_S = 120.0
+
+pytest.importorskip("flask")
+pytest.importorskip("waitress")
+pytest.importorskip("alembic")
+
+
+def cli(*args: str, stdin: str = "", check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "otel_profiler", *args], input=stdin, capture_output=True,
+                          text=True, timeout=DEADLINE_S)
+    if check and done.returncode != 0:
+        raise AssertionError(f"otel-profiler {' '.join(args)}: exit {done.returncode}: {done.stderr}")
+    return done
+
+
+def profile_run(folder: Path, team: str, user: str, service: str = "manual_sgd") -> Path:
+    """A real profile folder of a short training job owned by ``user`` of ``team``."""
+    env = dict(os.environ, OTEL_RESOURCE_ATTRIBUTES=f"ml.team={team},enduser.id={user}",
+               OTEL_SERVICE_NAME=service)
+    subprocess.run([sys.executable, "-m", "otel_profiler", "run", "--output-dir", str(folder), "--",
+                    sys.executable, str(SCRIPT)], env=env, check=True, capture_output=True,
+                   timeout=DEADLINE_S * 2)
+    return folder
+
+
+def wait_until(condition, what: str, deadline_s: float = DEADLINE_S):
+    """Poll ``condition`` until it returns a true value (returned), or fail after ``deadline_s``."""
+    end = time.monotonic() + deadline_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+class AppServer:
+    """``otel-profiler serve`` on a free port of 127.0.0.1 in a child process."""
+
+    def __init__(self, store: Path, database: str | None = None) -> None:
+        args = ["serve", "--store", str(store), "--port", "0", "--scan-interval", "0.5"]
+        if database:
+            args += ["--database", database]
+        self.log = store.parent / f"serve-{store.name}.log"
+        self._log_file = open(self.log, "w")
+        self.process = subprocess.Popen([sys.executable, "-m", "otel_profiler", *args], stdout=self._log_file,
+                                        stderr=subprocess.STDOUT, text=True)
+        match = wait_until(lambda: self.process.poll() is None and
+                           re.search(r"on http://127\.0\.0\.1:(\d+)/", self.log.read_text()) or self._died(),
+                           "the server to listen")
+        self.url = f"http://127.0.0.1:{match.group(1)}"
+
+    def _died(self):
+        if self.process.poll() is not None:
+            raise AssertionError(f"serve exited {self.process.returncode}: {self.log.read_text()}")
+        return None
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log_file.close()
+
+
+def make_store(root: Path) -> tuple[Path, dict[str, str]]:
+    """A store with one real run of team vision (alice), one of team nlp (bob) and a corrupt folder;
+    returns it and {run id: team}."""
+    store = root / "store"
+    store.mkdir()
+    profile_run(store / "vision-run", "vision", "alice", "resnet")
+    profile_run(store / "nlp-run", "nlp", "bob", "bert")
+    broken = store / "broken-run"
+    broken.mkdir()
+    (broken / "rank-0.json").write_text("{not json")
+    return store, {"vision-run": "vision", "nlp-run": "nlp"}
+
+
+def copy_store(store: Path, root: Path) -> Path:
+    """A fresh copy of ``store`` without the app's folder (its own database)."""
+    target = root / f"store-{len(list(root.iterdir()))}"
+    shutil.copytree(store, target, ignore=shutil.ignore_patterns(".otel-profiler-app"))
+    return target
+
+
+class PostgresCluster:
+    """A throwaway PostgreSQL server (initdb + pg_ctl) in a temporary folder, on a free port of
+    127.0.0.1, stopped and removed by ``stop``; run as the ``postgres`` account when we are root."""
+
+    def __init__(self) -> None:
+        import socket
+        import tempfile
+
+        self.initdb, self.pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
+        if not (self.initdb and self.pg_ctl):
+            pytest.skip("PostgreSQL's initdb and pg_ctl are not installed")
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            pytest.skip("psycopg is not installed")
+        self.folder = Path(tempfile.mkdtemp(prefix="otel-app-pg-"))  # postgres must reach it
+        self.as_postgres = os.geteuid() == 0
+        if self.as_postgres:
+            shutil.chown(self.folder, "postgres")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        data = self.folder / "data"
+        self._run([self.initdb, "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8"])
+        self._run([self.pg_ctl, "-D", str(data), "-l", str(self.folder / "log"), "-w", "-t", "120", "-o",
+                   f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1", "start"])
+        self.data = data
+        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, args: list[str]) -> None:
+        if self.as_postgres:
+            args = ["su", "postgres", "-s", "/bin/sh", "-c", " ".join(f"'{a}'" for a in args)]
+        subprocess.run(args, check=True, capture_output=True, timeout=DEADLINE_S)
+
+    def stop(self) -> None:
+        try:
+            self._run([self.pg_ctl, "-D", str(self.data), "-m", "fast", "-w", "stop"])
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)

@@ -1,0 +1,175 @@
+"""The Profiler app's access rules through its JSON API and command line, on the store's SQLite
+database and on a real PostgreSQL server: each token sees only its team's runs, another team's run and
+a guessed id answer 404, path tricks a clear 4xx, a removed user's token 401 at once, every grant and
+removal is audited; the index follows the store incrementally and lists a corrupt run with its reason."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from app_support import AppServer, PostgresCluster, cli, copy_store, make_store, wait_until
+
+requests = pytest.importorskip("requests")
+
+
+@pytest.fixture(scope="module")
+def runs_store(tmp_path_factory):
+    return make_store(tmp_path_factory.mktemp("app-runs"))
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def backend(request):
+    if request.param == "sqlite":
+        yield None
+        return
+    cluster = PostgresCluster()
+    try:
+        yield cluster.url
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture()
+def app(runs_store, backend, tmp_path):
+    """A served copy of the store with teams vision and nlp, an admin and one user of each team; the
+    database is the store's SQLite file, or a fresh PostgreSQL database."""
+    store, owners = runs_store
+    store = copy_store(store, tmp_path)
+    where = ["--database", _fresh_database(backend)] if backend else ["--store", str(store)]
+    for team in ("vision", "nlp", "ops"):
+        cli("teams", "add", team, *where)
+    cli("users", "add", "root", "--team", "ops", "--role", "admin", *where, stdin="correct horse 1\n")
+    cli("users", "add", "alice", "--team", "vision", "--role", "member", *where, stdin="alice pass 1\n")
+    cli("users", "add", "bob", "--team", "nlp", "--role", "viewer", "--no-password", *where)
+    tokens = {name: cli("users", "token", name, *where).stdout.strip() for name in ("root", "alice", "bob")}
+    server = AppServer(store, where[1] if backend else None)
+    try:
+        yield {"url": server.url, "store": store, "where": where, "tokens": tokens, "owners": owners}
+    finally:
+        server.stop()
+
+
+def _fresh_database(url: str) -> str:
+    """A new, empty database on the cluster at ``url`` (each test starts from nothing)."""
+    import uuid
+
+    import sqlalchemy
+
+    name = "app_" + uuid.uuid4().hex[:12]
+    engine = sqlalchemy.create_engine(url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.execute(sqlalchemy.text(f"CREATE DATABASE {name}"))
+    engine.dispose()
+    return url.rsplit("/", 1)[0] + "/" + name
+
+
+def get(app, path: str, token: str | None):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return requests.get(app["url"] + path, headers=headers, timeout=60)
+
+
+def listed(app, token: str) -> list[dict]:
+    return wait_until(lambda: (runs := get(app, "/api/runs", token).json()["runs"]) and runs, "the store's runs")
+
+
+def test_each_token_sees_only_its_teams_runs(app):
+    for name, team in (("alice", "vision"), ("bob", "nlp")):
+        runs = listed(app, app["tokens"][name])
+        assert [(r["run_id"], r["team"]) for r in runs] == [(f"{team}-run", team)]
+        mine, other = f"{team}-run", next(r for r in app["owners"] if r != f"{team}-run")
+        answer = get(app, f"/api/runs/{mine}", app["tokens"][name])
+        assert answer.status_code == 200
+        assert answer.json() == json.loads((app["store"] / mine / "summary.json").read_text())
+        assert get(app, f"/api/runs/{other}", app["tokens"][name]).status_code == 404
+        assert get(app, "/api/runs/no-such-run", app["tokens"][name]).status_code == 404
+
+
+def test_the_admin_sees_every_run_and_a_corrupt_one_with_its_reason(app):
+    runs = wait_until(lambda: r if len(r := listed(app, app["tokens"]["root"])) == 3 else None, "three runs")
+    by_id = {r["run_id"]: r for r in runs}
+    assert by_id["vision-run"]["user"] == "alice" and by_id["nlp-run"]["user"] == "bob"
+    assert by_id["vision-run"]["service"] == "resnet" and by_id["vision-run"]["steps"] > 0
+    assert by_id["broken-run"]["status"] == "corrupt" and "rank-0.json: not valid JSON" in by_id["broken-run"]["reason"]
+    filtered = get(app, "/api/runs?team=nlp", app["tokens"]["root"]).json()
+    assert [r["run_id"] for r in filtered["runs"]] == ["nlp-run"] and filtered["total"] == 1
+
+
+def test_bad_ids_and_paths_get_a_clear_4xx_and_change_nothing(app):
+    before = sorted(p.name for p in app["store"].iterdir())
+    token = app["tokens"]["root"]
+    listed(app, token)
+    assert get(app, "/api/runs/x..y", token).status_code == 400
+    for path in ("/api/runs/%2E%2E", "/api/runs/..%2F..%2Fetc%2Fpasswd", "/api/runs/../nlp-run/summary.json",
+                 "/api/runs/nlp-run/..%2F..%2Fvision-run"):
+        assert 400 <= get(app, path, token).status_code < 500, path
+    assert get(app, "/api/runs?sort=secret", token).status_code == 400
+    assert get(app, "/api/runs?per_page=100000", token).status_code == 400
+    assert get(app, "/api/runs", None).status_code == 401
+    assert get(app, "/api/runs", "otp_guessed").status_code == 401
+    assert sorted(p.name for p in app["store"].iterdir()) == before
+
+
+def test_a_removed_users_token_gets_401_at_once_and_the_audit_log_has_it(app):
+    token = app["tokens"]["alice"]
+    assert listed(app, token)
+    cli("users", "remove", "alice", *app["where"])
+    assert get(app, "/api/runs", token).status_code == 401
+    assert get(app, "/api/runs/vision-run", token).status_code == 401
+    bob = app["tokens"]["bob"]
+    cli("users", "revoke", "bob", *app["where"])
+    assert get(app, "/api/runs", bob).status_code == 401
+    fresh = cli("users", "token", "bob", *app["where"]).stdout.strip()
+    assert get(app, "/api/runs", fresh).status_code == 200
+    log = _audit(app["where"])
+    assert ("user.grant", "alice", "team=vision role=member") in log
+    assert ("user.remove", "alice", "") in log and ("token.revoke", "bob", "1 token(s)") in log
+    assert sum(1 for action, target, _ in log if action == "token.issue" and target == "bob") == 2
+
+
+def _audit(where: list[str]) -> list[tuple[str, str, str]]:
+    from otel_profiler.app import accounts
+    from otel_profiler.app.database import open_database
+
+    store, url = (where[1], None) if where[0] == "--store" else (None, where[1])
+    with open_database(store, url)() as db:
+        return [(e.action, e.target, e.detail) for e in accounts.audit_log(db)]
+
+
+def test_the_command_line_refuses_bad_input_with_one_line(runs_store, tmp_path):
+    store = copy_store(runs_store[0], tmp_path)
+    cases = [(("users", "add", "x", "--team", "nope", "--role", "viewer", "--no-password", "--store", str(store)),
+              "team 'nope' does not exist"),
+             (("teams", "add", "../etc", "--store", str(store)), "team name '../etc'"),
+             (("users", "remove", "ghost", "--store", str(store)), "user 'ghost' does not exist"),
+             (("users", "token", "ghost"), "give the profile store"),
+             (("teams", "list", "--database", "sqlite:////nonexistent/folder/app.db"), "cannot open the database"),
+             (("serve", "--store", str(tmp_path / "missing")), "not a folder")]
+    for args, expected in cases:
+        done = cli(*args, check=False)
+        assert done.returncode == 2, (args, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1 and expected in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+    short = cli("users", "add", "x", "--team", "vision", "--role", "viewer", "--store", str(store),
+                stdin="short\n", check=False)
+    assert short.returncode == 2 and "at least 8 characters" in short.stderr
+
+
+def test_the_index_follows_the_store_incrementally(runs_store, tmp_path):
+    from otel_profiler.app.database import open_database
+    from otel_profiler.app.runs_index import refresh
+
+    store = copy_store(runs_store[0], tmp_path)
+    sessions = open_database(str(store))
+    with sessions() as db:
+        assert refresh(db, str(store)) == 3
+        assert refresh(db, str(store)) == 0  # nothing changed: nothing read again
+        shutil.copytree(store / "vision-run", store / "vision-run-2")
+        shutil.rmtree(store / "nlp-run")
+        (store / "broken-run" / "rank-0.json").unlink()
+        assert refresh(db, str(store)) == 3
+        from otel_profiler.app.models import Run
+
+        assert sorted(r.run_id for r in db.query(Run)) == ["vision-run", "vision-run-2"]
