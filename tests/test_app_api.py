@@ -173,3 +173,31 @@ def test_the_index_follows_the_store_incrementally(runs_store, tmp_path):
         from otel_profiler.app.models import Run
 
         assert sorted(r.run_id for r in db.query(Run)) == ["vision-run", "vision-run-2"]
+
+
+def _login_form(session, url: str) -> str:
+    import re
+
+    page = session.get(url + "/login", timeout=60).text
+    return re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+
+
+def test_forms_need_their_csrf_token_and_failed_sign_ins_are_limited(app):
+    session = requests.Session()
+    token = _login_form(session, app["url"])
+    no_token = session.post(app["url"] + "/login", data={"name": "root", "password": "correct horse 1"}, timeout=60)
+    assert no_token.status_code == 400 and "CSRF" in no_token.text
+    signed = session.post(app["url"] + "/login", data={"name": "root", "password": "correct horse 1",
+                                                       "csrf_token": token}, allow_redirects=False, timeout=60)
+    assert signed.status_code == 303
+    cookie = signed.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Lax" in cookie
+    forged = session.post(app["url"] + "/admin/users/remove", data={"name": "alice"}, timeout=60)
+    assert forged.status_code == 400
+    assert "alice" in cli("users", "list", *app["where"]).stdout
+
+    attacker = requests.Session()
+    token = _login_form(attacker, app["url"])
+    codes = [attacker.post(app["url"] + "/login", data={"name": "root", "password": f"guess {i}", "csrf_token": token},
+                           timeout=60).status_code for i in range(12)]
+    assert codes[:10] == [401] * 10 and codes[10:] == [429, 429]

@@ -1,0 +1,141 @@
+"""The Profiler app in real headless Chromium (selenium): an admin creates two teams and their users
+on the admin page; each user signs in and sees only their team's runs, opens one on the HTML report,
+and gets 404 for the other team's run by URL; the admin removes a user, whose open session and API
+token stop working at once; the admin's landing page lists the corrupt run with its reason."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import pytest
+
+from app_support import AppServer, cli, make_store, wait_until
+
+webdriver = pytest.importorskip("selenium.webdriver")
+requests = pytest.importorskip("requests")
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import Select  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+FLAGS = ("--headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run "
+         "--disable-background-networking --disable-component-update --disable-sync "
+         "--window-size=1400,1000").split()
+PASSWORDS = {"root": "root password 1", "alice": "alice password 1", "bob": "bob password 1"}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+        pytest.skip("chromium and chromedriver are not installed")
+    profile_dir = tempfile.mkdtemp(prefix="otel-app-chromium-")
+    options = webdriver.ChromeOptions()
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={profile_dir}")
+    options.binary_location = CHROMIUM
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    driver.set_page_load_timeout(120)
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    store, _ = make_store(tmp_path_factory.mktemp("app-browser"))
+    cli("teams", "add", "ops", "--store", str(store))
+    cli("users", "add", "root", "--team", "ops", "--role", "admin", "--store", str(store), stdin=PASSWORDS["root"])
+    app = AppServer(store)
+    app.store = store
+    yield app
+    app.stop()
+
+
+def sign_in(driver, server, name: str) -> None:
+    driver.delete_all_cookies()
+    driver.get(server.url + "/")
+    wait_until(lambda: driver.find_elements(By.ID, "login"), "the sign-in form")
+    driver.find_element(By.ID, "name").send_keys(name)
+    driver.find_element(By.ID, "password").send_keys(PASSWORDS[name])
+    driver.find_element(By.ID, "sign-in").click()
+    wait_until(lambda: (who := driver.find_elements(By.ID, "who")) and name in who[0].text, f"{name} signed in")
+
+
+def admin_form(driver, form_id: str, **fields: str) -> None:
+    form = driver.find_element(By.ID, form_id)
+    for name, value in fields.items():
+        field = form.find_element(By.NAME, name)
+        if field.tag_name == "select":
+            Select(field).select_by_visible_text(value)
+        else:
+            field.send_keys(value)
+    form.find_element(By.TAG_NAME, "button").click()
+    wait_until(lambda: driver.find_elements(By.CSS_SELECTOR, ".flash.done, .flash.error"), "the outcome")
+    errors = driver.find_elements(By.CSS_SELECTOR, ".flash.error")
+    assert not errors, errors[0].text
+
+
+def listed_runs(driver, server) -> list[str]:
+    """The run ids on the landing page, once the store scan has listed any."""
+    def rows():
+        driver.get(server.url + "/")
+        return [r.get_attribute("data-run") for r in driver.find_elements(By.CSS_SELECTOR, "#runs tr[data-run]")]
+    return wait_until(rows, "runs on the landing page")
+
+
+def test_admin_grants_teams_and_users_who_see_only_their_teams_runs(browser, server):
+    sign_in(browser, server, "root")
+    browser.get(server.url + "/admin")
+    admin_form(browser, "team-add", name="vision")
+    admin_form(browser, "team-add", name="nlp")
+    admin_form(browser, "user-add", name="alice", team="vision", role="member", password=PASSWORDS["alice"])
+    admin_form(browser, "user-add", name="bob", team="nlp", role="viewer", password=PASSWORDS["bob"])
+    users = {r.get_attribute("data-user"): r.text for r in browser.find_elements(By.CSS_SELECTOR, "#users tr[data-user]")}
+    assert "vision" in users["alice"] and "member" in users["alice"] and "nlp" in users["bob"]
+    audit = browser.find_element(By.ID, "audit").text
+    assert "user.grant alice team=vision role=member" in audit and "team.add nlp" in audit
+
+    assert sorted(wait_until(lambda: r if len(r := listed_runs(browser, server)) == 3 else None, "3 runs")) == \
+        ["broken-run", "nlp-run", "vision-run"]
+    broken = browser.find_element(By.CSS_SELECTOR, 'tr[data-run="broken-run"]')
+    assert "corrupt" in broken.text and "not valid JSON" in broken.text
+
+    for name, mine, other in (("alice", "vision-run", "nlp-run"), ("bob", "nlp-run", "vision-run")):
+        sign_in(browser, server, name)
+        assert listed_runs(browser, server) == [mine]
+        browser.find_element(By.LINK_TEXT, mine).click()
+        wait_until(lambda: browser.find_elements(By.ID, "tl-canvas"), f"{mine}'s report")
+        assert browser.find_elements(By.ID, "dashboard") and browser.find_elements(By.ID, "insights")
+        browser.get(f"{server.url}/runs/{other}")
+        assert "Not Found" in browser.page_source and not browser.find_elements(By.ID, "tl-canvas")
+        browser.get(f"{server.url}/admin")
+        assert "Forbidden" in browser.page_source
+
+
+def test_a_removed_users_session_and_token_stop_at_once(browser, server):
+    sign_in(browser, server, "bob")
+    assert listed_runs(browser, server) == ["nlp-run"]
+    bob_cookies = browser.get_cookies()
+    token = cli("users", "token", "bob", "--store", str(server.store)).stdout.strip()
+    answer = requests.get(server.url + "/api/runs", headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    assert [r["run_id"] for r in answer.json()["runs"]] == ["nlp-run"]
+
+    sign_in(browser, server, "root")
+    browser.get(server.url + "/admin")
+    row = browser.find_element(By.CSS_SELECTOR, 'tr[data-user="bob"]')
+    row.find_element(By.CSS_SELECTOR, "button.remove").click()
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, ".flash.done"), "the removal")
+    assert not browser.find_elements(By.CSS_SELECTOR, 'tr[data-user="bob"]')
+    assert "user.remove bob" in browser.find_element(By.ID, "audit").text
+
+    browser.delete_all_cookies()
+    for cookie in bob_cookies:
+        browser.add_cookie({k: cookie[k] for k in ("name", "value", "path") if k in cookie})
+    browser.get(f"{server.url}/runs/nlp-run")
+    assert browser.find_elements(By.ID, "login") and not browser.find_elements(By.ID, "tl-canvas")
+    answer = requests.get(server.url + "/api/runs", headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    assert answer.status_code == 401
