@@ -68,16 +68,15 @@ def kineto_lines_dropped() -> Iterator[None]:
         yield
         return
     try:
-        redirect = _redirect()
-    except Exception:
-        _lock.release()
-        yield
-        return
+        restore = _redirect()
+    except Exception:  # runs unfiltered
+        restore = None
     try:
         yield
     finally:
         try:
-            redirect()
+            if restore is not None:
+                restore()
         finally:
             _lock.release()
 
