@@ -45,6 +45,7 @@ MODULE_MARKERS: dict[str, tuple[str, ...]] = {
     "test_hta_agreement": ("hta",),
     "test_otlp_export": ("jobs",),
     "test_window_stress": ("jobs",),
+    "test_first_contact": ("jobs",),
     "test_test_groups": ("slow",),
     "test_gpu_check_script": ("slow",),
     "test_pprof_export": ("slow",),
