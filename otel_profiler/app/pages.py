@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 from functools import wraps
 
-from flask import (Blueprint, Response, abort, current_app, flash, g, redirect, render_template_string,
-                   request, send_file, session, url_for)
+from flask import (Blueprint, Response, abort, current_app, flash, g, redirect,
+                   render_template, request, send_file, session, url_for)
 from flask_limiter import Limiter
 
-from . import accounts, templates
+from . import accounts
 from .access import may_manage, may_see
 from .models import ROLES, Run
 from .reports import ReportError
@@ -22,8 +22,9 @@ COLUMNS = (("run_id", "Run"), ("user", "User"), ("team", "Team"), ("host", "Host
 
 
 def page(title: str, template: str, status: int = 200, **context) -> tuple[str, int]:
-    body = render_template_string(template, caller=g.caller, **context)
-    return render_template_string(templates.FRAME, title=title, body=body, caller=g.caller), status
+    """``template`` (a name of ``templates.PAGES``) inside the frame; templates compile once."""
+    body = render_template(template, caller=g.caller, **context)
+    return render_template("frame.html", title=title, body=body, caller=g.caller), status
 
 
 def signed_in(view):
@@ -55,13 +56,13 @@ def make_pages(limiter: Limiter, login_limit: str) -> Blueprint:
             caller = accounts.check_password(g.db, request.form.get("name", ""), request.form.get("password", ""))
             if caller is None:
                 flash("Unknown user or wrong password.", "error")
-                return page("Sign in", templates.LOGIN, status=401)
+                return page("Sign in", "login.html", status=401)
             session.clear()
             session["key"] = accounts.start_session(g.db, caller)
             target = request.args.get("next", "")
             return redirect(target if target.startswith("/") and not target.startswith("//") else url_for("pages.landing"),
                             code=303)
-        return page("Sign in", templates.LOGIN)
+        return page("Sign in", "login.html")
 
     @pages.post("/logout")
     def logout():
@@ -85,7 +86,7 @@ def make_pages(limiter: Limiter, login_limit: str) -> Blueprint:
             args.update({k: str(v) for k, v in changes.items()})
             return url_for("pages.landing", **{k: v for k, v in args.items() if v})
 
-        return page("Runs", templates.LANDING, q=q, runs=[run_document(r) for r in rows], total=total,
+        return page("Runs", "landing.html", q=q, runs=[run_document(r) for r in rows], total=total,
                     pages=max(1, math.ceil(total / q.per_page)), columns=COLUMNS, link=link,
                     filtered=any((q.user, q.team, q.service, q.text, q.since, q.until, q.status)))
 
@@ -100,7 +101,7 @@ def make_pages(limiter: Limiter, login_limit: str) -> Blueprint:
         try:
             path = current_app.extensions["otel_profiler"]["reports"].report(run.run_id, run.signature)
         except ReportError as exc:
-            return page(run_id, templates.RUN_PROBLEM, status=422, run_id=run_id, reason=str(exc))
+            return page(run_id, "run_problem.html", status=422, run_id=run_id, reason=str(exc))
         response: Response = send_file(path, mimetype="text/html", max_age=0)
         response.headers["Cache-Control"] = "private, no-store"
         return response
@@ -108,7 +109,7 @@ def make_pages(limiter: Limiter, login_limit: str) -> Blueprint:
     @pages.get("/admin")
     @admin_only
     def admin():
-        return page("Admin", templates.ADMIN, teams=accounts.list_teams(g.db), users=accounts.list_users(g.db),
+        return page("Admin", "admin.html", teams=accounts.list_teams(g.db), users=accounts.list_users(g.db),
                     roles=ROLES, audit=accounts.audit_log(g.db))
 
     def admin_action(view):

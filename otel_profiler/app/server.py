@@ -11,11 +11,13 @@ from flask import Flask, g, jsonify, request, session
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
 from flask_wtf.csrf import CSRFProtect
+from jinja2 import DictLoader
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from . import accounts
+from .templates import PAGES
 from .database import app_folder
 from .models import Setting
 from .reports import ReportCache
@@ -50,6 +52,7 @@ def create_app(settings: AppSettings, sessions: sessionmaker[Session]) -> Flask:
     from .pages import make_pages
 
     app = Flask(__name__)
+    app.jinja_loader = DictLoader(PAGES)
     app.config.update(SECRET_KEY=secret_key(sessions), SESSION_COOKIE_HTTPONLY=True,
                       SESSION_COOKIE_SAMESITE="Lax", SESSION_COOKIE_SECURE=settings.secure_cookies,
                       SESSION_COOKIE_NAME="otel_profiler_session", MAX_CONTENT_LENGTH=1 << 20,

@@ -89,3 +89,7 @@ ADMIN = """<h1>Admin</h1>
 <section><h2>Audit log</h2><table id="audit"><tr><th>When (UTC)</th><th>Who</th><th>What</th><th>Whom</th><th>Detail</th></tr>
 {% for e in audit %}<tr><td>{{ e.at.isoformat(timespec="seconds") }}</td><td>{{ e.actor }}</td><td>{{ e.action }}</td><td>{{ e.target }}</td><td>{{ e.detail }}</td></tr>{% endfor %}
 </table></section>"""
+
+PAGES = {"frame.html": FRAME, "login.html": LOGIN, "landing.html": LANDING, "run_problem.html": RUN_PROBLEM,
+         "admin.html": ADMIN}
+"""Template name -> source, for the app's Jinja loader (``.html`` names: autoescaped)."""
