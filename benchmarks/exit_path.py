@@ -3,7 +3,8 @@ how much memory it holds then, with the exporter frozen, on a big run and under 
 
 - ``frozen``: ``tests/fault_job.py`` exporting to a healthy receiver; once it runs, its exporter
   process is stopped (SIGSTOP) and the job's loop ends. Figure: seconds from the end of the job's
-  own code (its ``--stats`` file) to the job's exit, the same for the job with a live exporter.
+  own code (its ``--stats`` file) to the job's exit, side by side with the same job with a live
+  exporter and unprofiled (torch's own interpreter exit is part of every figure).
 - ``memory``: a zero-code job of STEPS optimizer steps with ANNOTATIONS ``annotate()`` calls each,
   default settings (the summary at exit on), no endpoint. Figures: the job's resident memory when
   its code ends, its peak resident memory (the kernel's high-water mark, read when it is reaped),
@@ -69,12 +70,15 @@ def _exporter_pids(pid: int) -> list[int]:
     return found
 
 
-def frozen(tmp: Path, freeze: bool) -> float:
-    """Seconds from the end of the job's code to its exit, its exporter stopped or not."""
+def frozen(tmp: Path, freeze: bool | None) -> float:
+    """Seconds from the end of the job's code to its exit: its exporter stopped (True) or not
+    (False), or the job unprofiled (None)."""
     until, stats = tmp / f"until-{freeze}", tmp / f"stats-{freeze}.json"
     with FaultyReceiver("ok") as receiver:
         env = job_env(tmp / f"prof-{freeze}", **otlp_env(receiver.endpoint("http/protobuf"), "http/protobuf",
                                                          tmp / f"spool-{freeze}"))
+        if freeze is None:
+            env = {k: v for k, v in env.items() if not k.startswith(("OTEL_", "PYTHONPATH"))}
         proc = subprocess.Popen([sys.executable, JOB, "--steps", "0", "--ready", "30", "--step-sleep", "0.01",
                                  "--until", str(until), "--stats", str(stats)], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -137,8 +141,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         if args.only in (None, "frozen"):
-            live, stopped = frozen(tmp, False), frozen(tmp, True)
-            print(f"exit after the job's code: live exporter {live:.2f} s, frozen exporter {stopped:.2f} s")
+            bare, live, stopped = frozen(tmp, None), frozen(tmp, False), frozen(tmp, True)
+            print(f"exit after the job's code: unprofiled {bare:.2f} s, live exporter {live:.2f} s, "
+                  f"frozen exporter {stopped:.2f} s")
         if args.only in (None, "memory"):
             m = memory(tmp, args.steps, args.annotations)
             print(f"{args.steps} steps x {args.annotations} annotations: exit {m['exit']}, "

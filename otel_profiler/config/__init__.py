@@ -108,8 +108,9 @@ define("OTEL_PROFILER_FLUSH_EVENTS", 200_000, parse_int(minimum=1000, maximum=10
 define("OTEL_PROFILER_FLUSH_INTERVAL_S", 60.0, parse_float(minimum=0.1, maximum=DAY_S),
        "Write buffered events to the profile folder at least this often.")
 define("OTEL_PROFILER_SUMMARY_AT_EXIT", True, parse_bool,
-       "Each profiled process writes summary.json and names its folder on exit (`run` turns this "
-       "off in the job and summarizes once, after it).")
+       "At exit, each profiled process names its folder, and summary.json is written after the job "
+       "by one detached low-priority process per folder (`run` turns this off in the job and "
+       "summarizes once, after it).")
 
 # ------------------------------------------------------------ exporter switches (standard)
 class Exporters(tuple):

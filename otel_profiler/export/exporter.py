@@ -61,7 +61,7 @@ DELIVERY_NOTES = "delivery-at-exit.{pid}.txt"
 """In the profile folder: the lines a process's exporter said at close (spans spooled, batches lost)."""
 HEARTBEAT_S = 0.1
 """The exporter process writes the time (``time.monotonic``, one clock for every process) this often."""
-FROZEN_S = 1.5
+FROZEN_S = 1.0
 """At close, an exporter process whose heartbeat is older than this, or that is stopped (SIGSTOP,
 a debugger), is frozen: it is killed at once and the job does not wait for it."""
 
@@ -235,6 +235,7 @@ class Exporter:
         self._final: dict[str, int] | None = None
         self.profile_folder: str | None = None  # named in the line at close when batches were lost
         self.frozen = False  # found frozen at close, and killed
+        self._cpu_seen, self._cpu_moved = -1, time.monotonic()  # its CPU time, and when it last moved
         _LIVE.add(self)
 
     def submit(self, meta: dict[str, Any], batch: Any) -> bool:
@@ -402,12 +403,18 @@ class Exporter:
         return False
 
     def _is_frozen(self) -> bool:
-        """The exporter process is stopped (SIGSTOP, a debugger), or its heartbeat is older than
-        ``FROZEN_S`` (one that has not begun beating is still starting: not frozen)."""
-        if _stopped(self._proc.pid):
+        """The exporter process is stopped (SIGSTOP, a debugger), or neither beats nor uses CPU:
+        its heartbeat is older than ``FROZEN_S`` and its CPU time has not moved for as long (a
+        process busy in one long call that holds its interpreter, a large import on a loaded
+        machine, is not frozen; one that has not begun beating is still starting)."""
+        state, cpu = _process_state(self._proc.pid)
+        if state in ("T", "t"):
             return True
+        now = time.monotonic()
+        if cpu != self._cpu_seen:
+            self._cpu_seen, self._cpu_moved = cpu, now
         beat = self._heartbeat[0]
-        return beat > 0 and time.monotonic() - beat > FROZEN_S
+        return beat > 0 and now - beat > FROZEN_S and now - self._cpu_moved > FROZEN_S
 
     def _stop_process(self) -> None:
         """Kill the exporter process and leave it at once if it does not die (the job never waits
@@ -436,13 +443,15 @@ class Exporter:
         return f"; the profile folder keeps them, send them with: {command}"
 
 
-def _stopped(pid: int | None) -> bool:
-    """Whether a process is stopped (state T or t in ``/proc``; False where that cannot be read)."""
+def _process_state(pid: int | None) -> tuple[str, int]:
+    """A process's state letter and CPU time in clock ticks from ``/proc`` (``("", 0)`` where that
+    cannot be read: then only the heartbeat tells)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] in (b"T", b"t")
-    except (OSError, IndexError):
-        return False
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return fields[0].decode(), int(fields[11]) + int(fields[12])  # state, utime + stime
+    except (OSError, IndexError, ValueError):
+        return "", 0
 
 
 def _shell_arg(text: str) -> str:
