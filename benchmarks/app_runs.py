@@ -113,7 +113,10 @@ def main() -> None:
                 raise SystemExit(f"serve did not start: {log.read_text()}")
             time.sleep(0.2)
         url = f"http://127.0.0.1:{m.group(1)}"
-        print(f"first scan of the store and start: {time.perf_counter() - t0:.1f} s")
+        print(f"listening after {time.perf_counter() - t0:.1f} s")
+        while requests.get(url + "/api/runs", headers={"Authorization": f"Bearer {admin}"}).json()["total"] < args.runs:
+            time.sleep(0.5)
+        print(f"first scan of the store done after {time.perf_counter() - t0:.1f} s")
         session = requests.Session()
         page = session.get(url + "/login").text
         csrf = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)

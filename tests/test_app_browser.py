@@ -112,6 +112,14 @@ def test_admin_grants_teams_and_users_who_see_only_their_teams_runs(browser, ser
         assert browser.find_elements(By.ID, "dashboard") and browser.find_elements(By.ID, "insights")
         browser.get(f"{server.url}/runs/{other}")
         assert "Not Found" in browser.page_source and not browser.find_elements(By.ID, "tl-canvas")
+        browser.get(f"{server.url}/")
+        form = browser.find_element(By.ID, "compare")
+        form.find_element(By.NAME, "base").send_keys(mine)
+        form.find_element(By.NAME, "new").send_keys(mine)
+        form.find_element(By.TAG_NAME, "button").click()
+        wait_until(lambda: "Step" in browser.page_source and mine in browser.page_source, "the comparison page")
+        browser.get(f"{server.url}/diff?base={mine}&new={other}")
+        assert "Not Found" in browser.page_source
         browser.get(f"{server.url}/admin")
         assert "Forbidden" in browser.page_source
 

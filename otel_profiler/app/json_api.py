@@ -4,16 +4,13 @@ A script signs with ``Authorization: Bearer TOKEN``; a signed-in browser with it
 
 from __future__ import annotations
 
-import json
-import os
-
 from flask import Blueprint, Response, current_app, g, jsonify, request
 
 from . import accounts
 from .access import may_see
 from .models import Run
 from .runs_index import RunQuery, query_runs, run_document
-from .store import valid_run_id
+from .store import read_summary, valid_run_id
 
 api = Blueprint("api", __name__, url_prefix="/api")
 
@@ -55,12 +52,7 @@ def run_summary(run_id: str):
     run = g.db.get(Run, run_id)
     if run is None or not may_see(g.caller, run):
         return _error(404, f"no run {run_id!r} that you may see")
-    path = os.path.join(current_app.extensions["otel_profiler"]["settings"].store, run_id, "summary.json")
     try:
-        with open(path, "rb") as f:
-            document = json.loads(f.read())
-    except FileNotFoundError:
-        return _error(409, f"run {run_id!r} has no summary.json yet ({run.reason or run.status})")
-    except (OSError, ValueError) as exc:
-        return _error(422, f"run {run_id!r}: summary.json cannot be read ({exc})")
-    return jsonify(document)
+        return jsonify(read_summary(current_app.extensions["otel_profiler"]["settings"].store, run_id))
+    except ValueError as exc:
+        return _error(409 if run.status == "incomplete" else 422, f"run {run_id!r}: {exc}")

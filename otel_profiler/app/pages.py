@@ -15,7 +15,7 @@ from .access import may_manage, may_see
 from .models import ROLES, Run
 from .reports import ReportError
 from .runs_index import RunQuery, query_runs, run_document
-from .store import valid_run_id
+from .store import read_summary, valid_run_id
 
 COLUMNS = (("run_id", "Run"), ("user", "User"), ("team", "Team"), ("host", "Host"), ("start", "Start (UTC)"),
            ("duration", "Duration"), ("steps", "Steps"), ("gpus", "GPUs"), ("", "Top insight"))
@@ -105,6 +105,33 @@ def make_pages(limiter: Limiter, login_limit: str) -> Blueprint:
         response: Response = send_file(path, mimetype="text/html", max_age=0)
         response.headers["Cache-Control"] = "private, no-store"
         return response
+
+    @pages.get("/diff")
+    @signed_in
+    def diff_page():
+        """Two runs side by side (``otel-profiler diff``'s comparison page): ``?base=RUN&new=RUN``."""
+        from ..analysis.diff import diff
+        from ..report.diff_html import render_diff_html
+
+        summaries = []
+        for key in ("base", "new"):
+            run_id = request.args.get(key, "")
+            if not valid_run_id(run_id):
+                abort(400, f"{key}: not a run id (letters, digits and ._- only)")
+            run = g.db.get(Run, run_id)
+            if run is None or not may_see(g.caller, run):
+                abort(404, f"no run {run_id!r} that you may see")
+            try:
+                summary = read_summary(current_app.extensions["otel_profiler"]["settings"].store, run_id)
+                summary["sources"] = [run_id]  # the run, not where the server keeps it
+                summaries.append(summary)
+            except ValueError as exc:
+                return page(run_id, "run_problem.html", status=422, run_id=run_id, reason=str(exc))
+        try:
+            return render_diff_html(diff(*summaries))
+        except (KeyError, TypeError, ValueError) as exc:
+            return page("Compare", "run_problem.html", status=422, run_id=" vs ".join(request.args.values()),
+                        reason=f"the summaries cannot be compared ({type(exc).__name__}: {exc})")
 
     @pages.get("/admin")
     @admin_only

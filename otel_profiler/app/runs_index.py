@@ -35,7 +35,10 @@ def refresh(db: Session, store: str) -> int:
         if facts is None:  # not (or no longer) a profile folder
             continue
         seen.add(run_id)
-        db.merge(_row(facts))
+        if run_id in known:
+            db.merge(_row(facts))
+        else:
+            db.add(_row(facts))
         changed += 1
         if changed % BATCH == 0:
             db.commit()

@@ -105,11 +105,11 @@ def state(app: Flask) -> dict:
 
 
 def serve(app: Flask, host: str, port: int, threads: int = 16) -> None:
-    """Serve ``app`` with waitress until interrupted; the store is scanned in the background."""
+    """Serve ``app`` with waitress until interrupted; the store is scanned in the background (the
+    first scan of a large store lists runs as it goes)."""
     from waitress import create_server
 
     refresher: Refresher = state(app)["refresher"]
-    refresher.scan_now()
     refresher.start()
     server = create_server(app, host=host, port=port, threads=threads, ident="otel-profiler")
     print(f"otel-profiler: serving {state(app)['settings'].store} on http://{_url_host(host)}:{server.effective_port}/",

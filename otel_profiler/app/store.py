@@ -150,3 +150,11 @@ def _read_summary(facts: RunFacts, summary: dict[str, Any]) -> None:
     if insights:
         top = min(insights, key=lambda i: SEVERITY_ORDER.get(i.get("severity"), 9))
         facts.top_insight = f"[{top.get('severity', '?')}] {top['title']}"[:500]
+
+
+def read_summary(store: str, run_id: str) -> dict[str, Any]:
+    """The run's ``summary.json`` document; ValueError naming the reason when there is none to read."""
+    folder = os.path.join(store, run_id)
+    if not os.path.exists(os.path.join(folder, "summary.json")):
+        raise ValueError("no summary.json yet (still running, or its summary is being written)")
+    return _read_json(folder, "summary.json")

@@ -49,6 +49,9 @@ LANDING = """<h1>Runs</h1>
 {% if q.page > 1 %}<a href="{{ link(page=q.page - 1) }}">previous</a>{% endif %}
 <span>page {{ q.page }} of {{ pages }}</span>
 {% if q.page < pages %}<a href="{{ link(page=q.page + 1) }}" id="next">next</a>{% endif %}</div>
+<form class="filters" method="get" action="{{ url_for('pages.diff_page') }}" id="compare">
+<input name="base" placeholder="base run id" required> <input name="new" placeholder="new run id" required>
+<button>Compare side by side</button></form>
 <table id="runs"><thead><tr>
 {% for key, label in columns %}<th>{% if key %}<a href="{{ link(sort=key, order='asc' if q.sort == key and q.descending else 'desc', page=1) }}">{{ label }}{% if q.sort == key %} {{ "▼" if q.descending else "▲" }}{% endif %}</a>{% else %}{{ label }}{% endif %}</th>{% endfor %}
 </tr></thead><tbody>
