@@ -7,20 +7,27 @@ gpuGetDeviceCount failed with code 35`` straight to file descriptor 2 at every s
 pipe for the duration of the block only; a thread reads the pipe and writes every line that is not
 in Kineto's log format back to the real stderr, at once and in order. So the job's own output
 written meanwhile (by other threads) is kept, only delayed by the block's milliseconds, and nothing
-of the job's is lost: the block waits for the pipe to be read out before it returns. A child
-process forked meanwhile keeps the pipe as its stderr; the thread goes on forwarding for it.
+of the job's is lost or reordered: descriptor 2 is given back only at a moment when everything
+written to the pipe has been forwarded (checked and switched under the thread's lock), so a line
+written afterwards cannot overtake one written before. A child process forked meanwhile keeps the
+pipe as its stderr; the thread goes on forwarding for it.
 
 Whatever fails here (no pipe, no thread at interpreter shutdown), the block runs unfiltered.
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
+import fcntl
 import os
 import re
+import select
 import sys
+import termios
 import threading
-from typing import Iterator
+import time
+from typing import Callable, Iterator
 
 KINETO_LINE = re.compile(rb"^(?:USDT|INFO|WARNING|ERROR|VERBOSE):\d{4}-\d\d-\d\d \d\d:\d\d:\d\d "
                          rb"\d+:\d+ [\w.]+:\d+\] ")
@@ -32,27 +39,67 @@ DRAIN_WAIT_S = 1.0
 _lock = threading.Lock()  # one redirection at a time (a window starts or stops in one thread)
 
 
-def _forward(read_end: int, real_stderr: int) -> None:
-    """Copy the pipe to the real stderr line by line, without Kineto's lines, until the pipe
-    closes; then close both descriptors."""
-    pending = b""
-    try:
+class _Forwarder:
+    """Reads the pipe and writes what is not Kineto's to the real stderr; every read and its
+    forwarding happen under ``lock``, so holding it with the pipe empty means all is forwarded."""
+
+    def __init__(self, read_end: int, real_stderr: int) -> None:
+        self.read_end, self.real_stderr = read_end, real_stderr
+        self.lock = threading.Lock()
+        self.partial = b""  # the start of a line whose end has not come yet
+        os.set_blocking(read_end, False)
+
+    def run(self) -> None:
+        """Forward until every writer closed the pipe; then close both descriptors."""
+        poller = select.poll()
+        poller.register(self.read_end, select.POLLIN | select.POLLHUP)
+        try:
+            while True:
+                poller.poll()
+                with self.lock:
+                    try:
+                        chunk = os.read(self.read_end, 65536)
+                    except BlockingIOError:
+                        continue
+                    if not chunk:
+                        self.flush_partial()
+                        break
+                    self.forward(chunk)
+        except OSError:
+            pass
+        finally:
+            os.close(self.read_end)
+            os.close(self.real_stderr)
+
+    def forward(self, chunk: bytes) -> None:
+        lines = (self.partial + chunk).split(b"\n")
+        self.partial = lines.pop()
+        kept = b"".join(line + b"\n" for line in lines if not KINETO_LINE.match(line))
+        if kept:
+            _write_all(self.real_stderr, kept)
+
+    def flush_partial(self) -> None:
+        partial, self.partial = self.partial, b""
+        if partial and not KINETO_LINE.match(partial):
+            _write_all(self.real_stderr, partial)
+
+    def unread(self) -> int:
+        """Bytes in the pipe not read yet."""
+        count = array.array("i", [0])
+        fcntl.ioctl(self.read_end, termios.FIONREAD, count)
+        return count[0]
+
+    def hand_back(self) -> None:
+        """Point descriptor 2 at the real stderr again, at a moment when the pipe is read out
+        (bounded by ``DRAIN_WAIT_S``)."""
+        deadline = time.monotonic() + DRAIN_WAIT_S
         while True:
-            chunk = os.read(read_end, 65536)
-            if not chunk:
-                break
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
-            kept = b"".join(line + b"\n" for line in lines if not KINETO_LINE.match(line))
-            if kept:
-                _write_all(real_stderr, kept)
-        if pending and not KINETO_LINE.match(pending):
-            _write_all(real_stderr, pending)
-    except OSError:
-        pass
-    finally:
-        os.close(read_end)
-        os.close(real_stderr)
+            with self.lock:
+                if self.unread() == 0 or time.monotonic() > deadline:
+                    self.flush_partial()
+                    os.dup2(self.real_stderr, 2)
+                    return
+            time.sleep(0.0002)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -81,9 +128,9 @@ def kineto_lines_dropped() -> Iterator[None]:
             _lock.release()
 
 
-def _redirect():
+def _redirect() -> Callable[[], None]:
     """Point descriptor 2 at a pipe read by a forwarding thread; return the function that
-    restores descriptor 2 and waits for the thread to read the pipe out."""
+    gives descriptor 2 back once the pipe is read out."""
     for stream in (sys.stderr, sys.__stderr__):
         try:
             if stream is not None:
@@ -98,8 +145,8 @@ def _redirect():
         os.close(write_end)
         raise
     try:
-        thread = threading.Thread(target=_forward, args=(read_end, real_stderr),
-                                  name="otel-profiler-stderr", daemon=True)
+        forwarder = _Forwarder(read_end, real_stderr)
+        thread = threading.Thread(target=forwarder.run, name="otel-profiler-stderr", daemon=True)
         thread.start()
     except BaseException:
         for fd in (read_end, write_end, real_stderr):
@@ -117,7 +164,7 @@ def _redirect():
                 sys.stderr.flush()
             except Exception:
                 pass
-            os.dup2(real_stderr, 2)
+            forwarder.hand_back()
         except OSError:
             pass
         finally:
