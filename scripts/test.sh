@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # The full test suite, as CI runs it: installs what the tests need on a fresh Debian machine (Prometheus,
-# Chromium and its driver, when run as root with apt-get), this package with the `dev` extra and the
+# Chromium and its driver, PostgreSQL, when run as root with apt-get), this package with the `dev` extra and the
 # CPU build of torch, then runs every test. Arguments go to pytest, e.g. `bash scripts/test.sh -x`.
 # Jaeger and the OpenTelemetry Collector come from scripts/backends.sh (built once per machine with Go).
-# In CI (CI=true) a missing Chromium, chromedriver, Prometheus, Jaeger or Collector fails the run instead
+# In CI (CI=true) a missing Chromium, chromedriver, Prometheus, PostgreSQL, Jaeger or Collector fails the run instead
 # of skipping tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 have_driver() { command -v chromedriver >/dev/null; }
 have_chromium() { command -v chromium >/dev/null; }
+have_postgres() { command -v initdb >/dev/null || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; }
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   need=()
   command -v prometheus >/dev/null || need+=(prometheus)
   have_chromium || need+=(chromium)
   have_driver || need+=(chromium-driver)
+  have_postgres || need+=(postgresql)  # the Profiler app's tests start a throwaway server of their own
   if [ ${#need[@]} -gt 0 ]; then
     echo "installing ${need[*]}" >&2
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
@@ -30,8 +32,9 @@ case "${CI:-}" in
     have_driver || missing+=(chromedriver)
     command -v prometheus >/dev/null || missing+=(prometheus)
     command -v promtool >/dev/null || missing+=(promtool)
+    have_postgres || missing+=(postgresql)
     if [ ${#missing[@]} -gt 0 ]; then
-      echo "scripts/test.sh: missing in CI: ${missing[*]} (apt-get install prometheus chromium chromium-driver)" >&2
+      echo "scripts/test.sh: missing in CI: ${missing[*]} (apt-get install prometheus chromium chromium-driver postgresql)" >&2
       exit 1
     fi
     ;;

@@ -112,7 +112,11 @@ class PostgresCluster:
         import socket
         import tempfile
 
-        self.initdb, self.pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
+        import glob
+
+        bindirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)  # Debian's packages
+        path = os.pathsep.join([os.environ.get("PATH", ""), *bindirs])
+        self.initdb, self.pg_ctl = shutil.which("initdb", path=path), shutil.which("pg_ctl", path=path)
         if not (self.initdb and self.pg_ctl):
             pytest.skip("PostgreSQL's initdb and pg_ctl are not installed")
         try:
