@@ -55,8 +55,8 @@ def wait_until(condition, what: str, deadline_s: float = DEADLINE_S):
 class AppServer:
     """``otel-profiler serve`` on a free port of 127.0.0.1 in a child process."""
 
-    def __init__(self, store: Path, database: str | None = None) -> None:
-        args = ["serve", "--store", str(store), "--port", "0", "--scan-interval", "0.5"]
+    def __init__(self, store: Path, database: str | None = None, extra: tuple[str, ...] = ()) -> None:
+        args = ["serve", "--store", str(store), "--port", "0", "--scan-interval", "0.5", *extra]
         if database:
             args += ["--database", database]
         self.log = store.parent / f"serve-{store.name}.log"

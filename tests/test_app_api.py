@@ -6,6 +6,7 @@ removal is audited; the index follows the store incrementally and lists a corrup
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -45,7 +46,7 @@ def app(runs_store, backend, tmp_path):
     cli("users", "add", "alice", "--team", "vision", "--role", "member", *where, stdin="alice pass 1\n")
     cli("users", "add", "bob", "--team", "nlp", "--role", "viewer", "--no-password", *where)
     tokens = {name: cli("users", "token", name, *where).stdout.strip() for name in ("root", "alice", "bob")}
-    server = AppServer(store, where[1] if backend else None)
+    server = AppServer(store, where[1] if backend else None, extra=("--max-upload-mb", "1"))
     try:
         yield {"url": server.url, "store": store, "where": where, "tokens": tokens, "owners": owners}
     finally:
@@ -201,3 +202,59 @@ def test_forms_need_their_csrf_token_and_failed_sign_ins_are_limited(app):
     codes = [attacker.post(app["url"] + "/login", data={"name": "root", "password": f"guess {i}", "csrf_token": token},
                            timeout=60).status_code for i in range(12)]
     assert codes[:10] == [401] * 10 and codes[10:] == [429, 429]
+
+
+def _store_names(store) -> list[str]:
+    return sorted(p.name for p in store.iterdir() if p.name != ".otel-profiler-app")
+
+
+def test_uploads_reach_the_landing_list_and_bad_ones_change_nothing(app, tmp_path):
+    import io
+    import tarfile
+
+    source = tmp_path / "vision-upload"
+    shutil.copytree(app["store"] / "vision-run", source)
+    upload = ("upload", str(source), "--url", app["url"])
+    done = cli(*upload, stdin=app["tokens"]["alice"] + "\n")
+    assert "uploaded" in done.stderr
+    runs = wait_until(lambda: [r["run_id"] for r in get(app, "/api/runs", app["tokens"]["alice"]).json()["runs"]
+                               if r["run_id"] == "vision-upload"], "the uploaded run")
+    assert runs == ["vision-upload"]
+    assert get(app, "/api/runs/vision-upload", app["tokens"]["alice"]).json() == \
+        json.loads((source / "summary.json").read_text())
+    assert sorted(p.name for p in (app["store"] / "vision-upload").iterdir()) == \
+        sorted(p.name for p in source.iterdir() if not p.name.endswith(".lock"))
+
+    before = _store_names(app["store"])
+    refusals = [(("upload", str(source), "--url", app["url"]), "alice", "409"),
+                (("upload", str(source), "--url", app["url"], "--run-id", "bob-upload"), "bob", "403"),
+                (("upload", str(app["store"] / "nlp-run"), "--url", app["url"], "--run-id", "planted"), "alice",
+                 "403: the run's ml.team is 'nlp'"),
+                (("upload", str(source), "--url", app["url"], "--run-id", "x..y"), "alice", "400"),
+                (("upload", str(source), "--url", app["url"], "--run-id", "new"), "", "no API token")]
+    for args, who, expected in refusals:
+        refused = cli(*args, stdin=app["tokens"].get(who, "") + "\n", check=False)
+        assert refused.returncode == 2 and expected in refused.stderr, (args, refused.stderr)
+        assert len(refused.stderr.strip().splitlines()) == 1
+
+    def put(run_id: str, body: bytes):
+        return requests.put(f"{app['url']}/api/runs/{run_id}", data=body, timeout=60,
+                            headers={"Authorization": f"Bearer {app['tokens']['alice']}"})
+
+    def tar(members: dict[str, bytes]) -> bytes:
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+            for name, data in members.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+        return buffer.getvalue()
+
+    meta = (source / "rank-0.json").read_bytes()
+    assert put("garbage", b"not a tar at all").status_code == 400
+    assert put("escape", tar({"../escape.json": meta})).status_code == 400
+    assert put("stray", tar({"rank-0.json": meta, "notes.txt": b"x"})).status_code == 400
+    assert put("broken", tar({"rank-0.json": b"{"})).status_code == 400
+    assert put("huge", os.urandom(2 << 20)).status_code == 413
+    assert _store_names(app["store"]) == before
+    assert not list((app["store"] / ".otel-profiler-app" / "incoming").iterdir())

@@ -1,5 +1,6 @@
 """The JSON API, with the pages' access rules: ``GET /api/runs`` (the runs the caller may see, with
-the landing page's filters) and ``GET /api/runs/RUN_ID`` (that run's ``summary.json`` document).
+the landing page's filters), ``GET /api/runs/RUN_ID`` (that run's ``summary.json`` document) and
+``PUT /api/runs/RUN_ID`` (an uploaded run, ``uploads``).
 A script signs with ``Authorization: Bearer TOKEN``; a signed-in browser with its session."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from .access import may_see
 from .models import Run
 from .runs_index import RunQuery, query_runs, run_document
 from .store import read_summary, valid_run_id
+from .uploads import UploadError, store_upload
 
 api = Blueprint("api", __name__, url_prefix="/api")
 
@@ -56,3 +58,16 @@ def run_summary(run_id: str):
         return jsonify(read_summary(current_app.extensions["otel_profiler"]["settings"].store, run_id))
     except ValueError as exc:
         return _error(409 if run.status == "incomplete" else 422, f"run {run_id!r}: {exc}")
+
+
+@api.put("/runs/<run_id>")
+def upload(run_id: str):
+    """An uploaded run: the body is a gzip tar of its profile folder (``otel-profiler upload``)."""
+    settings = current_app.extensions["otel_profiler"]["settings"]
+    request.max_content_length = settings.max_upload_bytes
+    try:
+        store_upload(settings.store, run_id, request.stream, g.caller, settings.max_upload_bytes * 4)
+    except UploadError as exc:
+        return _error(exc.status, str(exc))
+    current_app.extensions["otel_profiler"]["refresher"].scan_now()
+    return jsonify({"run_id": run_id}), 201

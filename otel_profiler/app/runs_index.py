@@ -64,14 +64,17 @@ class Refresher:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="otel-profiler-store-scan", daemon=True)
         self.last_error = ""
+        self._one_at_a_time = threading.Lock()
 
     def scan_now(self) -> None:
-        try:
-            with self.sessions() as db:
-                refresh(db, self.store)
-            self.last_error = ""
-        except Exception as exc:  # noqa: BLE001 - a failed scan is retried; pages keep the last index
-            self.last_error = f"{type(exc).__name__}: {exc}"
+        """Scan now (after any scan under way: never two at once)."""
+        with self._one_at_a_time:
+            try:
+                with self.sessions() as db:
+                    refresh(db, self.store)
+                self.last_error = ""
+            except Exception as exc:  # noqa: BLE001 - a failed scan is retried; pages keep the last index
+                self.last_error = f"{type(exc).__name__}: {exc}"
 
     def start(self) -> None:
         self._thread.start()

@@ -31,8 +31,7 @@ class AppSettings:
     trusted_proxies: int = 0  # X-Forwarded-* hops to believe (a reverse proxy in front)
     login_limit: str = "10 per minute"  # failed sign-ins from one address
     scan_interval_s: float = 5.0
-    jaeger_url: str = ""
-    grafana_url: str = ""
+    max_upload_bytes: int = 2 << 30  # one uploaded run, compressed
 
 
 def secret_key(sessions: sessionmaker[Session]) -> str:

@@ -3,7 +3,7 @@
 import contextlib
 
 COMMANDS = ("summary", "report", "diff", "run", "trigger", "export", "replay", "stack", "serve",
-            "users", "teams")
+            "users", "teams", "upload")
 """Subcommand modules, in the order ``--help`` lists them."""
 
 

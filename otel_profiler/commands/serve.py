@@ -28,6 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="reverse proxies in front whose X-Forwarded-For/-Proto headers are believed")
     p.add_argument("--scan-interval", type=float, default=5.0, metavar="SECONDS",
                    help="how often the store is scanned for new and changed runs")
+    p.add_argument("--max-upload-mb", type=int, default=2048, metavar="MB",
+                   help="the largest upload accepted (compressed); it may unpack to 4 times that")
     p.set_defaults(func=run)
 
 
@@ -36,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
         raise TraceError(args.store, "not a folder (the profile store)")
     if not 0 <= args.port <= 65535:
         raise TraceError("--port", f"{args.port}: not a port number")
+    if args.max_upload_mb < 1:
+        raise TraceError("--max-upload-mb", "must be at least 1")
     if args.scan_interval <= 0:
         raise TraceError("--scan-interval", "must be above 0")
     open_accounts(args).close()  # a clear line when the extra or the database is missing
@@ -43,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     from ..app.server import AppSettings, create_app, serve
 
     settings = AppSettings(store=os.path.abspath(args.store), secure_cookies=args.secure_cookies,
-                           trusted_proxies=args.trusted_proxies, scan_interval_s=args.scan_interval)
+                           trusted_proxies=args.trusted_proxies, scan_interval_s=args.scan_interval,
+                           max_upload_bytes=args.max_upload_mb << 20)
     try:
         serve(create_app(settings, open_database(args.store, args.database)), args.host, args.port)
     except OSError as exc:

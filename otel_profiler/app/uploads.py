@@ -1,0 +1,75 @@
+"""Receiving an uploaded run (``PUT /api/runs/RUN_ID``, a gzip tar of a profile folder): unpacked into
+the app's folder with only a profile folder's plain files, checked (readable metadata, the uploader's
+team), then moved into the store in one rename. Any refusal leaves the store as it was."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tarfile
+import tempfile
+from typing import BinaryIO
+
+from .accounts import Caller
+from .database import app_folder
+from .profile_files import PROFILE_FILE
+from .store import read_run, valid_run_id
+
+MAX_FILES = 10_000
+
+
+class UploadError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def store_upload(store: str, run_id: str, body: BinaryIO, caller: Caller, max_bytes: int) -> None:
+    """Put the uploaded run ``run_id`` into ``store``; raises ``UploadError`` (status, reason)."""
+    if caller.role not in ("admin", "member"):
+        raise UploadError(403, "viewers may not upload runs")
+    if not valid_run_id(run_id):
+        raise UploadError(400, "not a run id (letters, digits and ._- only)")
+    if os.path.lexists(os.path.join(store, run_id)):
+        raise UploadError(409, f"run {run_id!r} already exists")
+    incoming = app_folder(store) / "incoming"
+    incoming.mkdir(mode=0o700, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="upload-", dir=incoming)
+    try:
+        folder = os.path.join(work, run_id)
+        os.mkdir(folder, 0o700)
+        _unpack(body, folder, max_bytes)
+        facts = read_run(work, run_id, "upload")
+        if facts is None or facts.status == "corrupt":
+            raise UploadError(400, f"not a profile folder ({facts.reason if facts else 'no rank-N.json metadata'})")
+        if not caller.is_admin and facts.team != caller.team:
+            raise UploadError(403, f"the run's ml.team is {facts.team!r}; you may upload runs of {caller.team!r} only")
+        try:
+            os.rename(folder, os.path.join(store, run_id))  # atomic; never over an existing run
+        except OSError:
+            raise UploadError(409, f"run {run_id!r} already exists") from None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _unpack(body: BinaryIO, folder: str, max_bytes: int) -> None:
+    """Unpack the gzip tar ``body`` into ``folder``: plain files with profile names only, at most
+    ``max_bytes`` unpacked."""
+    total = 0
+    try:
+        with tarfile.open(fileobj=body, mode="r|gz") as archive:
+            for count, member in enumerate(archive, 1):
+                name = member.name.removeprefix("./")
+                if member.isdir() and name in ("", "."):
+                    continue
+                if not member.isfile() or not PROFILE_FILE.fullmatch(name):
+                    raise UploadError(400, f"{member.name!r}: not a file of a profile folder")
+                total += member.size
+                if total > max_bytes or count > MAX_FILES:
+                    raise UploadError(413, f"larger than the {max_bytes >> 20} MiB an upload may unpack to")
+                source = archive.extractfile(member)
+                fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as target:
+                    shutil.copyfileobj(source, target)
+    except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
+        raise UploadError(400, f"not a gzip tar of a profile folder ({type(exc).__name__}: {exc})") from None
