@@ -89,15 +89,23 @@ class _Forwarder:
         fcntl.ioctl(self.read_end, termios.FIONREAD, count)
         return count[0]
 
-    def hand_back(self) -> None:
-        """Point descriptor 2 at the real stderr again, at a moment when the pipe is read out
-        (bounded by ``DRAIN_WAIT_S``)."""
+    def give_back(self, saved: int) -> None:
+        """Point descriptor 2 at ``saved`` (the real stderr) at a moment when the pipe is read out
+        and nothing is being forwarded (waiting at most ``DRAIN_WAIT_S``), so no line written later
+        can overtake one in the pipe."""
         deadline = time.monotonic() + DRAIN_WAIT_S
         while True:
             with self.lock:
-                if self.unread() == 0 or time.monotonic() > deadline:
-                    self.flush_partial()
-                    os.dup2(self.real_stderr, 2)
+                try:
+                    empty = self.unread() == 0
+                except OSError:  # the thread stopped on an error: nothing more will be read
+                    empty = True
+                if empty or time.monotonic() > deadline:
+                    try:
+                        self.flush_partial()
+                    except OSError:
+                        pass
+                    os.dup2(saved, 2)
                     return
             time.sleep(0.0002)
 
@@ -139,7 +147,12 @@ def _redirect() -> Callable[[], None]:
             pass
     read_end, write_end = os.pipe()
     try:
-        real_stderr = os.dup(2)
+        real_stderr = os.dup(2)  # the forwarder's (it closes it)
+        try:
+            saved = os.dup(2)  # the one descriptor 2 is given back from
+        except OSError:
+            os.close(real_stderr)
+            raise
     except OSError:
         os.close(read_end)
         os.close(write_end)
@@ -149,13 +162,14 @@ def _redirect() -> Callable[[], None]:
         thread = threading.Thread(target=forwarder.run, name="otel-profiler-stderr", daemon=True)
         thread.start()
     except BaseException:
-        for fd in (read_end, write_end, real_stderr):
+        for fd in (read_end, write_end, real_stderr, saved):
             os.close(fd)
         raise
     try:
         os.dup2(write_end, 2)
     except OSError:
         os.close(write_end)  # the thread sees the end of the pipe and closes the rest
+        os.close(saved)
         raise
 
     def restore() -> None:
@@ -164,10 +178,9 @@ def _redirect() -> Callable[[], None]:
                 sys.stderr.flush()
             except Exception:
                 pass
-            forwarder.hand_back()
-        except OSError:
-            pass
+            forwarder.give_back(saved)
         finally:
+            os.close(saved)
             os.close(write_end)
         thread.join(DRAIN_WAIT_S)
 
