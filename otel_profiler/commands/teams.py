@@ -15,7 +15,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("teams", help="add, remove and list the Profiler app's teams",
                               description="Teams of `otel-profiler serve`: a user sees the runs whose ml.team "
                                           "resource attribute is their team.")
-    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True, help="what to do")
     for name, text in (("add", "add a team"), ("remove", "remove a team that has no users left")):
         one = sub.add_parser(name, help=text)
         one.add_argument("name", metavar="NAME")

@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description="Users of `otel-profiler serve`: each belongs to one team and has one "
                                           "role (admin: manages users and sees every run; member and viewer: "
                                           "see their team's runs). Every change is in the audit log.")
-    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True, help="what to do")
     add = sub.add_parser("add", help="grant a user access (password read from standard input)")
     add.add_argument("name", metavar="NAME")
     add.add_argument("--team", required=True, help="the team whose runs the user sees")
