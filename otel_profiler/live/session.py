@@ -8,12 +8,14 @@ step counter, and its parts, each mixed into :class:`Session` from a module of i
 - ``flushing``: the flush thread that writes buffered annotations, steps and finished windows as the
   next part (bounded memory: once ``OTEL_PROFILER_FLUSH_EVENTS`` accumulate, at least every
   ``OTEL_PROFILER_FLUSH_INTERVAL_S``);
-- ``output``: the profile folder, this rank's identity and metadata;
+- ``output``: the profile folder, this rank's identity and metadata; at exit only this rank's last
+  part is written here: ``summary.json`` is left to ``run`` or to one detached process per folder
+  (``summary_later``, when ``OTEL_PROFILER_SUMMARY_AT_EXIT`` is on);
 - ``hygiene``: SIGTERM (flush, then die of the signal as before) and fork (a forked child records
   and writes nothing, never inherits the flush lock held);
 - ``wiring``: the metrics (started at the first recorded step) and the OTLP exporter (made at the
   first write); at exit the exporter gets ``CLOSE_NETWORK_S`` of network time, then spools what is
-  not delivered (``docs/delivery.md``);
+  not delivered; a frozen exporter is killed, not waited for (``docs/delivery.md``);
 - ``step_evidence``: where steps come from when the code does not say.
 
 Never raising into user code: any failure gives one warning and turns profiling off, except a
