@@ -76,8 +76,8 @@ def _spawn(folder: str) -> int:
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {k: v for k, v in os.environ.items() if k != "OTEL_PROFILER_ENABLED"}
-    env[EXPORTER_CHILD_ENV] = "1"  # the bootstrap, if on PYTHONPATH, starts no session there
-    env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env[EXPORTER_CHILD_ENV] = "1"  # no session starts there, whatever starts it
+    env["PYTHONPATH"] = root  # this package; no bootstrap (ours, opentelemetry-instrument's) runs there
     devnull = os.devnull
     actions = [(os.POSIX_SPAWN_OPEN, 0, devnull, os.O_RDONLY, 0),
                (os.POSIX_SPAWN_OPEN, 1, devnull, os.O_WRONLY, 0),
