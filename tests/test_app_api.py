@@ -46,7 +46,7 @@ def app(runs_store, backend, tmp_path):
     cli("users", "add", "alice", "--team", "vision", "--role", "member", *where, stdin="alice pass 1\n")
     cli("users", "add", "bob", "--team", "nlp", "--role", "viewer", "--no-password", *where)
     tokens = {name: cli("users", "token", name, *where).stdout.strip() for name in ("root", "alice", "bob")}
-    server = AppServer(store, where[1] if backend else None, extra=("--max-upload-mb", "1"))
+    server = AppServer(store, where[1] if backend else None, extra=("--max-upload-mb", "1", "--sso-header", "X-Test-User"))
     try:
         yield {"url": server.url, "store": store, "where": where, "tokens": tokens, "owners": owners}
     finally:
@@ -258,3 +258,17 @@ def test_uploads_reach_the_landing_list_and_bad_ones_change_nothing(app, tmp_pat
     assert put("huge", os.urandom(2 << 20)).status_code == 413
     assert _store_names(app["store"]) == before
     assert not list((app["store"] / ".otel-profiler-app" / "incoming").iterdir())
+
+
+def test_a_trusted_proxy_header_signs_in_a_known_user_only(app):
+    def as_user(path: str, name: str):
+        return requests.get(app["url"] + path, headers={"X-Test-User": name}, timeout=60, allow_redirects=False)
+
+    runs = wait_until(lambda: as_user("/api/runs", "bob").json()["runs"], "bob's runs")
+    assert [r["run_id"] for r in runs] == ["nlp-run"]
+    assert as_user("/api/runs/vision-run", "bob").status_code == 404
+    assert as_user("/api/runs", "ghost").status_code == 401
+    assert as_user("/", "ghost").status_code == 302
+    assert 'data-run="nlp-run"' in as_user("/", "bob").text
+    cli("users", "remove", "bob", *app["where"])
+    assert as_user("/api/runs", "bob").status_code == 401

@@ -32,6 +32,7 @@ class AppSettings:
     login_limit: str = "10 per minute"  # failed sign-ins from one address
     scan_interval_s: float = 5.0
     max_upload_bytes: int = 2 << 30  # one uploaded run, compressed
+    sso_header: str = ""  # a trusted reverse proxy names the signed-in user in this header
 
 
 def secret_key(sessions: sessionmaker[Session]) -> str:
@@ -74,6 +75,8 @@ def create_app(settings: AppSettings, sessions: sessionmaker[Session]) -> Flask:
     def open_db() -> None:
         g.db = sessions()
         g.caller = accounts.session_caller(g.db, session.get("key"))
+        if g.caller is None and settings.sso_header and request.headers.get(settings.sso_header):
+            g.caller = accounts.named_caller(g.db, request.headers[settings.sso_header])
 
     @app.teardown_request
     def close_db(_exc) -> None:

@@ -28,6 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="reverse proxies in front whose X-Forwarded-For/-Proto headers are believed")
     p.add_argument("--scan-interval", type=float, default=5.0, metavar="SECONDS",
                    help="how often the store is scanned for new and changed runs")
+    p.add_argument("--sso-header", default="", metavar="HEADER",
+                   help="single sign-on: the request header (e.g. X-Forwarded-User) in which a trusted "
+                        "reverse proxy names the signed-in user; only behind a proxy that sets it on every "
+                        "request and strips it from clients")
     p.add_argument("--max-upload-mb", type=int, default=2048, metavar="MB",
                    help="the largest upload accepted (compressed); it may unpack to 4 times that")
     p.set_defaults(func=run)
@@ -48,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings = AppSettings(store=os.path.abspath(args.store), secure_cookies=args.secure_cookies,
                            trusted_proxies=args.trusted_proxies, scan_interval_s=args.scan_interval,
-                           max_upload_bytes=args.max_upload_mb << 20)
+                           max_upload_bytes=args.max_upload_mb << 20, sso_header=args.sso_header)
     try:
         serve(create_app(settings, open_database(args.store, args.database)), args.host, args.port)
     except OSError as exc:
