@@ -124,6 +124,18 @@ def test_admin_grants_teams_and_users_who_see_only_their_teams_runs(browser, ser
         assert "Forbidden" in browser.page_source
 
 
+def test_an_uploaded_run_appears_on_the_landing_page_and_opens(browser, server, tmp_path):
+    source = tmp_path / "vision-uploaded"
+    shutil.copytree(server.store / "vision-run", source)
+    token = cli("users", "token", "alice", "--store", str(server.store)).stdout
+    cli("upload", str(source), "--url", server.url, stdin=token)
+    sign_in(browser, server, "alice")
+    assert sorted(wait_until(lambda: r if len(r := listed_runs(browser, server)) == 2 else None, "the upload")) == \
+        ["vision-run", "vision-uploaded"]
+    browser.find_element(By.LINK_TEXT, "vision-uploaded").click()
+    wait_until(lambda: browser.find_elements(By.ID, "tl-canvas"), "the uploaded run's report")
+
+
 def test_a_removed_users_session_and_token_stop_at_once(browser, server):
     sign_in(browser, server, "bob")
     assert listed_runs(browser, server) == ["nlp-run"]
