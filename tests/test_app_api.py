@@ -46,7 +46,9 @@ def app(runs_store, backend, tmp_path):
     cli("users", "add", "alice", "--team", "vision", "--role", "member", *where, stdin="alice pass 1\n")
     cli("users", "add", "bob", "--team", "nlp", "--role", "viewer", "--no-password", *where)
     tokens = {name: cli("users", "token", name, *where).stdout.strip() for name in ("root", "alice", "bob")}
-    server = AppServer(store, where[1] if backend else None, extra=("--max-upload-mb", "1", "--sso-header", "X-Test-User"))
+    server = AppServer(store, where[1] if backend else None, extra=("--max-upload-mb", "1", "--sso-header", "X-Test-User",
+                                                                      "--jaeger-url", "http://jaeger.invalid:16686",
+                                                                      "--grafana-url", "http://grafana.invalid:3000"))
     try:
         yield {"url": server.url, "store": store, "where": where, "tokens": tokens, "owners": owners}
     finally:
@@ -269,6 +271,9 @@ def test_a_trusted_proxy_header_signs_in_a_known_user_only(app):
     assert as_user("/api/runs/vision-run", "bob").status_code == 404
     assert as_user("/api/runs", "ghost").status_code == 401
     assert as_user("/", "ghost").status_code == 302
-    assert 'data-run="nlp-run"' in as_user("/", "bob").text
+    page = as_user("/", "bob").text
+    assert 'data-run="nlp-run"' in page
+    assert "http://jaeger.invalid:16686/search?service=bert&amp;operation=train.step" in page
+    assert "http://grafana.invalid:3000/d/otel-profiler-overview/otel-profiler-overview?var-team=nlp&amp;var-user=bob" in page
     cli("users", "remove", "bob", *app["where"])
     assert as_user("/api/runs", "bob").status_code == 401

@@ -14,6 +14,7 @@ from . import accounts
 from .access import may_manage, may_see
 from .models import ROLES, Run
 from .reports import ReportError
+from .links import run_links
 from .runs_index import RunQuery, query_runs, run_document
 from .store import read_summary, valid_run_id
 
@@ -79,6 +80,9 @@ def make_pages(limiter: Limiter, login_limit: str) -> Blueprint:
             flash(f"Filters ignored: {exc}", "error")
             q = RunQuery()
         rows, total = query_runs(g.db, g.caller, q)
+        settings = current_app.extensions["otel_profiler"]["settings"]
+        documents = [dict(run_document(r), links=run_links(r, settings.jaeger_url, settings.grafana_url))
+                     for r in rows]
 
         def link(**changes) -> str:
             args = {k: v for k, v in request.args.items() if k in ("user", "team", "service", "text", "since",
@@ -86,7 +90,7 @@ def make_pages(limiter: Limiter, login_limit: str) -> Blueprint:
             args.update({k: str(v) for k, v in changes.items()})
             return url_for("pages.landing", **{k: v for k, v in args.items() if v})
 
-        return page("Runs", "landing.html", q=q, runs=[run_document(r) for r in rows], total=total,
+        return page("Runs", "landing.html", q=q, runs=documents, total=total,
                     pages=max(1, math.ceil(total / q.per_page)), columns=COLUMNS, link=link,
                     filtered=any((q.user, q.team, q.service, q.text, q.since, q.until, q.status)))
 

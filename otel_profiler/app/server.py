@@ -32,6 +32,8 @@ class AppSettings:
     login_limit: str = "10 per minute"  # failed sign-ins from one address
     scan_interval_s: float = 5.0
     max_upload_bytes: int = 2 << 30  # one uploaded run, compressed
+    jaeger_url: str = ""  # links to the run's traces
+    grafana_url: str = ""  # links to the run's dashboard
     sso_header: str = ""  # a trusted reverse proxy names the signed-in user in this header
 
 

@@ -60,7 +60,8 @@ LANDING = """<h1>Runs</h1>
 <td>{{ r.user or "" }}</td><td>{{ r.team or "" }}</td><td>{{ r.host or "" }}</td><td>{{ r.start or "" }}</td>
 <td class="num">{{ "%.2f s" % r.duration_s if r.duration_s is not none else "" }}</td>
 <td class="num">{{ r.steps if r.steps is not none else "" }}</td><td class="num">{{ r.gpus if r.gpus is not none else "" }}</td>
-<td>{% if r.status != "ok" %}<strong>{{ r.status }}</strong>: {{ r.reason }}{% else %}{{ r.top_insight }}{% endif %}</td></tr>
+<td>{% if r.status != "ok" %}<strong>{{ r.status }}</strong>: {{ r.reason }}{% else %}{{ r.top_insight }}{% endif %}
+{% for label, href in r.links.items() %} <a class="link-{{ label }}" href="{{ href }}" rel="noopener noreferrer">{{ label }}</a>{% endfor %}</td></tr>
 {% else %}<tr><td colspan="9">No runs{{ " match these filters" if filtered }}.</td></tr>{% endfor %}
 </tbody></table>"""
 

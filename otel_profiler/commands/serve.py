@@ -28,6 +28,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="reverse proxies in front whose X-Forwarded-For/-Proto headers are believed")
     p.add_argument("--scan-interval", type=float, default=5.0, metavar="SECONDS",
                    help="how often the store is scanned for new and changed runs")
+    p.add_argument("--jaeger-url", default="", metavar="URL",
+                   help="Jaeger's address: each run links to its train.step traces there")
+    p.add_argument("--grafana-url", default="", metavar="URL",
+                   help="Grafana's address: each run links to the overview dashboard of its team, user, job "
+                        "and host over its time range")
     p.add_argument("--sso-header", default="", metavar="HEADER",
                    help="single sign-on: the request header (e.g. X-Forwarded-User) in which a trusted "
                         "reverse proxy names the signed-in user; only behind a proxy that sets it on every "
@@ -42,6 +47,9 @@ def run(args: argparse.Namespace) -> int:
         raise TraceError(args.store, "not a folder (the profile store)")
     if not 0 <= args.port <= 65535:
         raise TraceError("--port", f"{args.port}: not a port number")
+    for name in ("jaeger_url", "grafana_url"):
+        if getattr(args, name) and not getattr(args, name).startswith(("http://", "https://")):
+            raise TraceError(f"--{name.replace('_', '-')}", f"{getattr(args, name)}: not an http(s) address")
     if args.max_upload_mb < 1:
         raise TraceError("--max-upload-mb", "must be at least 1")
     if args.scan_interval <= 0:
@@ -52,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
 
     settings = AppSettings(store=os.path.abspath(args.store), secure_cookies=args.secure_cookies,
                            trusted_proxies=args.trusted_proxies, scan_interval_s=args.scan_interval,
-                           max_upload_bytes=args.max_upload_mb << 20, sso_header=args.sso_header)
+                           max_upload_bytes=args.max_upload_mb << 20, sso_header=args.sso_header,
+                           jaeger_url=args.jaeger_url, grafana_url=args.grafana_url)
     try:
         serve(create_app(settings, open_database(args.store, args.database)), args.host, args.port)
     except OSError as exc:
