@@ -277,3 +277,24 @@ def test_a_trusted_proxy_header_signs_in_a_known_user_only(app):
     assert "http://grafana.invalid:3000/d/otel-profiler-overview/otel-profiler-overview?var-team=nlp&amp;var-user=bob" in page
     cli("users", "remove", "bob", *app["where"])
     assert as_user("/api/runs", "bob").status_code == 401
+
+
+def test_behind_tls_the_session_cookie_is_secure_and_strict_headers_are_sent(tmp_path):
+    from otel_profiler.app import accounts
+    from otel_profiler.app.database import open_database
+    from otel_profiler.app.server import AppSettings, create_app
+
+    sessions = open_database(str(tmp_path))
+    with sessions() as db:
+        accounts.add_team(db, "ops", actor="test")
+        accounts.add_user(db, "root", "ops", "admin", "correct horse 1", actor="test")
+    app = create_app(AppSettings(store=str(tmp_path), secure_cookies=True, trusted_proxies=1), sessions)
+    app.config["WTF_CSRF_ENABLED"] = False  # the CSRF check has its own test; this one is about cookies
+    client = app.test_client()
+    answer = client.post("/login", data={"name": "root", "password": "correct horse 1"},
+                         headers={"X-Forwarded-Proto": "https"})
+    assert answer.status_code == 303
+    cookie = answer.headers["Set-Cookie"]
+    assert "Secure" in cookie and "HttpOnly" in cookie and "SameSite=Lax" in cookie
+    assert answer.headers["Strict-Transport-Security"].startswith("max-age=")
+    assert answer.headers["X-Frame-Options"] == "DENY"
