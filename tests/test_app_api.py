@@ -298,3 +298,9 @@ def test_behind_tls_the_session_cookie_is_secure_and_strict_headers_are_sent(tmp
     assert "Secure" in cookie and "HttpOnly" in cookie and "SameSite=Lax" in cookie
     assert answer.headers["Strict-Transport-Security"].startswith("max-age=")
     assert answer.headers["X-Frame-Options"] == "DENY"
+    for elsewhere in ("//evil.invalid/", "/\\evil.invalid/", "https://evil.invalid/"):
+        answer = client.post("/login", query_string={"next": elsewhere},
+                             data={"name": "root", "password": "correct horse 1"})
+        assert answer.headers["Location"] == "/", elsewhere
+    answer = client.post("/login", query_string={"next": "/admin"}, data={"name": "root", "password": "correct horse 1"})
+    assert answer.headers["Location"] == "/admin"

@@ -61,8 +61,8 @@ def make_pages(limiter: Limiter, login_limit: str) -> Blueprint:
             session.clear()
             session["key"] = accounts.start_session(g.db, caller)
             target = request.args.get("next", "")
-            return redirect(target if target.startswith("/") and not target.startswith("//") else url_for("pages.landing"),
-                            code=303)
+            local = target.startswith("/") and not target.startswith(("//", "/\\")) and "\\" not in target
+            return redirect(target if local else url_for("pages.landing"), code=303)
         return page("Sign in", "login.html")
 
     @pages.post("/logout")
