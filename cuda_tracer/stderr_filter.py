@@ -29,9 +29,14 @@ import threading
 import time
 from typing import Callable, Iterator
 
-KINETO_LINE = re.compile(rb"^(?:USDT|INFO|WARNING|ERROR|VERBOSE):\d{4}-\d\d-\d\d \d\d:\d\d:\d\d "
-                         rb"\d+:\d+ [\w.]+:\d+\] ")
-"""Kineto's log format: ``LEVEL:date time pid:tid File.cpp:line] message``."""
+KINETO_MESSAGE = re.compile(rb"(?:USDT|INFO|WARNING|ERROR|VERBOSE):\d{4}-\d\d-\d\d \d\d:\d\d:\d\d "
+                            rb"\d+:\d+ [\w.]+:\d+\] (?:profiler_start|profiler_stop|"
+                            rb"gpuGetDeviceCount failed with code \d+)")
+"""Kineto's chatter, in its log format ``LEVEL:date time pid:tid File.cpp:line] message``: the
+messages it writes at every start and stop. Kineto writes the message, then its newline in a
+second write, so another thread's line can land between the two: the message is cut out of the
+stream exactly (never the line it ran into), and its newline is dropped where it comes. Other
+Kineto lines are kept: their end cannot be told from the text of a line that ran into them."""
 
 DRAIN_WAIT_S = 1.0
 """How long the block waits for the pipe to be read out (longer only if a forked child holds it)."""
@@ -47,6 +52,7 @@ class _Forwarder:
         self.read_end, self.real_stderr = read_end, real_stderr
         self.lock = threading.Lock()
         self.partial = b""  # the start of a line whose end has not come yet
+        self.newlines_owed = 0  # Kineto's newlines still to come after messages cut out
         os.set_blocking(read_end, False)
 
     def run(self) -> None:
@@ -72,16 +78,34 @@ class _Forwarder:
             os.close(self.real_stderr)
 
     def forward(self, chunk: bytes) -> None:
-        lines = (self.partial + chunk).split(b"\n")
-        self.partial = lines.pop()
-        kept = b"".join(line + b"\n" for line in lines if not KINETO_LINE.match(line))
-        if kept:
-            _write_all(self.real_stderr, kept)
+        text = self.partial + chunk
+        end = text.rfind(b"\n") + 1
+        self.partial = text[end:]
+        self._write(text[:end])
 
     def flush_partial(self) -> None:
         partial, self.partial = self.partial, b""
-        if partial and not KINETO_LINE.match(partial):
-            _write_all(self.real_stderr, partial)
+        self._write(partial)
+
+    def _write(self, text: bytes) -> None:
+        """``text`` without Kineto's messages and their newlines (an empty line where a message
+        was cut out: its newline, which may come later than the message)."""
+        if not text:
+            return
+        pieces = KINETO_MESSAGE.split(text)
+        self.newlines_owed += len(pieces) - 1
+        out = []
+        for piece in pieces:
+            while self.newlines_owed and piece.startswith(b"\n"):
+                piece = piece[1:]
+                self.newlines_owed -= 1
+            out.append(piece)
+        kept = b"".join(out)
+        while self.newlines_owed and b"\n\n" in kept:  # the newline came after another line
+            kept = kept.replace(b"\n\n", b"\n", 1)
+            self.newlines_owed -= 1
+        if kept:
+            _write_all(self.real_stderr, kept)
 
     def unread(self) -> int:
         """Bytes in the pipe not read yet."""
