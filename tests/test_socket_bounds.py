@@ -278,7 +278,7 @@ def test_trigger_floods_and_forked_workers_in_a_live_job(tmp_path: Path) -> None
     path = os.path.join(trigger_folder(), socket_name(trigger_port))
     proc = _start(tmp_path, OTEL_PROFILER_PROMETHEUS_PORT=str(metrics_port),
                   OTEL_PROFILER_TRIGGER_PORT=str(trigger_port),
-                  OTEL_PROFILER_SLOW_STEP_FACTOR="0")  # on a busy machine a slow window could take the request in
+                  OTEL_PROFILER_SLOW_STEP_FACTOR="0", OTEL_PROFILER_STEPS="off")  # no other window to take the request in
     try:
         _wait(lambda: _accepting(metrics_port) and os.path.exists(path) and _progress(tmp_path) > 0,
               "/metrics and the trigger socket", proc)
