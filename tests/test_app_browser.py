@@ -5,43 +5,26 @@ token stop working at once; the admin's landing page lists the corrupt run with 
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 
 import pytest
 
 from app_support import AppServer, cli, make_store, wait_until
 
 webdriver = pytest.importorskip("selenium.webdriver")
+from chromium import chromium  # noqa: E402
 requests = pytest.importorskip("requests")
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select  # noqa: E402
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-FLAGS = ("--headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run "
-         "--disable-background-networking --disable-component-update --disable-sync "
-         "--window-size=1400,1000").split()
 PASSWORDS = {"root": "root password 1", "alice": "alice password 1", "bob": "bob password 1"}
 
 
 @pytest.fixture(scope="module")
 def browser():
-    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-        pytest.skip("chromium and chromedriver are not installed")
-    profile_dir = tempfile.mkdtemp(prefix="otel-app-chromium-")
-    options = webdriver.ChromeOptions()
-    for flag in FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={profile_dir}")
-    options.binary_location = CHROMIUM
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    driver.set_page_load_timeout(120)
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile_dir, ignore_errors=True)
+    with chromium("otel-app-chromium-") as driver:
+        driver.set_page_load_timeout(120)
+        yield driver
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
@@ -22,36 +19,20 @@ from otel_profiler.report.html import write_report
 from conftest import trace
 
 webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.webdriver.chrome.service import Service  # noqa: E402
+from chromium import chromium  # noqa: E402
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.actions.wheel_input import ScrollOrigin  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-FLAGS = ("--headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run "
-         "--disable-background-networking --disable-component-update --disable-sync "
-         "--window-size=1400,1000").split()
 LARGEST = "hta/df_index_resolver/df_index_resolver.json.gz"
 RANKS = "hta/trace_filter"
 
 
 @pytest.fixture(scope="module")
 def browser():
-    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-        pytest.skip("chromium and chromedriver are not installed")
-    profile_dir = tempfile.mkdtemp(prefix="otel-report-chromium-")
-    options = webdriver.ChromeOptions()
-    for flag in FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={profile_dir}")
-    options.binary_location = CHROMIUM
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    driver.severe_logs = []
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile_dir, ignore_errors=True)
+    with chromium("otel-report-chromium-", console_logs=True) as driver:
+        driver.severe_logs = []
+        yield driver
 
 
 @pytest.fixture(scope="module")
