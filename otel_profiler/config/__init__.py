@@ -60,6 +60,10 @@ define("OTEL_SDK_DISABLED", False, parse_bool, "Standard OpenTelemetry switch: t
 define("OTEL_SERVICE_NAME", "", parse_str, "Service name of the resource (default: the script name).")
 define("OTEL_RESOURCE_ATTRIBUTES", {}, parse_key_values,
        "Extra resource attributes, key=value pairs separated by commas.")
+define("TRACEPARENT", "", parse_str,
+       "W3C trace context of a parent process (a pipeline's span): each rank's run span becomes its "
+       "child and every step trace links to the run span; malformed values are ignored with one warning.")
+define("TRACESTATE", "", parse_str, "W3C trace state passed on with TRACEPARENT.")
 
 # The profiler's own switches.
 define("OTEL_PROFILER_ENABLED", False, parse_bool,
@@ -107,6 +111,16 @@ define("OTEL_PROFILER_FLUSH_EVENTS", 200_000, parse_int(minimum=1000, maximum=10
        "Write a part to the profile folder once this many annotation/step events are buffered.")
 define("OTEL_PROFILER_FLUSH_INTERVAL_S", 60.0, parse_float(minimum=0.1, maximum=DAY_S),
        "Write buffered events to the profile folder at least this often.")
+define("OTEL_PROFILER_UPLOAD", "", parse_str,
+       "URL of a Profiler app (`otel-profiler serve`): each profiled process uploads its profile folder "
+       "there after the job, spooled and retried, never delaying or failing the job (needs the token).")
+define("OTEL_PROFILER_UPLOAD_TOKEN", "", parse_str,
+       "API token for OTEL_PROFILER_UPLOAD (`otel-profiler users token`); never logged.", secret=True)
+define("OTEL_PROFILER_SCHEDULER", "", parse_str,
+       "Dask scheduler address (tcp://HOST:PORT) for the multi-rank commands (summary, report, diff, "
+       "export of a folder of ranks); needs the cluster extra (default: local processes).")
+define("OTEL_PROFILER_PURE_PYTHON", False, parse_bool,
+       "Read Kineto JSON with the Python scanner instead of the compiled one (same results, slower).")
 define("OTEL_PROFILER_SUMMARY_AT_EXIT", True, parse_bool,
        "At exit, each profiled process names its folder, and summary.json is written after the job "
        "by one detached low-priority process per folder (`run` turns this off in the job and "
@@ -180,6 +194,12 @@ for _prefix, _what in (("OTEL_EXPORTER_OTLP_", "all signals"), ("OTEL_EXPORTER_O
            f"gRPC without TLS for {_what} when the endpoint has no http/https scheme.")
 
 # The profiler's own export switches.
+define("OTEL_PROFILER_PROFILES_EXPORTER", "none", parse_choice("none", "otlp"),
+       "otlp: also send GPU and CPU time by call stack as OpenTelemetry profiles (an alpha signal; the "
+       "Collector needs --feature-gates=service.profilesSupport) to the OTLP endpoint; none: off.")
+define("OTEL_PROFILER_MARK_USER_SPANS", False, parse_bool,
+       "When the job's own OpenTelemetry span is current as a step begins, add the step's trace id to "
+       "it as the event otel_profiler.step (the step root links to that span either way).")
 define("OTEL_PROFILER_OTLP_FILE", "", parse_str,
        "Also write spans as OTLP JSON lines (Collector file-exporter format) to this file.")
 define("OTEL_PROFILER_SPAN_BUDGET", DEFAULT_SPAN_BUDGET, parse_int(minimum=10, maximum=1_000_000),
