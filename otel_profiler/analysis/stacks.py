@@ -54,6 +54,7 @@ class StackModel:
     gpu_rows: np.ndarray  # GPU operations, rows of the batch
     gpu_stack: np.ndarray  # per GPU operation: its stack id (the operation's own frame innermost)
     gpu_class: np.ndarray  # per GPU operation: index into KERNEL_CLASSES
+    gpu_launch: np.ndarray  # per GPU operation: the row of its launch call, or -1
     op_rows: np.ndarray  # operators, rows of the batch
     op_stack: np.ndarray  # per operator: its stack id (its own frame innermost)
     op_self_ns: np.ndarray  # per operator: self CPU time
@@ -69,9 +70,10 @@ class StackModel:
 
 @dataclass
 class Samples:
-    """One entry per distinct (stack, rank, device, stream, kind, class, copy direction): summed
-    GPU time, CPU time and GPU operation count. Device, stream, class and copy are -1 where they
-    do not apply (operators' CPU time; class and copy outside kernels and copies)."""
+    """One entry per distinct (stack, rank, device, stream, kind, class, copy direction, group):
+    summed GPU time, CPU time and GPU operation count. Device, stream, class and copy are -1 where
+    they do not apply (operators' CPU time; class and copy outside kernels and copies); ``group`` is
+    the caller's grouping (``samples``' ``groups``, such as ``step_rows``), else -1."""
 
     stack: np.ndarray
     rank: np.ndarray
@@ -80,6 +82,7 @@ class Samples:
     kind: np.ndarray  # a GPU operation's Kind, or OPERATOR
     kernel_class: np.ndarray  # index into KERNEL_CLASSES, or -1
     copy: np.ndarray  # MemcpyKind of a memcpy, or -1
+    group: np.ndarray
     gpu_ns: np.ndarray
     cpu_ns: np.ndarray
     count: np.ndarray
@@ -147,6 +150,7 @@ def stack_model(batch: EventBatch, corr: Correlation | None = None) -> StackMode
     stack_frame, stack_caller = trie.arrays()
     return StackModel(frames=frames, stack_frame=stack_frame, stack_caller=stack_caller,
                       gpu_rows=gpu_rows, gpu_stack=gpu_stack, gpu_class=classify(batch, gpu_rows),
+                      gpu_launch=launch,
                       op_rows=ops, op_stack=scope_stack[op_in_scopes],
                       op_self_ns=_self_cpu_ns(batch, scopes, caller, op_in_scopes))
 
@@ -209,9 +213,13 @@ def _self_cpu_ns(batch: EventBatch, scopes: np.ndarray, caller: np.ndarray,
     return own
 
 
-def samples(batch: EventBatch, model: StackModel) -> Samples:
-    """The GPU operations and operators of ``model`` grouped by stack and labels, figures summed."""
+def samples(batch: EventBatch, model: StackModel,
+            groups: tuple[np.ndarray, np.ndarray] | None = None) -> Samples:
+    """The GPU operations and operators of ``model`` grouped by stack and labels, figures summed;
+    ``groups`` (per GPU operation, per operator) splits them further."""
     g, o = model.gpu_rows, model.op_rows
+    gpu_group, op_group = groups if groups is not None else (np.full(len(g), -1, np.int64),
+                                                             np.full(len(o), -1, np.int64))
     kind = batch.kind[g].astype(np.int64)
     copy = np.where(kind == Kind.MEMCPY, batch.subkind[g].astype(np.int64), -1)
     kernel_class = np.where(kind == Kind.SYNC, -1, model.gpu_class.astype(np.int64))
@@ -219,13 +227,13 @@ def samples(batch: EventBatch, model: StackModel) -> Samples:
     keys = np.stack([np.concatenate(c) for c in (
         (model.gpu_stack, model.op_stack), (batch.rank[g].astype(np.int64), batch.rank[o].astype(np.int64)),
         (batch.device[g].astype(np.int64), none), (batch.stream[g], none), (kind, np.full(len(o), OPERATOR, np.int64)),
-        (kernel_class, none), (copy, none))], 1)
+        (kernel_class, none), (copy, none), (gpu_group, op_group))], 1)
     gpu = np.concatenate([batch.duration_ns[g], np.zeros(len(o), np.int64)])
     cpu = np.concatenate([np.zeros(len(g), np.int64), model.op_self_ns])
     count = np.concatenate([np.ones(len(g), np.int64), np.zeros(len(o), np.int64)])
     if not len(keys):
         empty = np.zeros(0, np.int64)
-        return Samples(*([empty] * 10))
+        return Samples(*([empty] * 11))
     uniq, inverse = unique_rows(keys)
 
     def total(values: np.ndarray) -> np.ndarray:  # exact int64 sums (bincount sums in floats)
@@ -234,6 +242,54 @@ def samples(batch: EventBatch, model: StackModel) -> Samples:
         return out
 
     return Samples(*uniq.T, gpu_ns=total(gpu), cpu_ns=total(cpu), count=total(count))
+
+
+def step_rows(batch: EventBatch, model: StackModel) -> tuple[np.ndarray, np.ndarray]:
+    """(per GPU operation, per operator) the row of the step (``Kind.STEP`` event) of its rank that
+    holds the moment it began on the CPU, or -1: a GPU operation's launch call start (its own start
+    when the trace has no launch call), an operator's start. Steps follow one another; where two
+    overlap, the one that began last holds the moment."""
+    g, o = model.gpu_rows, model.op_rows
+    when_gpu = np.where(model.gpu_launch >= 0, batch.start_ns[np.maximum(model.gpu_launch, 0)],
+                        batch.start_ns[g]) if len(g) else np.zeros(0, np.int64)
+    rows = np.concatenate([g, o])
+    when = np.concatenate([when_gpu, batch.start_ns[o]])
+    out = np.full(len(rows), -1, np.int64)
+    steps = np.flatnonzero(batch.kind == Kind.STEP)
+    for rank in np.unique(batch.rank[steps]).tolist():
+        mine = steps[batch.rank[steps] == rank]
+        mine = mine[np.argsort(batch.start_ns[mine], kind="stable")]
+        at = np.flatnonzero(batch.rank[rows] == rank)
+        candidate = np.searchsorted(batch.start_ns[mine], when[at], side="right") - 1
+        step = mine[np.maximum(candidate, 0)]
+        inside = (candidate >= 0) & (when[at] < batch.end_ns[step])
+        out[at[inside]] = step[inside]
+    return out[:len(g)], out[len(g):]
+
+
+def used_frames(model: StackModel, stack_ids: np.ndarray) -> np.ndarray:
+    """The frame ids, ascending, of ``stack_ids`` and all their callers."""
+    used = np.zeros(len(model.stack_frame), bool)
+    level = np.unique(stack_ids)
+    while len(level):  # the stacks, then their callers, up to the outermost
+        used[level] = True
+        level = np.unique(model.stack_caller[level])
+        level = level[~used[level]]
+    frame_ids = np.unique(model.stack_frame[used])
+    return frame_ids[frame_ids >= 0]
+
+
+def frame_paths(model: StackModel, stack_ids: np.ndarray) -> dict[int, np.ndarray]:
+    """Per stack id of ``stack_ids``: its frame ids, innermost first (callers' paths computed once)."""
+    paths: dict[int, np.ndarray] = {0: np.zeros(0, np.int64)}
+    for stack_id in np.unique(stack_ids).tolist():
+        chain = []
+        while stack_id not in paths:
+            chain.append(stack_id)
+            stack_id = int(model.stack_caller[stack_id])
+        for s in reversed(chain):
+            paths[s] = np.concatenate([model.stack_frame[s:s + 1], paths[int(model.stack_caller[s])]])
+    return paths
 
 
 def class_name(index: int) -> str:

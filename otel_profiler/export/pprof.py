@@ -27,7 +27,8 @@ from cuda_tracer.events import Kind
 from cuda_tracer.private_files import open_private
 from cuda_tracer.profile import Profile
 
-from ..analysis.stacks import OPERATOR, Samples, StackModel, class_name, copy_name, samples, stack_model
+from ..analysis.stacks import (OPERATOR, Samples, StackModel, class_name, copy_name, frame_paths, samples,
+                               stack_model, used_frames)
 from ..names import demangle
 
 SAMPLE_TYPES = (("gpu_time", "nanoseconds"), ("cpu_time", "nanoseconds"), ("launches", "count"))
@@ -106,6 +107,15 @@ class _Strings:
         return i
 
 
+def function_of_frame(text: str) -> tuple[str, str, int]:
+    """(function name, file name or "", line or 0) of a frame: ``path/file.py(123): name`` is
+    ``name`` in ``path/file.py`` at line 123; any other frame is its demangled name."""
+    python = _PYTHON_FRAME.match(text)
+    if python:
+        return python["name"], python["file"], int(python["line"])
+    return demangle(text), "", 0
+
+
 def encode(profile: Profile) -> tuple[bytes, dict[str, int]]:
     """The serialized (not compressed) pprof profile of ``profile``, and its totals: ``gpu_ns``,
     ``cpu_ns``, ``launches``, ``samples``, ``frames``."""
@@ -149,27 +159,13 @@ def write(profile: Profile, path: str) -> dict[str, int]:
 def _locations(out: Any, model: StackModel, grouped: Samples, strings: _Strings) -> np.ndarray:
     """Add a Function and a Location for each frame the samples' stacks use; returns the location
     id of each frame id (0 where unused)."""
-    used = np.zeros(len(model.stack_frame), bool)
-    level = np.unique(grouped.stack)
-    while len(level):  # the stacks of the samples, then their callers, up to the outermost
-        used[level] = True
-        level = np.unique(model.stack_caller[level])
-        level = level[~used[level]]
-    frame_ids = np.unique(model.stack_frame[used])
-    frame_ids = frame_ids[frame_ids >= 0]
+    frame_ids = used_frames(model, grouped.stack)
     location_of_frame = np.zeros(len(model.frames), np.int64)
     for number, frame_id in enumerate(frame_ids.tolist(), 1):
         text = model.frames[frame_id]
-        python = _PYTHON_FRAME.match(text)
-        if python:
-            function = out.function.add(id=number, name=strings(python["name"]),
-                                        system_name=strings(text), filename=strings(python["file"]),
-                                        start_line=int(python["line"]))
-            line = int(python["line"])
-        else:
-            name = strings(demangle(text))
-            function = out.function.add(id=number, name=name, system_name=strings(text))
-            line = 0
+        name, filename, line = function_of_frame(text)
+        function = out.function.add(id=number, name=strings(name), system_name=strings(text),
+                                    filename=strings(filename), start_line=line)
         location = out.location.add(id=number, mapping_id=1)
         location.line.add(function_id=function.id, line=line)
         location_of_frame[frame_id] = number
@@ -180,16 +176,7 @@ def _samples(out: Any, model: StackModel, grouped: Samples, location_of_frame: n
              strings: _Strings) -> None:
     """Add one Sample per entry of ``grouped``: its stack's locations innermost first, its values
     in ``SAMPLE_TYPES`` order and its labels."""
-    stacks: dict[int, list[int]] = {0: []}
-
-    def locations(stack_id: int) -> list[int]:
-        chain = []
-        while stack_id not in stacks:
-            chain.append(stack_id)
-            stack_id = int(model.stack_caller[stack_id])
-        for s in reversed(chain):
-            stacks[s] = [int(location_of_frame[model.stack_frame[s]])] + stacks[int(model.stack_caller[s])]
-        return stacks[chain[0]] if chain else stacks[stack_id]
+    paths = frame_paths(model, grouped.stack)
 
     keys = {name: strings(name) for name in ("rank", "device", "stream", "kind", "kernel_class", "copy")}
     kind_text = {k: strings(v) for k, v in KIND_LABELS.items()}
@@ -198,7 +185,8 @@ def _samples(out: Any, model: StackModel, grouped: Samples, location_of_frame: n
                   grouped.copy.tolist(), grouped.gpu_ns.tolist(), grouped.cpu_ns.tolist(),
                   grouped.count.tolist())
     for stack, rank, device, stream, kind, klass, copy, gpu, cpu, count in columns:
-        sample = out.sample.add(location_id=locations(stack), value=(gpu, cpu, count))
+        sample = out.sample.add(location_id=location_of_frame[paths[stack]].tolist(),
+                                value=(gpu, cpu, count))
         labels = sample.label
         labels.add(key=keys["kind"], str=kind_text[kind])
         labels.add(key=keys["rank"], str=strings(str(rank)))
