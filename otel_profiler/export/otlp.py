@@ -140,6 +140,10 @@ def _group_keys(table: SpanTable) -> np.ndarray:
             bits |= a.present.astype(np.uint64) << np.uint64(2 + i)
     with np.errstate(over="ignore"):
         key = mix64(key ^ mix64(bits + np.uint64(0x51ED2701)))
+        for i, link in enumerate(table.extra_links):
+            key = mix64(key ^ ((link.span_id != 0).astype(np.uint64) << np.uint64(i + 1)))
+        for row, state in table.trace_states.items():
+            key[row] = mix64(key[row:row + 1] ^ np.uint64(hash(state) & 0xFFFFFFFFFFFF))[0]
         for i, a in enumerate(table.attrs):
             if a.type == "value":
                 key = mix64(key ^ (a.values.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
@@ -192,6 +196,10 @@ class SpanEncoder:
                 same &= a.present[rows] == a.present[first]
             if a.type == "value":
                 same &= a.values[rows] == a.values[first]
+        for link in t.extra_links:
+            same &= (link.span_id[rows] != 0) == (link.span_id[first] != 0)
+        state = t.trace_states.get(int(first), "")
+        same &= np.array([t.trace_states.get(r, "") == state for r in rows.tolist()]) if t.trace_states else True
         if not same.all():
             yield from self._group(rows[~same])
             rows = rows[same]
@@ -202,6 +210,8 @@ class SpanEncoder:
         lay.column(np.hstack([_be_bytes(hi), _be_bytes(lo)]))
         lay.const(b"\x12\x08")
         lay.column(_be_bytes(t.span_id[rows]))
+        if state:
+            lay.const(_len_field(0x1A, state.encode("ascii", "replace")))
         if t.parent_id[first]:
             lay.const(b"\x22\x08")
             lay.column(_be_bytes(t.parent_id[rows]))
@@ -220,6 +230,12 @@ class SpanEncoder:
             lay.column(np.hstack([_be_bytes(hi), _be_bytes(lo)]))
             lay.const(b"\x12\x08")
             lay.column(_be_bytes(t.link_id[rows]))
+        for link in t.extra_links:  # links to other traces: the run span, the user's span
+            if link.span_id[first]:
+                lay.const(b"\x6a\x1c\x0a\x10")
+                lay.column(np.hstack([_be_bytes(link.trace_hi[rows]), _be_bytes(link.trace_lo[rows])]))
+                lay.const(b"\x12\x08")
+                lay.column(_be_bytes(link.span_id[rows]))
         yield lay.render(n, b"\x12" + varint(lay.size))
 
     def _attr(self, lay: _Layout, key: bytes, a: AttrColumn, rows: np.ndarray) -> None:
@@ -336,15 +352,21 @@ def json_spans(table: SpanTable) -> list[dict[str, Any]]:
             attrs[r].append({"key": key, "value": v})
     has_parent = (t.parent_id != 0).tolist()
     has_link = (t.link_id != 0).tolist()
+    others = [(_hex_ids(c.trace_hi), _hex_ids(c.trace_lo), _hex_ids(c.span_id), (c.span_id != 0).tolist())
+              for c in t.extra_links]
     out = []
     for i in range(n):
         s: dict[str, Any] = {"traceId": trace[i], "spanId": span[i]}
+        if i in t.trace_states:
+            s["traceState"] = t.trace_states[i]
         if has_parent[i]:
             s["parentSpanId"] = parent[i]
         s.update(name=names[i], kind=SPAN_KIND_INTERNAL, startTimeUnixNano=starts[i],
                  endTimeUnixNano=ends[i], attributes=attrs[i])
-        if has_link[i]:
-            s["links"] = [{"traceId": trace[i], "spanId": link[i]}]
+        links = [{"traceId": trace[i], "spanId": link[i]}] if has_link[i] else []
+        links += [{"traceId": hi[i] + lo[i], "spanId": sid[i]} for hi, lo, sid, has in others if has[i]]
+        if links:
+            s["links"] = links
         out.append(s)
     return out
 

@@ -15,6 +15,7 @@ from cuda_tracer.events import EventBatch
 
 from . import markers
 from .capture import window_event
+from .trace_context import run_event
 
 FLUSH_POLL_S = 0.2
 
@@ -39,6 +40,11 @@ class Flushing:
     _exporter_made: bool
     _make_exporter: Any
     cpu_timeline: Any
+    trace_parent: Any
+    run_start_ns: int
+    _run_event_sent: bool
+    _closing: bool
+    user_spans: Any
 
     def _flush_loop(self) -> None:
         interval = self.settings["OTEL_PROFILER_FLUSH_INTERVAL_S"]
@@ -69,6 +75,10 @@ class Flushing:
                         batches.append(capture.to_batch())
                     if window is not None:
                         batches.append(window_event(window, self.rank))
+                if self._closing and self.trace_parent is not None and not self._run_event_sent \
+                        and (self.writer.parts or any(len(b) for b in batches)):
+                    self._run_event_sent = True  # the run span: once, in the last part
+                    batches.append(run_event(self.run_start_ns, time.time_ns(), self.rank))
                 batch = EventBatch.concat(b for b in batches if len(b))
                 if not len(batch):
                     return
@@ -90,7 +100,7 @@ class Flushing:
                     self._exporter = self._make_exporter(self.settings, self.resource["service.name"])
                     self._watch_exporter()
                 if self._exporter is not None:
-                    self._exporter.submit(_for_export(meta), batch)
+                    self._exporter.submit(_for_export(meta, self.user_spans.take(batch)), batch)
         except Exception as exc:
             self._fail(exc)
 
@@ -100,6 +110,11 @@ _NOT_EXPORTED = ("cuda_memory", "cpu_samples")
 samples, up to a few thousand values): not pickled to the exporter process with every part."""
 
 
-def _for_export(meta: dict) -> dict:
-    return {k: v for k, v in meta.items() if k not in _NOT_EXPORTED}
+def _for_export(meta: dict, user_spans: dict[int, list[str]]) -> dict:
+    """The metadata the exporter gets: without ``_NOT_EXPORTED``, with the job's spans current as the
+    batch's steps began (``trace_context``)."""
+    out = {k: v for k, v in meta.items() if k not in _NOT_EXPORTED}
+    if user_spans:
+        out["user_spans"] = user_spans
+    return out
 

@@ -236,6 +236,7 @@ class RankOutput:
             **({"cuda_memory": cm} if (cm := self.cuda_memory.meta()) else {}),
             **({"cpu_samples": cs} if (cs := self.cpu_timeline.meta()) else {}),
             "compute": self._compute_resources(),
+            **({"trace_parent": tp.as_meta()} if (tp := self.trace_parent) is not None else {}),
         }
 
     def _compute_resources(self) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from . import summary_later
 from .output import RankOutput, RankWriter
 from .resource import attributes, distributed_position, run_id
 from .step_evidence import TIME_FALLBACK_S, StepEvidence, StepSources
+from .trace_context import UserSpans, parent_from_settings
 from .windows import WindowPolicy
 from .wiring import EXPORTER_CHILD_ENV, ExportWiring
 from .wiring import exporter_factory as _exporter_factory
@@ -182,6 +183,10 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
             "memory" in self.activities, self.settings["OTEL_PROFILER_MEMORY_SNAPSHOT"])
         self.cpu_timeline = CpuTimeline(self.settings["OTEL_PROFILER_CPU_SAMPLE_S"])
         self._compute: dict[str, Any] | None = None  # read once, by the first flush
+        self.trace_parent = parent_from_settings(settings)  # TRACEPARENT: the run span's parent
+        self.run_start_ns = time.time_ns()
+        self._run_event_sent = False
+        self.user_spans = UserSpans(v["OTEL_PROFILER_MARK_USER_SPANS"], v["OTEL_PROFILER_RUN_ID"] or self.run_id)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -295,6 +300,7 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
             if explicit_start:
                 if self._step_start is None:
                     self._step_start = now
+                    self.user_spans.step_began(self._step, self.rank)
                     self._update_window(self._step, now)
                 return
             self._advance(now)
@@ -309,6 +315,7 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
             self._record_step(self._step, self._step_start, now)
             self._step += 1
         self._step_start = now
+        self.user_spans.step_began(self._step, self.rank)
         if window:
             self._update_window(self._step, now)
 
@@ -320,6 +327,7 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
                 self._source_decided()
             if not self.closed:
                 self._step = number
+                self.user_spans.step_began(number, self.rank)
                 self._update_window(number, perf_counter_ns())
         except Exception as exc:
             self._fail(exc)

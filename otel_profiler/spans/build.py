@@ -38,6 +38,9 @@ Model (one rank's batch at a time; every rule is stated here, next to its code):
   distinct names alone exceed what the annotations leave. The root span records the budget and the
   outcome (``otel_profiler.span_budget``, ``otel_profiler.spans.individual``,
   ``otel_profiler.spans.aggregated_events``, ``otel_profiler.span_selection``).
+- **Joined traces** (``context``): with a parent's ``TRACEPARENT`` every root links to the rank's run
+  span (``otel_profiler.run``, in the parent's trace), and a step root links to the job's own span
+  that was current as the step began.
 - **CPU ops** are the host-side context of GPU work, not units of their own: the ops enclosing a
   launch call that is a span become spans too (the whole chain, ``aten::linear`` → ``aten::addmm`` →
   ``cudaLaunchKernel``), the chains of the costliest GPU work first, at most ``budget // 4`` per
@@ -51,7 +54,7 @@ Attribute names: semantic conventions where they exist (``thread.id``, ``service
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -63,6 +66,7 @@ from ..names import demangled
 from .attributes import (KIND_NAMES, AttrColumn, Columns, event_attributes, figure_attributes, resource_attributes,
                          root_attributes, version)
 from .budget import keep_launch_context, select
+from .context import join_context
 from .ids import batch_steps, hash64, mix64, root_span_id, run_id_of, trace_id, trace_rank
 from .nesting import parents_by_thread, scope_parents, thread_forests
 from .options import SpanOptions
@@ -89,6 +93,8 @@ class SpanTable:
     source_row: np.ndarray  # batch row of the event (-1: root or aggregate); not exported
     scope_name: str = SCOPE_NAME
     scope_version: str = ""
+    extra_links: list[Any] = field(default_factory=list)  # context.LinkColumn: links to other traces
+    trace_states: dict[int, str] = field(default_factory=dict)  # span row -> W3C trace state
 
     def __len__(self) -> int:
         return len(self.span_id)
@@ -194,8 +200,9 @@ def build_spans(meta: dict[str, Any], batch: EventBatch, options: SpanOptions | 
         if not len(lost):
             break
         parent_row[lost] = parent_row[parent_row[lost]]
-    return _assemble(meta, batch, opt, run_id, rank, traces, ids, trace_row, parent_row, keep, launch_of,
-                     dev_rows, corr)
+    table = _assemble(meta, batch, opt, run_id, rank, traces, ids, trace_row, parent_row, keep, launch_of,
+                      dev_rows, corr)
+    return join_context(table, meta, batch, run_id, rank)
 
 
 @dataclass

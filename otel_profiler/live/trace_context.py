@@ -1,0 +1,90 @@
+"""The training process's side of joined traces: the parent's ``TRACEPARENT`` (read once, one warning
+when malformed), the run event that becomes the run span, and the job's own OpenTelemetry span
+current as each step begins.
+
+The job's span is read through the OpenTelemetry API only when the job imported
+``opentelemetry.trace`` itself (this module never imports it): at each step begin one
+``sys.modules`` lookup, and, when the API is there, ``get_current_span().get_span_context()``.
+A valid context is remembered for the step (the step root links to it); with
+``OTEL_PROFILER_MARK_USER_SPANS`` the span also gets the event ``otel_profiler.step`` with the step's
+trace id and number. Nothing here raises into the job: a failure costs one warning and turns the
+reading off. The span model's side: ``otel_profiler.spans.context``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import numpy as np
+
+from cuda_tracer.events import EventBatch, Kind
+
+from ..profiler_warnings import warn
+from ..spans.context import RUN_EVENT, TraceParent, parse_traceparent
+from ..spans.ids import trace_id
+
+KEPT_STEPS = 512
+"""User spans remembered for steps not yet handed to the exporter (the oldest go first)."""
+
+
+def parent_from_settings(settings: Any) -> TraceParent | None:
+    """The parent context of ``TRACEPARENT``/``TRACESTATE``; a malformed value: one warning, ignored."""
+    try:
+        parent, problems = parse_traceparent(settings["TRACEPARENT"], settings["TRACESTATE"])
+    except Exception:  # never into the job
+        return None
+    for problem in problems:
+        warn(problem)
+    return parent
+
+
+def run_event(start_ns: int, end_ns: int, rank: int) -> EventBatch:
+    """The PROFILER event covering the run, from which the exporter makes the run span."""
+    return EventBatch.from_columns([RUN_EVENT], kind=[Kind.PROFILER], name=[0], start_ns=[start_ns],
+                                   end_ns=[max(end_ns, start_ns)], rank=[rank], pid=[os.getpid()])
+
+
+class UserSpans:
+    """The job's current span at each step begin (see the module docstring)."""
+
+    def __init__(self, mark: bool, run_id: str) -> None:
+        self.mark = mark
+        self.run_id = run_id
+        self.off = False
+        self.links: dict[int, list[str]] = {}
+
+    def step_began(self, number: int, rank: int) -> None:
+        """Called as step ``number`` begins. Never raises."""
+        api = sys.modules.get("opentelemetry.trace")
+        if api is None or self.off:
+            return
+        try:
+            span = api.get_current_span()
+            context = span.get_span_context()
+            if not context.is_valid:
+                return
+            self.links[number] = [f"{context.trace_id:032x}", f"{context.span_id:016x}"]
+            if len(self.links) > KEPT_STEPS:
+                del self.links[next(iter(self.links))]
+            if self.mark and span.is_recording():
+                hi, lo = trace_id(self.run_id, rank, "step", number)
+                span.add_event("otel_profiler.step", {"otel_profiler.step": number,
+                                                      "otel_profiler.trace_id": f"{hi:016x}{lo:016x}"})
+        except Exception as exc:
+            self.off = True
+            warn(f"the job's OpenTelemetry spans are not linked to steps any more ({type(exc).__name__}: {exc})")
+
+    def take(self, batch: EventBatch) -> dict[int, list[str]]:
+        """The links of the steps whose STEP events are in ``batch`` (removed: each is sent once)."""
+        if not self.links:
+            return {}
+        rows = np.flatnonzero(batch.kind == Kind.STEP)
+        numbers = batch.extra("step")
+        out = {}
+        for i, row in enumerate(rows.tolist()):
+            number = int(numbers.get(row, -1))
+            if number in self.links:
+                out[number] = self.links.pop(number)
+        return out
