@@ -12,7 +12,7 @@ from typing import BinaryIO
 
 from .accounts import Caller
 from .database import app_folder
-from .profile_files import PROFILE_FILE
+from ..export.upload import PROFILE_FILE
 from .store import read_run, valid_run_id
 
 MAX_FILES = 10_000

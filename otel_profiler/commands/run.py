@@ -183,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
                 if preparing is not None:
                     preparing.join()
                 _report(folder, args.top)
+            _upload_in_background(folder)
             _repeat_notes(folder)
         except KeyboardInterrupt:  # Ctrl-C while summarizing: the job's exit code all the same
             pass
@@ -347,3 +348,47 @@ def _report(folder: str, top: int) -> None:
     print(render_table(summary, top=top), file=sys.stderr)
     print(f"\notel-profiler: profile written to {folder} ({'summary.json; ' if written else ''}"
           f"`otel-profiler summary {folder}`)", file=sys.stderr)
+
+
+def _upload_in_background(folder: str) -> None:
+    """With ``OTEL_PROFILER_UPLOAD`` set: record the folder's upload in the upload spool and hand it
+    to a detached process that delivers it, retrying for a bounded time (``run``'s exit waits for
+    a small local write only). One line says what happens; the token is never shown."""
+    from ..export import upload
+    from ..live.wiring import EXPORTER_CHILD_ENV
+    from ..profiler_warnings import print_warning
+    from .upload import default_spool
+
+    settings = config.load(os.environ)
+    url = settings["OTEL_PROFILER_UPLOAD"].strip()
+    if not url or not any(upload.PROFILE_FILE.fullmatch(n) for n in _names(folder)):
+        return
+    not_sent = f"the profile is not uploaded (`otel-profiler upload {folder} --url URL` sends it)"
+    if upload.http_url(url):
+        print_warning(f"OTEL_PROFILER_UPLOAD={upload.http_url(url)}; {not_sent}")
+        return
+    if not settings["OTEL_PROFILER_UPLOAD_TOKEN"].strip():
+        print_warning(f"OTEL_PROFILER_UPLOAD is set but OTEL_PROFILER_UPLOAD_TOKEN is not; {not_sent}")
+        return
+    spool = default_spool()
+    try:
+        record = upload.spool_upload(spool, url, folder, os.path.basename(folder))
+    except OSError as exc:
+        print_warning(f"cannot use the upload spool {spool} ({exc.strerror or exc}); {not_sent}")
+        return
+    if record is None:
+        print_warning(f"the upload spool {spool} is full ({upload.MAX_PENDING} uploads wait: "
+                      f"`otel-profiler upload --retry`); {not_sent}")
+        return
+    if upload.start_worker(spool, url, dict(os.environ, **{EXPORTER_CHILD_ENV: "1"})) is None:
+        print_warning(f"cannot start the upload; it waits in {spool} (`otel-profiler upload --retry` sends it)")
+        return
+    print(f"otel-profiler: uploading {folder} to {upload.shown_url(url)} in the background (if the app cannot "
+          f"be reached it waits in {spool}: `otel-profiler upload --retry`)", file=sys.stderr)
+
+
+def _names(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []

@@ -1,53 +1,58 @@
-"""``otel-profiler upload FOLDER --url URL``: send a profile folder to a Profiler app
-(``otel-profiler serve``) as a gzip tar; the API token is read from standard input or ``--token-file``."""
+"""``otel-profiler upload FOLDER --url URL``: send a profile folder to a Profiler app (``otel-profiler
+serve``); ``otel-profiler upload --retry``: deliver the uploads waiting in the upload spool (jobs whose
+app could not be reached at exit). The API token comes from ``--token-file``, else
+``OTEL_PROFILER_UPLOAD_TOKEN``, else standard input; it is never printed."""
 
 from __future__ import annotations
 
 import argparse
-import io
-import json
 import os
 import sys
-import tarfile
-import urllib.error
-import urllib.parse
-import urllib.request
 
 from cuda_tracer.profile import TraceError
 
-from ..app.profile_files import PROFILE_FILE
-
+from .. import config
+from ..export import upload as client
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("upload", help="send a profile folder to a Profiler app (otel-profiler serve)",
                               description="Upload a profile folder written by `otel-profiler run` to a Profiler "
                                           "app. The run must belong to your team (its ml.team resource "
-                                          "attribute); viewers may not upload.")
-    p.add_argument("folder", metavar="FOLDER", help="the profile folder (rank-N.json, rank-N.*.events, summary.json)")
-    p.add_argument("--url", required=True, help="the app's address, e.g. http://127.0.0.1:8470")
+                                          "attribute); viewers may not upload. With --retry, deliver the "
+                                          "uploads waiting in the upload spool instead.")
+    p.add_argument("folder", metavar="FOLDER", nargs="?",
+                   help="the profile folder (rank-N.json, rank-N.*.events, summary.json)")
+    p.add_argument("--url", help="the app's address, e.g. http://127.0.0.1:8470")
     p.add_argument("--run-id", help="the run's id in the app (default: the folder's name)")
-    p.add_argument("--token-file", default="-", metavar="FILE",
-                   help="file holding the API token of `otel-profiler users token` (-: standard input)")
+    p.add_argument("--token-file", metavar="FILE",
+                   help="file holding the API token of `otel-profiler users token` (-: standard input; "
+                        "default: OTEL_PROFILER_UPLOAD_TOKEN, else standard input)")
+    p.add_argument("--retry", action="store_true",
+                   help="deliver every upload waiting in the upload spool (an app that was down at a job's "
+                        "exit), refused ones included")
+    p.add_argument("--spool", metavar="DIR",
+                   help="the upload spool (default: $OTEL_PROFILER_OUTPUT_DIR/upload-spool)")
     p.set_defaults(func=run)
 
 
-def pack(folder: str) -> bytes:
-    """The gzip tar of the profile files directly in ``folder`` (nothing else, no links)."""
-    names = sorted(n for n in os.listdir(folder) if PROFILE_FILE.fullmatch(n)
-                   and os.path.isfile(os.path.join(folder, n)) and not os.path.islink(os.path.join(folder, n)))
-    if not any(n.endswith(".json") and n.startswith("rank-") for n in names):
-        raise TraceError(folder, "not a profile folder (no rank-N.json)")
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        for name in names:
-            archive.add(os.path.join(folder, name), arcname=name, recursive=False)
-    return buffer.getvalue()
+def default_spool(environ=None) -> str:
+    """The upload spool jobs use: ``OTEL_PROFILER_OUTPUT_DIR/upload-spool``, absolute."""
+    return os.path.abspath(os.path.join(config.load(environ)["OTEL_PROFILER_OUTPUT_DIR"], client.SPOOL_NAME))
 
 
-def read_token(path: str) -> str:
+def read_token(path: str | None) -> str:
+    if path is None:
+        from_env = os.environ.get(client.TOKEN_VARIABLE, "").strip()
+        if from_env:
+            return from_env
+        path = "-"
     try:
-        text = sys.stdin.readline() if path == "-" else open(path, encoding="utf-8").readline()
+        if path == "-":
+            text = sys.stdin.readline()
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.readline()
     except OSError as exc:
         raise TraceError(path, f"cannot read the token ({exc.strerror or exc})") from None
     token = text.strip()
@@ -57,28 +62,56 @@ def read_token(path: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    spool = os.path.abspath(args.spool) if args.spool else default_spool()
+    if args.retry:
+        if args.folder or args.url or args.run_id:
+            raise TraceError("--retry", "takes no FOLDER, --url or --run-id (it sends what the spool holds)")
+        return retry(spool, read_token(args.token_file))
+    if not args.folder or not args.url:
+        raise TraceError("upload", "give FOLDER and --url URL, or --retry")
     folder = args.folder.rstrip("/") or args.folder
     if not os.path.isdir(folder):
         raise TraceError(args.folder, "not a folder")
     run_id = args.run_id or os.path.basename(os.path.abspath(folder))
-    url = urllib.parse.urlsplit(args.url)
-    if url.scheme not in ("http", "https") or not url.netloc:
-        raise TraceError("--url", f"{args.url}: not an http(s) address")
-    body = pack(folder)
+    problem = client.http_url(args.url)
+    if problem:
+        raise TraceError("--url", problem)
+    client.profile_files(folder)  # not a profile folder: said before the token is asked for
     token = read_token(args.token_file)
-    target = f"{args.url.rstrip('/')}/api/runs/{urllib.parse.quote(run_id, safe='')}"
-    request = urllib.request.Request(target, data=body, method="PUT", headers={
-        "Authorization": f"Bearer {token}", "Content-Type": "application/gzip"})
-    try:
-        with urllib.request.urlopen(request, timeout=600) as response:
-            json.loads(response.read() or b"{}")
-    except urllib.error.HTTPError as exc:
+    outcome = client.upload_folder(args.url, folder, run_id, token)
+    if outcome.state == "unreachable":
         try:
-            reason = json.loads(exc.read()).get("error", exc.reason)
-        except ValueError:
-            reason = exc.reason
-        raise TraceError(args.folder, f"refused ({exc.code}: {reason})") from None
-    except (urllib.error.URLError, OSError) as exc:
-        raise TraceError(args.url, f"cannot reach the app ({getattr(exc, 'reason', exc)})") from None
-    print(f"uploaded {folder} as {run_id} ({len(body):,} bytes)", file=sys.stderr)
+            client.spool_upload(spool, args.url, folder, run_id)
+        except OSError as exc:
+            raise TraceError(client.shown_url(args.url), f"{outcome.detail}; cannot spool it in {spool} "
+                                                         f"({exc.strerror or exc})") from None
+        raise TraceError(client.shown_url(args.url), f"{outcome.detail}; spooled in {spool}: "
+                                                     "`otel-profiler upload --retry` delivers it")
+    if outcome.state != "delivered":
+        raise TraceError(args.folder, outcome.detail)
+    print(f"{folder}: {outcome.detail}", file=sys.stderr)
+    for attempt in client.deliver_pending(spool, token, args.url):  # the next upload delivers the spooled ones
+        _say(attempt)
     return 0
+
+
+def retry(spool: str, token: str) -> int:
+    """Deliver every record of the spool; 0 when none is left waiting, 1 otherwise."""
+    if not client.pending(spool):
+        print(f"otel-profiler: no upload waits in {spool}", file=sys.stderr)
+        return 0
+    for attempt in client.deliver_pending(spool, token, retry_refused=True):
+        _say(attempt)
+    left = len(client.pending(spool))
+    if left:
+        print(f"otel-profiler: {left} upload(s) still wait in {spool} (`otel-profiler upload --retry` "
+              "again later)", file=sys.stderr)
+        return 1
+    print(f"otel-profiler: every upload of {spool} is delivered", file=sys.stderr)
+    return 0
+
+
+def _say(attempt: client.Attempt) -> None:
+    state = "delivered" if attempt.outcome.settled else "not delivered"
+    print(f"otel-profiler: {state}: {attempt.folder} to {client.shown_url(attempt.url)}: {attempt.outcome.detail}",
+          file=sys.stderr)

@@ -13,7 +13,9 @@ The summarizer (``python -m otel_profiler.live.summary_later FOLDER``) lowers it
 (nice 19), waits until no live process holds a rank of the folder (every rank has ended; at most
 ``WAIT_RANKS_S``), writes ``summary.json``, does it again if a rank wrote meanwhile, and removes
 its lock. Any failure ends it silently: ``otel-profiler summary FOLDER`` (named in the job's exit
-line) gives the same summary.
+line) gives the same summary. Then, with ``OTEL_PROFILER_UPLOAD`` and its token set, it uploads the
+folder to that Profiler app (``export.upload``: spooled first, retried with backoff for a bounded
+time; what is still not delivered waits for ``otel-profiler upload --retry`` or the next upload).
 """
 
 from __future__ import annotations
@@ -124,22 +126,43 @@ def summarize_when_done(folder: str) -> None:
         write_summary(folder)
 
 
+def upload_after(folder: str) -> None:
+    """With ``OTEL_PROFILER_UPLOAD`` and ``OTEL_PROFILER_UPLOAD_TOKEN`` set: spool the folder's
+    upload in ``OTEL_PROFILER_OUTPUT_DIR/upload-spool`` and deliver it (with the spool's other
+    uploads to that app), retrying for a bounded time."""
+    from .. import config
+    from ..export import upload
+
+    settings = config.load(os.environ)
+    url, token = settings["OTEL_PROFILER_UPLOAD"].strip(), settings["OTEL_PROFILER_UPLOAD_TOKEN"].strip()
+    if not url or not token or upload.http_url(url):
+        return
+    spool = os.path.abspath(os.path.join(settings["OTEL_PROFILER_OUTPUT_DIR"], upload.SPOOL_NAME))
+    upload.spool_upload(spool, url, folder, os.path.basename(os.path.abspath(folder)))
+    upload.deliver_with_retries(spool, token, url)
+
+
 def main(argv: list[str]) -> int:
     folder = argv[0]
     try:
         os.nice(19)
     except OSError:
         pass
+    code = 0
     try:
         summarize_when_done(folder)
-        return 0
     except Exception:
-        return 1
+        code = 1
     finally:
         try:
             os.unlink(os.path.join(folder, LOCK_NAME))
         except OSError:
             pass
+    try:
+        upload_after(folder)  # after the lock is gone: a long retry never holds the folder's summarizer
+    except Exception:
+        code = 1
+    return code
 
 
 if __name__ == "__main__":
