@@ -1,0 +1,141 @@
+"""The multi-rank analysis end to end: inputs expanded into rank sources (folders on a shared file
+system, or fsspec URLs such as ``s3://bucket/run/``), each read into partials by an executor's
+workers (``partial.read_partials``), merged on the client (``merge``), clocks aligned (``align``) and
+stragglers explained (``stragglers``). Unreadable ranks come back as one line each.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from cuda_tracer.profile import TraceError
+from cuda_tracer.profile_folder import is_profile_folder
+from cuda_tracer.trace_files import is_trace_file
+
+from ..analysis.insights import Thresholds
+from .align import clock_offsets
+from .executor import executor_for
+from .merge import merge
+from .partial import RankPartial, is_url, read_partials
+from .stragglers import StragglerThresholds, stragglers
+
+
+@dataclass
+class ClusterResult:
+    """The merged summary document and the lines naming each rank that could not be read."""
+
+    summary: dict[str, Any]
+    refused: list[str] = field(default_factory=list)
+
+
+def rank_sources(inputs: list[str]) -> list[str]:
+    """Each input's rank sources: a folder's trace files, a profile folder, a file or URL; a URL to
+    a folder (``s3://bucket/run/``) its trace files. Raises ``TraceError`` for a missing input."""
+    out: list[str] = []
+    for path in inputs:
+        if is_url(path):
+            out.extend(_url_sources(path))
+        elif os.path.isdir(path) and not is_profile_folder(path):
+            files = sorted(p for p in glob.glob(os.path.join(path, "*")) if is_trace_file(p))
+            out.extend(files or [path])
+        elif os.path.exists(path):
+            out.append(path)
+        else:
+            raise TraceError(path, "no such file or folder")
+    return out
+
+
+def _url_sources(url: str) -> list[str]:
+    try:
+        from fsspec.core import url_to_fs
+    except ImportError:
+        raise TraceError(url, "reading URLs needs the remote extra: pip install 'otel-profiler[remote]'") \
+            from None
+    try:
+        fs, path = url_to_fs(url)
+        if fs.isdir(path):
+            files = sorted(p for p in fs.ls(path, detail=False) if is_trace_file(p))
+            if not files:
+                raise TraceError(url, "folder holds no trace files (*.json, *.json.gz)")
+            return [fs.unstrip_protocol(p) for p in files]
+        if not fs.exists(path):
+            raise TraceError(url, "no such file or folder")
+    except TraceError:
+        raise
+    except Exception as exc:  # any filesystem's error: one line, not a traceback
+        raise TraceError(url, f"cannot list ({exc})") from None
+    return [url]
+
+
+def read_safely(source: str, **kwargs: Any) -> list[RankPartial | str]:
+    """``read_partials``, with any failure of one source as its error line (the others go on)."""
+    try:
+        return read_partials(source, **kwargs)
+    except TraceError as exc:
+        return [str(exc)]
+    except Exception as exc:
+        return [f"{source}: cannot be read ({type(exc).__name__}: {exc})"]
+
+
+def analyse(inputs: list[str], scheduler: str | None = None, thresholds: Thresholds | None = None,
+            workers: int | None = None, max_text_bytes: int | None = None,
+            straggler_thresholds: StragglerThresholds = StragglerThresholds()) -> ClusterResult:
+    """The summary document of ``inputs`` read on ``scheduler`` (a Dask address; None or "local":
+    local processes). Raises ``TraceError`` when no rank can be read."""
+    sources = rank_sources(inputs)
+    executor = executor_for(scheduler, workers)
+    partials: list[RankPartial] = []
+    refused: list[str] = []
+    try:
+        for results in executor.map(read_safely, sources, thresholds=thresholds,
+                                    max_text_bytes=max_text_bytes):
+            for r in results:
+                (refused if isinstance(r, str) else partials).append(r)
+    finally:
+        executor.close()
+    if not partials:
+        if refused:
+            raise TraceError(*refused[-1].split(": ", 1)) if ": " in refused[-1] else \
+                TraceError(", ".join(inputs), refused[-1])
+        raise TraceError(", ".join(inputs), "no ranks found")
+    summary = merge(partials, sources)
+    collectives = {p.rank: p.collectives for p in partials}
+    alignment = clock_offsets(collectives)
+    summary["clock_alignment"] = alignment
+    summary["stragglers"] = stragglers({p.rank: p.steps for p in partials}, alignment, collectives,
+                                       straggler_thresholds)
+    summary["insights"] = straggler_insights(summary["stragglers"]) + summary["insights"]
+    return ClusterResult(summary, refused)
+
+
+def straggler_insights(found: dict[str, Any]) -> list[dict[str, Any]]:
+    """One finding per rank that was a straggler in any step, worst first (at most 5)."""
+    out = []
+    for row in found["ranking"][:5]:
+        if not row["straggler_steps"]:
+            break
+        steps = [s for s in found["steps"] for x in s["slowest"] if x["rank"] == row["rank"] and x["straggler"]]
+        worst = max((x for s in steps for x in s["slowest"] if x["rank"] == row["rank"]),
+                    key=lambda x: x["excess_pct"])
+        out.append({"rule": "cluster_straggler", "severity": "high" if worst["excess_pct"] >= 25 else "medium",
+                    "scope": f"rank {row['rank']}",
+                    "title": f"Straggler rank {row['rank']}: {worst['cause']}",
+                    "evidence": f"slowest in {row['straggler_steps']} of {len(found['steps'])} step(s), "
+                                f"last to arrive at {row['arrived_last']} collective(s); {worst['evidence']}",
+                    "recommendation": _advice(worst["cause"]),
+                    "metrics": {"straggler_steps": row["straggler_steps"], "excess_pct": worst["excess_pct"]}})
+    return out
+
+
+def _advice(cause: str) -> str:
+    return {"compute": "Balance the work per rank (uneven batches or sequence lengths, a slower GPU, "
+                       "thermal throttling): compare this rank's kernels with a fast rank's (otel-profiler diff).",
+            "communication wait": "Check this rank's network path and its peers: its collectives take longer.",
+            "data loading": "Give this rank's DataLoader more workers or faster storage.",
+            "host/launch-bound": "The host cannot launch work fast enough on this rank: check for CPU "
+                                 "contention on its host, or capture the step in a CUDA graph.",
+            "stalled": "Neither the GPU nor the host worked: look for I/O, checkpointing, garbage "
+                       "collection or preemption on this rank's host."}[cause]

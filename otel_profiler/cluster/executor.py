@@ -1,0 +1,84 @@
+"""Where the map step runs: local processes (``concurrent.futures``, forked, as the loader reads a
+folder of ranks today) or a Dask cluster (``distributed.Client(address)``), behind one ``map``.
+
+Dask is imported only by ``DaskExecutor``, so without a scheduler nothing of it is loaded. On a
+cluster, a worker lost mid-run costs nothing but time: the scheduler runs its tasks again elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterator, Protocol
+
+CONNECT_TIMEOUT_S = 60
+"""How long to wait for the scheduler to answer before giving up (a clear error, exit 2)."""
+
+
+class Executor(Protocol):
+    def map(self, fn: Callable[..., Any], items: list[Any], **kwargs: Any) -> Iterator[Any]:
+        """``fn(item, **kwargs)`` for each item, results in the items' order."""
+
+    def close(self) -> None: ...
+
+
+class LocalExecutor:
+    """``workers`` forked processes (1: this process)."""
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = workers or _cores()
+
+    def map(self, fn: Callable[..., Any], items: list[Any], **kwargs: Any) -> Iterator[Any]:
+        n = min(self.workers, len(items))
+        if n < 2 or not hasattr(os, "fork"):
+            yield from (fn(item, **kwargs) for item in items)
+            return
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = [pool.submit(fn, item, **kwargs) for item in items]
+            for f in futures:
+                yield f.result()
+
+    def close(self) -> None:
+        pass
+
+
+class DaskExecutor:
+    """The workers of the Dask scheduler at ``address`` (``tcp://HOST:PORT``)."""
+
+    def __init__(self, address: str) -> None:
+        try:
+            from distributed import Client
+        except ImportError:
+            raise RuntimeError("a Dask scheduler needs the cluster extra: pip install "
+                               "'otel-profiler[cluster]'") from None
+        try:
+            self.client = Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise RuntimeError(f"cannot reach the Dask scheduler at {address} ({exc})") from None
+
+    def map(self, fn: Callable[..., Any], items: list[Any], **kwargs: Any) -> Iterator[Any]:
+        futures = self.client.map(fn, items, pure=False, **kwargs)
+        for f in futures:
+            result = f.result()
+            f.release()  # the worker may drop it now
+            yield result
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def executor_for(scheduler: str | None, workers: int | None = None) -> Executor:
+    """Dask for a ``tcp://``-style address, local processes for None, "" or ``local``."""
+    if scheduler and scheduler != "local":
+        return DaskExecutor(scheduler)
+    return LocalExecutor(workers)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+

@@ -1,0 +1,182 @@
+"""The reduce step: rank partials merged into the summary document ``otel-profiler summary`` builds
+for the same ranks (``analysis.summary``), with the cluster's own sections added: ``clock_alignment``
+(``align``) and ``stragglers`` (``stragglers``).
+
+Exact: every count, total, mean, minimum, maximum, byte count, per-device, per-stream, per-step and
+per-rank figure, and the operator and module tables. From sketches (``sketch.RELATIVE_ACCURACY``,
+0.5 %): medians and p50/p90/p99 of kernels, copies, API calls, annotations, synchronization and launch
+delay; standard deviations are exact up to float rounding. ``insights``: each rank's findings (one
+row per rule, naming how many ranks it holds for) and the straggler findings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..analysis.breakdown import KERNEL_CLASSES
+from ..analysis.memory_snapshot import snapshots_in
+from ..analysis.platform import SYNC_API, blocking_call
+from ..analysis.stats import percentiles_us
+from ..analysis.summary import SCHEMA, _notes
+from ..names import demangle, short_names
+from .merge_tables import merge_operators, merge_sketches, stat_rows, sum_dicts
+from .partial import RankPartial, is_url
+from .sketch import Sketch
+
+_SEVERITY = {"high": 0, "medium": 1, "low": 2}
+
+
+def merge(partials: list[RankPartial], sources: list[str]) -> dict[str, Any]:
+    """The summary document of the ranks of ``partials`` (in input order), read from ``sources``."""
+    multi = len({p.rank for p in partials}) > 1
+    out: dict[str, Any] = {"schema": SCHEMA, "sources": list(sources), "platform": _platform(partials),
+                           "ranks_meta": [p.meta for p in partials]}
+    out.update(_figures(partials, multi))
+    out["compute"] = _compute(partials)
+    out["cpu"] = {k: v for p in partials for k, v in p.cpu.items()}
+    snapshots = snapshots_in([s for s in sources if not is_url(s)])
+    if snapshots:
+        out["memory"]["snapshots"] = snapshots
+    step_sources = sorted({m["step_source"] for m in out["ranks_meta"] if "step_source" in m})
+    if step_sources:
+        out["steps"]["source"] = step_sources[0] if len(step_sources) == 1 else ",".join(step_sources)
+    out["notes"] = _notes(out)
+    if multi:
+        out["ranks"] = {str(p.rank): p.section for p in partials}
+    out["insights"] = rank_insights(partials)
+    return out
+
+
+def _platform(partials: list[RankPartial]) -> str:
+    found = [p.platform for p in partials if p.platform != "unknown"]
+    return found[0] if found else "unknown"
+
+
+def _compute(partials: list[RankPartial]) -> list[dict[str, Any]]:
+    by_host: dict[Any, dict[str, Any]] = {}
+    for p in partials:
+        for entry in p.compute:
+            key = entry.get("host") or f"rank {p.rank}"
+            if key in by_host:
+                by_host[key]["ranks"].extend(entry["ranks"])
+            else:
+                by_host[key] = dict(entry, ranks=list(entry["ranks"]))
+    return list(by_host.values())
+
+
+def _keyed(p: RankPartial, table: dict[str, Any], multi: bool) -> dict[str, Any]:
+    return {f"{p.rank}:{k}" if multi else k: v for k, v in table.items()}
+
+
+def _figures(partials: list[RankPartial], multi: bool) -> dict[str, Any]:
+    sections = [p.section for p in partials]
+    sk = {key: merge_sketches(p.sketches[key] for p in partials) for key in partials[0].sketches}
+    out: dict[str, Any] = {"events": sum_dicts(s["events"] for s in sections)}
+    windows = [s["window_us"] for s in sections if "window_us" in s]
+    if windows:
+        start, end = min(w["start_ns"] for w in windows), max(w["end_ns"] for w in windows)
+        out["window_us"] = {"start_ns": start, "end_ns": end, "span_us": float(end - start) / 1e3}
+    out["devices"] = {k: v for p in partials for k, v in _keyed(p, p.section["devices"], multi).items()}
+    out["kernels"] = _kernels(partials, sk["kernels"])
+    out["memcpy"] = {}
+    for key, s in sk["memcpy"].items():
+        out["memcpy"][key] = _transfer(s, sum(x["memcpy"].get(key, {}).get("bytes", 0) for x in sections))
+    out["memset"] = _transfer(sk["memset"][""], sum(x["memset"]["bytes"] for x in sections))
+    runtime = stat_rows(sk["runtime_api"], "calls")
+    api_total = sum(r["total_us"] for r in runtime)
+    out["runtime_api"] = [dict(r, time_pct=100.0 * r["total_us"] / api_total if api_total else 0.0)
+                          for r in runtime]
+    api = [dict(r, blocking=blocking_call(r["name"])) for r in out["runtime_api"]
+           if r["name"] in SYNC_API or blocking_call(r["name"])]
+    out["sync"] = {**sk["sync"][""].describe(),
+                   "by_kind": {k: s.describe() for k, s in sk["sync_kinds"].items()}, "api": api,
+                   "host_blocked_us": sum(r["total_us"] for r in api if r["blocking"])}
+    launches = [s["launch"] for s in sections]
+    out["launch"] = {"matched_gpu_ops": sum(x["matched_gpu_ops"] for x in launches),
+                     "orphan_gpu_ops": sum(x["orphan_gpu_ops"] for x in launches),
+                     "delay_us": sk["launch"]["delay_us"].percentiles(),
+                     "latency_us": sk["launch"]["latency_us"].percentiles(),
+                     "by_api": sum_dicts(x["by_api"] for x in launches)}
+    out["streams"] = sorted((s for x in sections for s in x["streams"]),
+                            key=lambda s: (s["rank"], s["device"], s["stream"]))
+    for key in ("annotations", "gpu_annotations"):
+        out[key] = stat_rows(sk[key], "instances")
+    out["steps"] = _steps(sections)
+    out["operators"] = merge_operators([p.operators for p in partials])
+    out["memory"] = _memory(partials, multi)
+    return out
+
+
+def _kernels(partials: list[RankPartial], sketches: dict[str, Sketch]) -> dict[str, Any]:
+    classes = {r["raw_name"]: r["class"] for p in partials for r in p.section["kernels"]["by_name"]}
+    geometry: dict[str, dict[tuple, int]] = {}
+    for p in partials:
+        for name, counts in p.geometry.items():
+            g = geometry.setdefault(name, {})
+            for shape, c in counts.items():
+                g[shape] = g.get(shape, 0) + c
+    total = sum(s.total for s in sketches.values())
+    by_name = []
+    for row in stat_rows(sketches, "instances"):
+        raw = row.pop("name")
+        shapes = geometry.get(raw, {})
+        best = min(shapes, key=lambda g: (-shapes[g], g)) if shapes else None
+        by_name.append({"name": demangle(raw), "raw_name": raw, "class": classes.get(raw),
+                        **row, "time_pct": 100.0 * row["total_us"] / total if total else 0.0,
+                        "grid": list(best[:3]) if best else None, "block": list(best[3:]) if best else None,
+                        "launch_configs": len(shapes)})
+    for row, short in zip(by_name, short_names([r["raw_name"] for r in by_name])):
+        row["short_name"] = short
+    by_class = sum_dicts(p.section["kernels"]["by_class"] for p in partials)
+    return {"count": sum(s.count for s in sketches.values()), "total_us": total,
+            "by_class": {c: by_class.get(c, 0.0) for c in KERNEL_CLASSES}, "by_name": by_name}
+
+
+def _transfer(s: Sketch, total_bytes: int) -> dict[str, Any]:
+    stats = s.describe()
+    seconds = stats["total_us"] / 1e6
+    return {**stats, "bytes": total_bytes,
+            "throughput_gbps": total_bytes / seconds / 1e9 if seconds > 0 else 0.0}
+
+
+def _steps(sections: list[dict[str, Any]]) -> dict[str, Any]:
+    items = sorted((i for s in sections for i in s["steps"]["items"]),
+                   key=lambda s: (s["rank"], s["start_ns"]))
+    durations = np.array([round(i["duration_us"] * 1e3) for i in items], np.int64)
+    return {"count": len(items), "duration_us": percentiles_us(durations), "items": items}
+
+
+def _memory(partials: list[RankPartial], multi: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"events": 0, "devices": {}}
+    for p in partials:
+        m = p.section["memory"]
+        out["events"] += m.get("events", 0)
+        out["devices"].update(_keyed(p, m.get("devices", {}), multi))
+        if "host" in m:
+            out.setdefault("host", {}).update(_keyed(p, m["host"], multi))
+    return out
+
+
+def rank_insights(partials: list[RankPartial]) -> list[dict[str, Any]]:
+    """Each rank's findings, one row per rule: the most severe rank's finding, its scope naming how
+    many ranks it holds for."""
+    by_rule: dict[str, tuple[dict, list[int]]] = {}
+    for p in partials:
+        for found in p.insights:
+            rule = found["rule"]
+            if rule not in by_rule:
+                by_rule[rule] = (dict(found, scope=f"rank {p.rank}: {found['scope']}"), [p.rank])
+                continue
+            best, ranks = by_rule[rule]
+            ranks.append(p.rank)
+            if _SEVERITY[found["severity"]] < _SEVERITY[best["severity"]]:
+                by_rule[rule] = (dict(found, scope=f"rank {p.rank}: {found['scope']}"), ranks)
+    out = []
+    n = len({p.rank for p in partials})
+    for found, ranks in by_rule.values():
+        if n > 1:
+            found["scope"] += f" (found on {len(set(ranks))} of {n} ranks)"
+        out.append(found)
+    return sorted(out, key=lambda i: _SEVERITY[i["severity"]])

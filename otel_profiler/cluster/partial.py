@@ -1,0 +1,168 @@
+"""The map step: one input (a rank's trace file, local or an fsspec URL, or a profile folder) read
+with the streaming reader into compact, mergeable ``RankPartial``s, one per rank.
+
+A partial holds what grows with the rank's distinct names, steps and devices, never with its event
+count: the rank's own summary section, its insights, sketches of every distribution the whole-job
+summary describes (``sketch.Sketch``), full per-operator kernel tables (cut to the summary's top
+lists only after merging), per-step figures and its collective kernels (bounded).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from cuda_tracer.correlate import correlate
+from cuda_tracer.events import EventBatch, Kind, MemcpyKind, SyncKind
+from cuda_tracer.profile import Profile, RankProfile, TraceError
+
+from ..analysis.compute import compute_overview
+from ..analysis.host_cpu import cpu_usage
+from ..analysis.insights import Thresholds, insights
+from ..analysis.modules import modules
+from ..analysis.operators import operators
+from ..analysis.platform import platform_of
+from ..analysis.summary import summarize
+from .rank_steps import collectives, step_figures
+from .sketch import Sketch
+
+EVERY_KERNEL = 1 << 30
+"""Top-kernel lists in a partial are not cut (they are cut after merging)."""
+
+RANK_SECTION_SKIP = ("schema", "sources", "platform", "ranks_meta", "compute", "cpu", "notes")
+"""Keys of a one-rank ``summarize`` that are not part of the rank's section under ``ranks``."""
+
+
+@dataclass
+class RankPartial:
+    """One rank's compact figures (see the module docstring)."""
+
+    source: str
+    rank: int
+    meta: dict[str, Any]
+    section: dict[str, Any]
+    platform: str
+    compute: list[dict[str, Any]]
+    cpu: dict[str, Any]
+    insights: list[dict[str, Any]]
+    sketches: dict[str, dict[str, Sketch]]
+    geometry: dict[str, dict[tuple, int]]
+    operators: dict[str, Any]
+    steps: list[dict[str, Any]]
+    collectives: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+
+def is_url(path: str) -> bool:
+    return "://" in path
+
+
+def read_partials(source: str, thresholds: Thresholds | None = None,
+                  max_text_bytes: int | None = None) -> list[RankPartial | str]:
+    """The partials of every rank in ``source``; a rank that cannot be read is its error line."""
+    from cuda_tracer.loading import load_profile
+
+    local = _fetched(source) if is_url(source) else None
+    try:
+        profile = load_profile([local or source], workers=1, skip_bad=True, max_text_bytes=max_text_bytes)
+    except TraceError as exc:
+        return [str(TraceError(source, exc.problem))]
+    finally:
+        if local:
+            os.unlink(local)
+    out: list[RankPartial | str] = [str(TraceError(source, e.problem)) if local else str(e)
+                                    for e in profile.refused]
+    for rank in profile.ranks:
+        if local:
+            rank.meta["file"] = source
+            rank.meta["source"] = source.rsplit("/", 1)[-1]
+        out.append(rank_partial(rank, source, thresholds or Thresholds()))
+    return out
+
+
+def _fetched(url: str) -> str:
+    """A local temporary copy of the file at ``url`` (fsspec), named with the same suffixes."""
+    import fsspec
+
+    name = url.rsplit("/", 1)[-1]
+    suffix = ".json.gz" if name.endswith(".gz") else ".json"
+    fd, path = tempfile.mkstemp(suffix=suffix)
+    try:
+        with os.fdopen(fd, "wb") as out, fsspec.open(url, "rb") as f:
+            while chunk := f.read(1 << 22):
+                out.write(chunk)
+    except Exception as exc:
+        os.unlink(path)
+        raise TraceError(url, f"cannot read ({exc})") from None
+    return path
+
+
+def rank_partial(rank: RankProfile, source: str, thresholds: Thresholds) -> RankPartial:
+    one = Profile(ranks=[rank], sources=[source])
+    summary = summarize(one)
+    found = insights(one, summary, thresholds)
+    batch = rank.batch
+    corr = correlate(batch)
+    ops = operators(batch, corr, top_kernels=EVERY_KERNEL)
+    if ops:
+        ops["modules"] = modules(batch, corr, top_kernels=EVERY_KERNEL)
+    return RankPartial(
+        source=source, rank=rank.rank, meta=summary["ranks_meta"][0],
+        section={k: v for k, v in summary.items() if k not in RANK_SECTION_SKIP},
+        platform=platform_of(batch, [rank.meta]), compute=compute_overview(one), cpu=cpu_usage(one),
+        insights=found, sketches=_sketches(batch, corr), geometry=_geometry(batch),
+        operators=ops, steps=step_figures(batch, corr), collectives=collectives(batch),
+        notes=summary["notes"])
+
+
+def _by_name(batch: EventBatch, rows: np.ndarray) -> dict[str, Sketch]:
+    names, durations = batch.name[rows], batch.duration_ns[rows]
+    order = np.argsort(names, kind="stable")
+    names, durations = names[order], durations[order]
+    cuts = np.flatnonzero(np.r_[True, names[1:] != names[:-1]]) if len(names) else np.zeros(0, int)
+    ends = np.r_[cuts[1:], len(names)]
+    return {batch.strings[int(names[a])]: Sketch.of_ns(durations[a:b])
+            for a, b in zip(cuts.tolist(), ends.tolist())}
+
+
+def _sketches(batch: EventBatch, corr) -> dict[str, dict[str, Sketch]]:
+    durations = batch.duration_ns
+    out: dict[str, dict[str, Sketch]] = {
+        "kernels": _by_name(batch, np.flatnonzero(batch.kind == Kind.KERNEL)),
+        "runtime_api": _by_name(batch, corr.launch_rows),
+        "annotations": _by_name(batch, np.flatnonzero(batch.kind == Kind.USER_ANNOTATION)),
+        "gpu_annotations": _by_name(batch, np.flatnonzero(batch.kind == Kind.GPU_USER_ANNOTATION)),
+    }
+    memcpy = batch.kind == Kind.MEMCPY
+    out["memcpy"] = {(mk.name if mk != MemcpyKind.UNKNOWN else "unknown"):
+                     Sketch.of_ns(durations[memcpy & (batch.subkind == mk)]) for mk in MemcpyKind
+                     if mk != MemcpyKind.UNKNOWN or (memcpy & (batch.subkind == mk)).any()}
+    out["memset"] = {"": Sketch.of_ns(durations[batch.kind == Kind.MEMSET])}
+    sync = batch.kind == Kind.SYNC
+    out["sync"] = {"": Sketch.of_ns(durations[sync])}
+    out["sync_kinds"] = {sk.name.lower(): Sketch.of_ns(durations[sync & (batch.subkind == sk)])
+                         for sk in SyncKind if (sync & (batch.subkind == sk)).any()}
+    matched = corr.matched
+    out["launch"] = {"delay_us": Sketch.of_ns(corr.delay_ns[matched]),
+                     "latency_us": Sketch.of_ns(corr.latency_ns[matched])}
+    return out
+
+
+def _geometry(batch: EventBatch) -> dict[str, dict[tuple, int]]:
+    """Per kernel name: how many launches had each (grid, block) geometry."""
+    rows = np.flatnonzero(batch.kind == Kind.KERNEL)
+    geo = np.column_stack([batch.columns[c][rows] for c in ("grid_x", "grid_y", "grid_z",
+                                                            "block_x", "block_y", "block_z")])
+    known = (geo >= 0).any(axis=1)
+    if not known.any():
+        return {}
+    keys = np.column_stack([batch.name[rows][known].astype(np.int64), geo[known].astype(np.int64)])
+    uniq, counts = np.unique(keys, axis=0, return_counts=True)
+    out: dict[str, dict[tuple, int]] = {}
+    for row, c in zip(uniq.tolist(), counts.tolist()):
+        out.setdefault(batch.strings[row[0]], {})[tuple(row[1:])] = c
+    return out
