@@ -40,6 +40,32 @@ def profile_run(folder: Path, team: str, user: str, service: str = "manual_sgd")
     return folder
 
 
+def live_job(output_dir: Path, team: str, user: str, upload: dict[str, str], profile_dir: Path | None = None,
+             script: Path = SCRIPT) -> subprocess.CompletedProcess:
+    """A short training job profiled zero-code (``OTEL_PROFILER_ENABLED`` and the bootstrap on
+    ``PYTHONPATH``) in ``output_dir``, owned by ``user`` of ``team``; ``upload``: the
+    ``OTEL_PROFILER_UPLOAD*`` variables (empty: none)."""
+    from otel_profiler.bootstrap import SITE_DIR
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PYTHONPATH"))}
+    env.update(OTEL_PROFILER_ENABLED="true", PYTHONPATH=SITE_DIR, OTEL_PROFILER_OUTPUT_DIR=str(output_dir),
+               OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none",
+               OTEL_RESOURCE_ATTRIBUTES=f"ml.team={team},enduser.id={user}", **upload)
+    if profile_dir is not None:
+        env["OTEL_PROFILER_PROFILE_DIR"] = str(profile_dir)
+    return subprocess.run([sys.executable, str(script)], env=env, cwd=output_dir.parent, capture_output=True,
+                          text=True, timeout=DEADLINE_S * 2)
+
+
+def free_port() -> int:
+    """A port of 127.0.0.1 that nothing listens on (just now)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def wait_until(condition, what: str, deadline_s: float = DEADLINE_S):
     """Poll ``condition`` until it returns a true value (returned), or fail after ``deadline_s``."""
     end = time.monotonic() + deadline_s
