@@ -16,8 +16,9 @@ from cuda_tracer.profile_folder import is_profile_folder
 from cuda_tracer.trace_files import is_trace_file
 
 from ..analysis.insights import Thresholds
-from .align import clock_offsets
+from .align import clock_offsets, offset_ns
 from .executor import executor_for
+from .html import TIMELINE_BARS
 from .merge import merge
 from .partial import RankPartial, is_url, read_partials
 from .stragglers import StragglerThresholds, stragglers
@@ -29,6 +30,8 @@ class ClusterResult:
 
     summary: dict[str, Any]
     refused: list[str] = field(default_factory=list)
+    lanes: list[dict[str, Any]] = field(default_factory=list)
+    """The aligned timeline's lanes (``html.render_cluster_html``): the heatmap's ranks."""
 
 
 def rank_sources(inputs: list[str]) -> list[str]:
@@ -108,7 +111,21 @@ def analyse(inputs: list[str], scheduler: str | None = None, thresholds: Thresho
     summary["stragglers"] = stragglers({p.rank: p.steps for p in partials}, alignment, collectives,
                                        straggler_thresholds)
     summary["insights"] = straggler_insights(summary["stragglers"]) + summary["insights"]
-    return ClusterResult(summary, refused)
+    return ClusterResult(summary, refused, timeline_lanes(partials, alignment,
+                                                          summary["stragglers"]["heatmap"]["ranks"]))
+
+
+def timeline_lanes(partials: list[RankPartial], alignment: dict[str, Any], ranks: list[int]) -> list[dict]:
+    """Per rank of ``ranks``: its steps and first ``TIMELINE_BARS`` collectives on the aligned clock."""
+    by_rank = {p.rank: p for p in partials}
+    lanes = []
+    for r in ranks:
+        p, shift = by_rank[r], offset_ns(alignment, r)
+        c = p.collectives
+        lanes.append({"rank": r, "steps": [(s["start_ns"] - shift, s["end_ns"] - shift, s["step"]) for s in p.steps],
+                      "collectives": [(int(a) - shift, int(b) - shift) for a, b in
+                                      zip(c["start_ns"][:TIMELINE_BARS], c["end_ns"][:TIMELINE_BARS])]})
+    return lanes
 
 
 def straggler_insights(found: dict[str, Any]) -> list[dict[str, Any]]:

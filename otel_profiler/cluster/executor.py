@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Iterator, Protocol
 
-CONNECT_TIMEOUT_S = 60
+CONNECT_TIMEOUT_S = 30
 """How long to wait for the scheduler to answer before giving up (a clear error, exit 2)."""
 
 

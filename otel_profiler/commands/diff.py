@@ -10,6 +10,7 @@ from ..analysis.summary import summarize
 from ..names import terminal_safe
 from ..report.console import render_json, table_text, unicode_escaped
 from . import count, load_inputs
+from .summary import add_scheduler, cluster_inputs, scheduler_of
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,23 +33,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("-j", "--jobs", type=count, default=None, metavar="N",
                    help="trace files read at once per run, one process each (default: as many as "
                         "the cores, the files and the free memory allow)")
+    add_scheduler(p)
     p.set_defaults(func=run)
 
 
-def compare(base: str, new: str, jobs: int | None = None) -> tuple[dict, int]:
+def compare(base: str, new: str, jobs: int | None = None, scheduler: str | None = None) -> tuple[dict, int]:
     """The diff of two runs given by path, and the exit code so far (2 when a rank file was left
-    out); read as every reading command reads its inputs (``load_inputs``)."""
+    out); read as every reading command reads its inputs (``load_inputs``), or on ``scheduler``
+    (``summary.scheduler_of``) through the cluster."""
     summaries, code = [], 0
     for path in (base, new):
-        profile, read_code = load_inputs(argparse.Namespace(inputs=[path], jobs=jobs, max_json_mb=None,
-                                                            separate=False))
-        summaries.append(summarize(profile))
+        args = argparse.Namespace(inputs=[path], jobs=jobs, max_json_mb=None, separate=False)
+        if scheduler:
+            doc, read_code = cluster_inputs(args, scheduler, None)
+            summaries.append(doc.summary)
+        else:
+            profile, read_code = load_inputs(args)
+            summaries.append(summarize(profile))
         code = max(code, read_code)
     return diff(*summaries), code
 
 
 def run(args: argparse.Namespace) -> int:
-    d, code = compare(args.base, args.new, args.jobs)
+    d, code = compare(args.base, args.new, args.jobs, scheduler_of(args, [args.base, args.new]))
     if args.format == "json":
         text = render_json(d)
     elif args.format == "html":

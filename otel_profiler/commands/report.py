@@ -1,6 +1,8 @@
 """``otel-profiler report INPUT... -o report.html``: the self-contained HTML report (dashboard,
 statistical summary, timeline, insights), or ``--format perfetto`` for a Chrome trace JSON that
-Perfetto UI opens."""
+Perfetto UI opens. With a scheduler (``--scheduler``, see ``summary``) the ranks are read by the
+cluster's workers and the page is the multi-rank one (``otel_profiler.cluster.html``): figures,
+insights, clock offsets, the rank x step heatmap, the aligned timeline, the collective-wait table."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from ..analysis.insights import Thresholds
 from ..names import terminal_safe
 from ..report.renderers import RENDERERS, RenderOptions
 from . import add_inputs, add_thresholds, load_inputs
+from .summary import add_scheduler, cluster_inputs, scheduler_of
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,6 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("html", "perfetto"), default="html",
                    help="html: the report; perfetto: a Chrome trace JSON for Perfetto UI or "
                         "chrome://tracing")
+    add_scheduler(p)
     add_thresholds(p)
     p.set_defaults(func=run)
 
@@ -37,10 +41,25 @@ def run(args: argparse.Namespace) -> int:
         thresholds = Thresholds.parse(args.threshold)
     except ValueError as exc:
         raise TraceError("--threshold", str(exc)) from None
-    profile, status = load_inputs(args)
+    scheduler = scheduler_of(args, args.inputs)
+    if scheduler and args.format == "perfetto":
+        raise TraceError("--format perfetto", "needs every event in one process: not with a scheduler "
+                                              "(--scheduler, OTEL_PROFILER_SCHEDULER or URL inputs)")
+    if scheduler:
+        from ..cluster.html import render_cluster_html
+
+        doc, status = cluster_inputs(args, scheduler, thresholds)
+
+        def render() -> str | bytes:
+            return render_cluster_html(doc.summary, doc.lanes)
+    else:
+        profile, status = load_inputs(args)
+
+        def render() -> str | bytes:
+            return RENDERERS[args.format](SummaryDocument(profile, thresholds), RenderOptions())
     try:
         with open_private(args.output, "wb") as f:  # user-only (0600), made before the work
-            output = RENDERERS[args.format](SummaryDocument(profile, thresholds), RenderOptions())
+            output = render()
             # a file name that is no UTF-8 (its bytes as surrogates) is written as \udcXX text
             f.write(output if isinstance(output, bytes) else output.encode("utf-8", "backslashreplace"))
     except OSError as exc:

@@ -1,9 +1,14 @@
-"""``otel-profiler summary INPUT...``: the statistical summary of traces or a profile folder."""
+"""``otel-profiler summary INPUT...``: the statistical summary of traces or a profile folder; with
+``--scheduler`` (or ``OTEL_PROFILER_SCHEDULER``), or inputs given as URLs, the ranks are read by the
+workers of a Dask cluster or of local processes and merged (``otel_profiler.cluster``). The
+scheduler's option and the cluster's reading are shared with ``report`` and ``diff`` from here."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
+from typing import Any
 
 from cuda_tracer.jobs import name_of, split_jobs
 from cuda_tracer.private_files import open_private
@@ -15,6 +20,60 @@ from ..names import terminal_safe
 from ..report.console import render_json
 from ..report.renderers import RENDERERS, RenderOptions
 from . import add_inputs, add_thresholds, load_inputs
+
+
+@dataclass
+class ClusterDocument:
+    """A merged multi-rank summary in the shape the summary renderers read (no events travel to
+    this process, so there is no profile)."""
+
+    summary: dict[str, Any]
+    thresholds: Thresholds
+    thresholds_given: bool
+    lanes: list[dict[str, Any]]
+    profile: None = None
+
+
+def add_scheduler(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                        help="read the ranks on the workers of this Dask scheduler (tcp://HOST:PORT; "
+                             "needs the cluster extra) and merge their compact summaries here, with "
+                             "clock offsets per rank and stragglers explained; 'local': the same on "
+                             "local processes (default: OTEL_PROFILER_SCHEDULER, else the ranks are "
+                             "read here as before; inputs given as URLs such as s3://bucket/run/ "
+                             "are always read the cluster's way)")
+
+
+def scheduler_of(args: argparse.Namespace, inputs: list[str]) -> str | None:
+    """The scheduler to read on: ``--scheduler``, else ``OTEL_PROFILER_SCHEDULER``, else "local" for
+    URL inputs; None: the plain reading."""
+    if getattr(args, "scheduler", None):
+        return args.scheduler
+    from .. import config
+
+    configured = config.load()["OTEL_PROFILER_SCHEDULER"]
+    if configured:
+        return configured
+    return "local" if any("://" in i for i in inputs) else None
+
+
+def cluster_inputs(args: argparse.Namespace, scheduler: str, thresholds: Thresholds | None,
+                   inputs: list[str] | None = None) -> tuple[ClusterDocument, int]:
+    """The merged summary of ``inputs`` (default ``args.inputs``) read on ``scheduler`` and the exit
+    code so far: each rank that cannot be read is one error line, the others are used (exit 2)."""
+    from ..cluster.analyse import analyse
+    from ..profiler_warnings import print_error
+
+    max_mb = getattr(args, "max_json_mb", None)
+    try:
+        result = analyse(inputs or args.inputs, scheduler, thresholds, workers=getattr(args, "jobs", None),
+                         max_text_bytes=max_mb << 20 if max_mb else None)
+    except RuntimeError as exc:
+        raise TraceError("--scheduler", str(exc)) from None
+    for line in result.refused:
+        print_error(f"{line} (left out; the other ranks are used)")
+    doc = ClusterDocument(result.summary, thresholds or Thresholds(), thresholds is not None, result.lanes)
+    return doc, 2 if result.refused else 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,6 +95,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="when the inputs are not the ranks of one job (different world sizes, the "
                         "same rank twice, recorded at different times), summarize each job on its "
                         "own instead of refusing them (JSON: {\"jobs\": [summary, ...]})")
+    add_scheduler(p)
     add_thresholds(p)
     p.set_defaults(func=run)
 
@@ -45,11 +105,28 @@ def run(args: argparse.Namespace) -> int:
         thresholds = Thresholds.parse(args.threshold)
     except ValueError as exc:
         raise TraceError("--threshold", str(exc)) from None
+    scheduler = scheduler_of(args, args.inputs)
+    if scheduler:
+        if args.separate:
+            raise TraceError("--separate", "cannot be combined with a scheduler (--scheduler, "
+                                           "OTEL_PROFILER_SCHEDULER or URL inputs)")
+        doc, status = cluster_inputs(args, scheduler, thresholds)
+        text = _render(args, doc)
+        if args.format == "table":
+            from ..cluster.text import cluster_text
+
+            lines = cluster_text(doc.summary, args.top).split("\n")
+            text = "\n".join([text, ""] + [terminal_safe(line) for line in lines])
+        return _write(args, text, status)
     profile, status = load_inputs(args)
     if args.separate:
         text = _render_jobs(args, split_jobs(profile), thresholds)
     else:
         text = _render(args, SummaryDocument(profile, thresholds))
+    return _write(args, text, status)
+
+
+def _write(args: argparse.Namespace, text: str, status: int) -> int:
     if args.output:  # user-only, like the profile it summarizes (it names the code's kernels)
         try:
             with open_private(args.output, "w") as f:
@@ -61,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
-def _render(args: argparse.Namespace, doc: SummaryDocument) -> str:
+def _render(args: argparse.Namespace, doc: SummaryDocument | ClusterDocument) -> str:
     return RENDERERS[args.format](doc, RenderOptions(top=args.top, name_width=args.name_width))
 
 
