@@ -1,15 +1,15 @@
 """The Profiler app in real headless Chromium (selenium): an admin creates two teams and their users
 on the admin page; each user signs in and sees only their team's runs, opens one on the HTML report,
 and gets 404 for the other team's run by URL; the admin removes a user, whose open session and API
-token stop working at once; the admin's landing page lists the corrupt run with its reason."""
+token stop working at once; the admin's landing page lists the corrupt run with its reason; a run
+uploaded by a live zero-code job at its exit appears and opens."""
 
 from __future__ import annotations
 
-import shutil
 
 import pytest
 
-from app_support import AppServer, cli, make_store, wait_until
+from app_support import AppServer, cli, live_job, make_store, wait_until
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from chromium import chromium  # noqa: E402
@@ -107,11 +107,14 @@ def test_admin_grants_teams_and_users_who_see_only_their_teams_runs(browser, ser
         assert "Forbidden" in browser.page_source
 
 
-def test_an_uploaded_run_appears_on_the_landing_page_and_opens(browser, server, tmp_path):
-    source = tmp_path / "vision-uploaded"
-    shutil.copytree(server.store / "vision-run", source)
-    token = cli("users", "token", "alice", "--store", str(server.store)).stdout
-    cli("upload", str(source), "--url", server.url, stdin=token)
+def test_a_run_uploaded_by_a_live_job_appears_on_the_landing_page_and_opens(browser, server, tmp_path):
+    """A live zero-code job with OTEL_PROFILER_UPLOAD: its run arrives after its exit, and opens."""
+    token = cli("users", "token", "alice", "--store", str(server.store)).stdout.strip()
+    out = tmp_path / "out"
+    out.mkdir()
+    job = live_job(out, "vision", "alice", {"OTEL_PROFILER_UPLOAD": server.url, "OTEL_PROFILER_UPLOAD_TOKEN": token},
+                   profile_dir=out / "vision-uploaded")
+    assert job.returncode == 0, job.stderr[-2000:]
     sign_in(browser, server, "alice")
     assert sorted(wait_until(lambda: r if len(r := listed_runs(browser, server)) == 2 else None, "the upload")) == \
         ["vision-run", "vision-uploaded"]
