@@ -6,7 +6,6 @@ uploaded by a live zero-code job at its exit appears and opens."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from app_support import AppServer, cli, live_job, make_store, wait_until
