@@ -1,0 +1,95 @@
+"""A real Dask cluster on loopback for tests and benchmarks: ``dask scheduler`` and ``dask worker``
+processes started with their command line (each in its own session, so that stopping one stops its
+children), stopped after; waits poll with a generous deadline."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+DEADLINE_S = 120
+
+
+class DaskProcesses:
+    """The scheduler and workers of one local cluster; ``address`` once the scheduler is up."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.scheduler_file = self.folder / "scheduler.json"
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.address = ""
+
+    def _start(self, name: str, argv: list[str]) -> subprocess.Popen:
+        log = open(self.folder / f"{name}.log", "wb")
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        self.procs[name] = proc
+        return proc
+
+    def start_scheduler(self) -> str:
+        self._start("scheduler", ["dask", "scheduler", "--host", "127.0.0.1", "--port", "0",
+                                  "--no-dashboard", "--scheduler-file", str(self.scheduler_file)])
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline:
+            try:
+                self.address = json.loads(self.scheduler_file.read_text())["address"]
+                return self.address
+            except (OSError, ValueError, KeyError):
+                if self.procs["scheduler"].poll() is not None:
+                    break
+                time.sleep(0.2)
+        raise RuntimeError(f"dask scheduler did not start: {(self.folder / 'scheduler.log').read_text()[-2000:]}")
+
+    def start_worker(self, name: str) -> None:
+        self._start(name, ["dask", "worker", "--scheduler-file", str(self.scheduler_file), "--name", name,
+                           "--nthreads", "1", "--no-nanny", "--no-dashboard", "--memory-limit", "0",
+                           "--host", "127.0.0.1"])
+
+    def workers(self) -> dict[str, str]:
+        """Worker name -> address, as the scheduler sees them."""
+        from distributed import Client
+
+        with Client(self.address, timeout=DEADLINE_S) as client:
+            return {w["name"]: addr for addr, w in client.scheduler_info()["workers"].items()}
+
+    def wait_for_workers(self, n: int) -> None:
+        from distributed import Client
+
+        with Client(self.address, timeout=DEADLINE_S) as client:
+            client.wait_for_workers(n, timeout=DEADLINE_S)
+
+    def pid(self, name: str) -> int:
+        return self.procs[name].pid
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the process (and its session) ``name``: a worker lost without warning."""
+        proc = self.procs.pop(name)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=DEADLINE_S)
+
+    def stop(self) -> None:
+        """Every process stopped (workers first), none left behind."""
+        for name in sorted(self.procs, key=lambda n: n == "scheduler"):
+            proc = self.procs[name]
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=30)
+            except ProcessLookupError:
+                pass
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=DEADLINE_S)
+        self.procs.clear()
+
+    def __enter__(self) -> "DaskProcesses":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
