@@ -1,8 +1,37 @@
-"""Framework-agnostic GPU activity capture and the columnar event model. Imports no OpenTelemetry."""
+"""Framework-agnostic GPU activity capture and the columnar event model. Imports no OpenTelemetry.
 
-from .events import EventBatch, Kind, MemcpyKind, SyncKind
-from .profile import Profile, RankProfile, TraceError
-from .loading import load_profile
+Importing the package is cheap: its names (``load_profile``, ``Profile``, ``EventBatch``...) are
+loaded from their modules on first use (PEP 562) and bound here, so ``import cuda_tracer.X`` of a
+light module (``private_files``, ``terminal_lines``) never pulls numpy in.
+"""
 
-__all__ = ["EventBatch", "Kind", "MemcpyKind", "SyncKind", "Profile", "RankProfile", "TraceError",
-           "load_profile"]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .events import EventBatch, Kind, MemcpyKind, SyncKind
+    from .loading import load_profile
+    from .profile import Profile, RankProfile, TraceError
+
+_HOMES = {"EventBatch": "events", "Kind": "events", "MemcpyKind": "events", "SyncKind": "events",
+          "Profile": "profile", "RankProfile": "profile", "TraceError": "profile",
+          "load_profile": "loading"}
+"""Each public name -> the module (in this package) that defines it."""
+
+__all__ = list(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    """Load ``name`` from its module on first use and bind it here (later look-ups are plain)."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

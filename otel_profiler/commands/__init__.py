@@ -1,10 +1,26 @@
-"""One module per ``otel-profiler`` subcommand; each defines ``register(subparsers)``."""
+"""One module per ``otel-profiler`` subcommand; each defines ``register(subparsers)`` and ``run(args)``.
+
+``COMMANDS`` lists them with the line ``otel-profiler --help`` shows for each, so the command line
+imports a subcommand's module only when that subcommand is chosen (``otel_profiler.cli``).
+"""
 
 import contextlib
 
-COMMANDS = ("summary", "report", "diff", "run", "trigger", "export", "replay", "stack", "serve",
-            "users", "teams", "upload")
-"""Subcommand modules, in the order ``--help`` lists them."""
+COMMANDS: dict[str, str] = {
+    "summary": "statistical summary of trace files or profile folders",
+    "report": "self-contained HTML report (or a Perfetto trace) of traces or profile folders",
+    "diff": "compare two runs: step time, GPU breakdown, kernels, operators, memory",
+    "run": "profile a command (python train.py, torchrun ...) with no code change",
+    "trigger": "capture the next steps of a running job in detail",
+    "export": "export trace files or profile folders as OTLP spans (Jaeger, Tempo)",
+    "replay": "send spooled OTLP requests to an endpoint",
+    "stack": "write out the Collector/Jaeger/Prometheus/Grafana stack",
+    "serve": "the Profiler app: a web application over a profile store",
+    "users": "grant, change and remove access to the Profiler app",
+    "teams": "add, remove and list the Profiler app's teams",
+    "upload": "send a profile folder to a Profiler app (otel-profiler serve)",
+}
+"""Subcommand module -> its one-line help, in the order ``--help`` lists them."""
 
 
 def add_inputs(parser) -> None:
