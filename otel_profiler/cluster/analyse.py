@@ -11,7 +11,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from cuda_tracer.profile import TraceError
+import numpy as np
+
+from cuda_tracer.jobs import check_one_job
+from cuda_tracer.profile import Profile, RankProfile, TraceError
 from cuda_tracer.profile_folder import is_profile_folder
 from cuda_tracer.trace_files import is_trace_file
 
@@ -32,6 +35,18 @@ class ClusterResult:
     refused: list[str] = field(default_factory=list)
     lanes: list[dict[str, Any]] = field(default_factory=list)
     """The aligned timeline's lanes (``html.render_cluster_html``): the heatmap's ranks."""
+
+
+class _Window:
+    """A rank's time window in the shape ``jobs.check_one_job`` reads of a rank's events (their
+    first start and last end), so the one-job rules of the local reading hold here too."""
+
+    def __init__(self, window: dict[str, Any] | None) -> None:
+        self.start_ns = np.array([window["start_ns"]] if window else [], np.int64)
+        self.end_ns = np.array([window["end_ns"]] if window else [], np.int64)
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
 
 
 def rank_sources(inputs: list[str]) -> list[str]:
@@ -104,6 +119,8 @@ def analyse(inputs: list[str], scheduler: str | None = None, thresholds: Thresho
             raise TraceError(*refused[-1].split(": ", 1)) if ": " in refused[-1] else \
                 TraceError(", ".join(inputs), refused[-1])
         raise TraceError(", ".join(inputs), "no ranks found")
+    check_one_job(Profile(ranks=[RankProfile(p.meta, _Window(p.section.get("window_us")))  # type: ignore[arg-type]
+                                 for p in partials]))
     summary = merge(partials, sources)
     collectives = {p.rank: p.collectives for p in partials}
     alignment = clock_offsets(collectives)
