@@ -1,0 +1,82 @@
+"""What the command line imports before it does its work: ``otel-profiler --help`` loads no subcommand,
+and ``otel-profiler run`` starts the job before numpy, the analysis, the report or the exporter is
+loaded (they are what makes a short job slower; the summary's modules load while the job runs).
+
+Each case runs the real ``main`` in a fresh interpreter with an audit hook that records
+``sys.modules`` when the job's process is started (``subprocess.Popen``), or when ``--help`` exits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROBE = '''
+import json, sys
+record_file, marker = sys.argv[1], sys.argv[2]
+seen = {}
+
+def at_job_start(event, args):
+    if event == "subprocess.Popen" and "modules" not in seen and marker in map(str, args[1] or ()):
+        seen["modules"] = sorted(sys.modules)
+
+sys.addaudithook(at_job_start)
+from otel_profiler.cli import main
+try:
+    seen["code"] = main(sys.argv[3:])
+except SystemExit as exc:
+    seen["code"] = exc.code
+seen.setdefault("modules", sorted(sys.modules))
+with open(record_file, "w") as f:
+    json.dump(seen, f)
+'''
+
+HEAVY = ("numpy", "torch", "otel_profiler.analysis", "otel_profiler.report", "otel_profiler.export",
+         "otel_profiler.spans.builder", "otel_profiler.live.session", "otel_profiler.live.output",
+         "cuda_tracer.events", "cuda_tracer.loading")
+"""Modules (and their submodules) that must not be loaded before the job starts."""
+
+ALLOWED = ("otel_profiler.export", "otel_profiler.export.sinks")
+"""The OTLP target rules the settings check reads (``config``), until they live on a lower floor."""
+
+
+def clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PYTHONPATH"))}
+    env.update(OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="none", OTEL_PROFILER_SIGNAL="false")
+    return env
+
+
+def modules_of(tmp: Path, marker: str, *argv: str) -> tuple[object, list[str]]:
+    """(exit code, modules loaded when the job started or main ended) of ``otel-profiler ARGV``."""
+    record = tmp / "modules.json"
+    subprocess.run([sys.executable, "-c", PROBE, str(record), marker, *argv], env=clean_env(), cwd=tmp,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=240)
+    seen = json.loads(record.read_text())
+    return seen["code"], seen["modules"]
+
+
+def heavy(modules: list[str]) -> list[str]:
+    return [m for m in modules if m not in ALLOWED and any(m == h or m.startswith(h + ".") for h in HEAVY)]
+
+
+def test_help_loads_no_subcommand_and_nothing_heavy(tmp_path):
+    code, modules = modules_of(tmp_path, "-", "--help")
+    assert code == 0
+    assert [m for m in modules if m.startswith("otel_profiler.commands.")] == []
+    assert heavy(modules) == []
+
+
+@pytest.mark.parametrize("options", [(), ("--no-summary",)], ids=["summary", "no-summary"])
+def test_run_starts_the_job_before_loading_anything_heavy(tmp_path, options):
+    job = tmp_path / "job.py"
+    job.write_text("open('ran', 'w').write('yes')\n")
+    code, modules = modules_of(tmp_path, str(job), "run", "--output-dir", str(tmp_path / "prof"), *options,
+                               "--", sys.executable, str(job))
+    assert code == 0 and (tmp_path / "ran").read_text() == "yes"
+    assert "otel_profiler.commands.run" in modules  # recorded at the job's start, not after
+    assert heavy(modules) == []
