@@ -74,7 +74,7 @@ def test_a_malformed_tracestate_is_dropped_and_the_context_kept():
 # ------------------------------------------------------------------------------------ encoded spans
 def _with_context(meta: dict, batch: EventBatch, state: str = "congo=t61rcWkgMzE", run: bool = True):
     parent, _ = parse_traceparent(PARENT, state)
-    meta = dict(meta, trace_parent=parent.as_meta())
+    meta = dict(meta, trace_parent={**parent.as_meta(), "since_ns": 7})
     if run:
         batch = EventBatch.concat([batch, run_event(int(batch.start_ns.min()) - 1000, int(batch.end_ns.max()) + 1000,
                                                     0)])
@@ -97,7 +97,7 @@ def test_the_run_span_is_a_child_of_the_parent_and_every_root_links_to_it():
     run = run[0]
     assert run.trace_id.hex() == parent.trace_id and run.parent_span_id.hex() == parent.span_id
     assert run.trace_state == "congo=t61rcWkgMzE"
-    assert int.from_bytes(run.span_id, "big") == run_span_id("run-ctx", 0, parent)
+    assert int.from_bytes(run.span_id, "big") == run_span_id("run-ctx", 0, parent, 7)
     assert (run.start_time_unix_nano, run.end_time_unix_nano) == (int(batch.start_ns.min()), int(batch.end_ns.max()))
     attrs = {a.key: a.value for a in run.attributes}
     assert attrs["otel_profiler.run.id"].string_value == "run-ctx" and attrs["otel_profiler.rank"].int_value == 0
@@ -138,10 +138,14 @@ def test_without_the_run_event_roots_link_but_no_run_span_is_made():
 
 def test_a_part_with_only_the_run_event_makes_only_the_run_span():
     parent, _ = parse_traceparent(PARENT)
-    meta = {"run_id": "run-ctx", "rank": 3, "trace_parent": parent.as_meta()}
-    spans = _decoded(build_spans(meta, run_event(1_000, 9_000, 3), SpanOptions()))
-    assert [(s.name, s.parent_span_id.hex(), s.trace_state) for s in spans] == [(RUN_SPAN, parent.span_id, "")]
-    assert int.from_bytes(spans[0].span_id, "big") == run_span_id("run-ctx", 3, parent)
+    ids = set()
+    for since in (1, 2):  # two sessions of one process: two run spans
+        meta = {"run_id": "run-ctx", "rank": 3, "trace_parent": {**parent.as_meta(), "since_ns": since}}
+        spans = _decoded(build_spans(meta, run_event(1_000, 9_000, 3), SpanOptions()))
+        assert [(s.name, s.parent_span_id.hex(), s.trace_state) for s in spans] == [(RUN_SPAN, parent.span_id, "")]
+        assert int.from_bytes(spans[0].span_id, "big") == run_span_id("run-ctx", 3, parent, since)
+        ids.add(spans[0].span_id)
+    assert len(ids) == 2
 
 
 # ---------------------------------------------------------------------------------- the user's spans

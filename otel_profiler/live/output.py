@@ -170,6 +170,8 @@ class RankOutput:
     cuda_memory: Any
     cpu_timeline: Any
     _compute: dict[str, Any] | None
+    trace_parent: Any
+    run_start_ns: int
 
     def _cannot_write(self, exc: OSError) -> None:
         """One warning the first time a part cannot be written; recording, metrics and OTLP
@@ -236,7 +238,8 @@ class RankOutput:
             **({"cuda_memory": cm} if (cm := self.cuda_memory.meta()) else {}),
             **({"cpu_samples": cs} if (cs := self.cpu_timeline.meta()) else {}),
             "compute": self._compute_resources(),
-            **({"trace_parent": tp.as_meta()} if (tp := self.trace_parent) is not None else {}),
+            **({"trace_parent": {**tp.as_meta(), "since_ns": self.run_start_ns}}
+               if (tp := self.trace_parent) is not None else {}),
         }
 
     def _compute_resources(self) -> dict[str, Any]:

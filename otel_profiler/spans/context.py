@@ -4,8 +4,8 @@ the job's own OpenTelemetry spans. Imports no OpenTelemetry package.
 - :func:`parse_traceparent` checks the W3C format (version ``00``, 32 hex digits of trace id and 16
   of span id, neither all zero, two of flags; ``TRACESTATE``: at most 512 printable characters of
   ``key=value`` members) and returns the problem in words for the one warning the job gets.
-- The training process puts the context in each rank's metadata (``trace_parent``, see
-  :func:`context_meta`) and, at its last flush, a ``PROFILER`` event named :data:`RUN_EVENT` that
+- The training process puts the context and its session's start in each rank's metadata
+  (``trace_parent``, see :func:`context_meta`) and, at its last flush, a ``PROFILER`` event named :data:`RUN_EVENT` that
   covers the run; the user's span current as each step began travels as ``user_spans``
   (step number -> ``[trace id, span id]``, hex) in the metadata handed to the exporter.
 - :func:`join_context` (called by ``build.build_spans``) gives every root span of a batch a link to
@@ -84,19 +84,24 @@ def _shown(text: str) -> str:
     return repr(clean if len(clean) <= 80 else clean[:77] + "...")
 
 
-def context_meta(meta: dict[str, Any]) -> TraceParent | None:
-    """The parent context recorded in a rank's metadata (``trace_parent``), or None."""
+def context_meta(meta: dict[str, Any]) -> tuple[TraceParent | None, int]:
+    """The parent context recorded in a rank's metadata (``trace_parent``) and the start of the
+    session that recorded it (``since_ns``, 0 if unknown); ``(None, 0)`` without one."""
     tp = meta.get("trace_parent")
     if not isinstance(tp, dict):
-        return None
-    found, problems = parse_traceparent(f"00-{tp.get('trace_id', '')}-{tp.get('span_id', '')}-"
-                                        f"{int(tp.get('flags', 1)) & 0xFF:02x}", str(tp.get("state", "")))
-    return found
+        return None, 0
+    try:
+        found, _ = parse_traceparent(f"00-{tp.get('trace_id', '')}-{tp.get('span_id', '')}-"
+                                     f"{int(tp.get('flags', 1)) & 0xFF:02x}", str(tp.get("state", "")))
+        return found, int(tp.get("since_ns", 0))
+    except (TypeError, ValueError):
+        return None, 0
 
 
-def run_span_id(run_id: str, rank: int, parent: TraceParent) -> int:
-    """The span id of a rank's run span under ``parent`` (deterministic)."""
-    return hash64(run_id, rank, "run", parent.trace_id, parent.span_id)
+def run_span_id(run_id: str, rank: int, parent: TraceParent, since_ns: int = 0) -> int:
+    """The span id of a rank's run span under ``parent`` (deterministic; ``since_ns``, the session's
+    start, tells apart two sessions of one process, such as two ``Profiler`` blocks)."""
+    return hash64(run_id, rank, "run", parent.trace_id, parent.span_id, since_ns)
 
 
 @dataclass
@@ -120,7 +125,7 @@ def _split(trace_hex: str) -> tuple[int, int]:
 def join_context(table: Any, meta: dict[str, Any], batch: EventBatch, run_id: str, rank: int) -> Any:
     """``table`` (a ``build.SpanTable``) with the links to the run span and to the user's spans, and
     the run span when ``batch`` holds the run event (module docstring)."""
-    parent = context_meta(meta)
+    parent, since_ns = context_meta(meta)
     user = meta.get("user_spans") or {}
     if parent is None and not user:
         return table
@@ -131,7 +136,7 @@ def join_context(table: Any, meta: dict[str, Any], batch: EventBatch, run_id: st
         run = _link_column(n)
         hi, lo = _split(parent.trace_id)
         run.trace_hi[roots], run.trace_lo[roots] = hi, lo
-        run.span_id[roots] = run_span_id(run_id, rank, parent)
+        run.span_id[roots] = run_span_id(run_id, rank, parent, since_ns)
         links.append(run)
     if user and len(roots):
         links.append(_user_links(table, roots, user))
@@ -139,8 +144,8 @@ def join_context(table: Any, meta: dict[str, Any], batch: EventBatch, run_id: st
     if parent is not None:
         for row in np.flatnonzero((batch.kind == Kind.PROFILER)).tolist():
             if batch.strings[int(batch.name[row])] == RUN_EVENT:
-                table = _with_run_span(table, parent, run_id, rank, int(batch.start_ns[row]),
-                                       int(batch.end_ns[row]))
+                table = _with_run_span(table, parent, run_span_id(run_id, rank, parent, since_ns), run_id, rank,
+                                       int(batch.start_ns[row]), int(batch.end_ns[row]))
     return table
 
 
@@ -163,7 +168,8 @@ def _user_links(table: Any, roots: np.ndarray, user: dict[Any, Any]) -> LinkColu
     return col
 
 
-def _with_run_span(table: Any, parent: TraceParent, run_id: str, rank: int, start_ns: int, end_ns: int) -> Any:
+def _with_run_span(table: Any, parent: TraceParent, span_id: int, run_id: str, rank: int, start_ns: int,
+                   end_ns: int) -> Any:
     """``table`` with the run span appended (one row; every attribute column grows by one)."""
     from .attributes import AttrColumn
 
@@ -199,7 +205,7 @@ def _with_run_span(table: Any, parent: TraceParent, run_id: str, rank: int, star
         states[n] = parent.state
     return replace(
         table, names=table.names + [RUN_SPAN], trace_hi=grow(table.trace_hi, hi), trace_lo=grow(table.trace_lo, lo),
-        span_id=grow(table.span_id, run_span_id(run_id, rank, parent)),
+        span_id=grow(table.span_id, span_id),
         parent_id=grow(table.parent_id, int(parent.span_id, 16)), link_id=grow(table.link_id, 0),
         name=grow(table.name, len(table.names)), start_ns=grow(table.start_ns, start_ns),
         end_ns=grow(table.end_ns, end_ns), attrs=attrs, values=values, source_row=grow(table.source_row, -1),
