@@ -23,8 +23,9 @@ def _from_trace(meta: dict) -> dict[str, Any]:
              "memory_bytes": p.get("totalGlobalMem")}
             for p in meta.get("device_properties") or [] if isinstance(p, dict)]
     out_versions = {k: str(v) for k, v in versions.items() if k in ("torch", "python", "tensorflow")}
-    if _cuda_version(versions.get("cuda_runtime")):
-        out_versions["cuda"] = _cuda_version(versions.get("cuda_runtime"))
+    cuda = _cuda_version(versions.get("cuda_runtime"))
+    if cuda:
+        out_versions["cuda"] = cuda
     return {"host": meta.get("host_name"), "gpus": gpus, "driver": None,
             "driver_cuda": _cuda_version(versions.get("cuda_driver")), "versions": out_versions,
             "source": "trace"}

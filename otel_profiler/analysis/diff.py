@@ -57,7 +57,8 @@ def _rows(base: list[dict], new: list[dict], key: str, fields: tuple[str, ...], 
     out = []
     for k in [*b, *(k for k in n if k not in b)]:
         rb, rn = b.get(k), n.get(k)
-        row = {c: (rn or rb).get(c) for c in (key, *keep)}
+        present: dict = rn or rb or {}  # one of the two has the key
+        row: dict[str, Any] = {c: present.get(c) for c in (key, *keep)}
         row.update(_fields(rb, rn, fields))
         row["status"] = ("added" if rb is None else "removed" if rn is None else
                          "changed" if any(row[f]["delta"] for f in fields) else "same")
@@ -139,8 +140,8 @@ def tables(d: dict, top: int = 20) -> list[tuple[str, tuple[str, ...], list[tupl
     def fig(label: str, f: dict) -> tuple:
         return (label, f["base"], f["new"], f["delta"], "-" if f["pct"] is None else f"{f['pct']:+.1f}%")
 
-    head = ("Figure", "Base", "New", "Delta", "Change")
-    out = [("Steps", head, [fig(k, v) for k, v in d["steps"].items()])]
+    head: tuple[str, ...] = ("Figure", "Base", "New", "Delta", "Change")
+    out: list[tuple[str, tuple[str, ...], list[tuple]]] = [("Steps", head, [fig(k, v) for k, v in d["steps"].items()])]
     if not gpu:
         return out + _cpu_tables(d, top)
     out.append(("GPU temporal breakdown (per device)", head,

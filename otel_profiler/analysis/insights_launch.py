@@ -62,7 +62,7 @@ def sync_in_step(ctx: Context) -> list[dict]:
     pct = 100.0 * blocked / step_ns
     if not len(syncs) or pct < ctx.th.sync_in_step_pct:
         return []
-    counts = {}
+    counts: dict[str, int] = {}
     for n in b.names(syncs):
         counts[n] = counts.get(n, 0) + 1
     steps = len(ctx.step_rows)
@@ -112,7 +112,8 @@ def pageable_copies(ctx: Context) -> list[dict]:
 
 def comm_overlap(ctx: Context) -> list[dict]:
     """Communication kernels ≥ ``comm_min_pct`` % of the span, overlapping compute < ``comm_overlap_pct`` %."""
-    b, out = ctx.batch, []
+    b = ctx.batch
+    out: list[dict] = []
     rows = ctx.corr.gpu_rows
     if not len(rows):
         return out

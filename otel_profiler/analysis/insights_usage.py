@@ -132,7 +132,7 @@ def load_balancing(ctx: Context) -> list[dict]:
     if len(devices) < 2:
         return []
     util = {k: 100.0 - v["idle_pct"] for k, v in devices.items()}
-    hi_key, lo_key = max(util, key=util.get), min(util, key=util.get)
+    hi_key, lo_key = max(util, key=util.__getitem__), min(util, key=util.__getitem__)
     points = util[hi_key] - util[lo_key]
     if points < ctx.th.load_imbalance_points:
         return []

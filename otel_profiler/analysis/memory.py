@@ -20,7 +20,7 @@ reserved bytes are null; otherwise ``baseline`` is ``"absolute"``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -176,7 +176,15 @@ def _steps(batch: EventBatch, ctx: _Context, rows: np.ndarray, alloc: np.ndarray
     return out
 
 
-def step_peaks(batch: EventBatch) -> list[dict[str, int | None]]:
+class StepPeak(TypedDict):
+    rank: int
+    device: int
+    step: int | None
+    allocated_bytes: int
+    reserved_bytes: int
+
+
+def step_peaks(batch: EventBatch) -> list[StepPeak]:
     """Per (rank, device) and step, in step order: ``{rank, device, step, allocated_bytes,
     reserved_bytes}``, the largest totals of the GPU ``[memory]`` events inside the step (reserved
     None where the trace records no totals; ``step`` None for a batch without steps, over all its
@@ -189,7 +197,7 @@ def step_peaks(batch: EventBatch) -> list[dict[str, int | None]]:
     numbers = batch.extra("step")
     step_rows = np.flatnonzero(batch.kind == Kind.STEP)
     step_rows = step_rows[np.argsort(batch.start_ns[step_rows], kind="stable")]
-    out = []
+    out: list[StepPeak] = []
     for key, at in _devices(batch, rows, True):
         rank, device = (int(x) for x in key.split(":"))
         t = batch.start_ns[rows[at]]

@@ -43,7 +43,7 @@ def stack_ids(batch: EventBatch, ops: np.ndarray) -> tuple[np.ndarray, list[tupl
 
 def frames(batch: EventBatch, trie: list[tuple[int, int]], stack_id: int) -> list[str]:
     """The frame names of ``stack_id``, innermost first (at most ``MAX_FRAMES``)."""
-    out = []
+    out: list[str] = []
     while stack_id and len(out) < MAX_FRAMES:
         name, stack_id = trie[stack_id]
         out.append(batch.strings[name])

@@ -59,6 +59,13 @@ def group_durations(group_ids: np.ndarray, durations_ns: np.ndarray) -> list[tup
     return out
 
 
+def _unique(values: np.ndarray, counts: bool, axis: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique`` with its counts (``counts``) or else its inverse."""
+    if counts:
+        return np.unique(values, axis=axis, return_counts=True)
+    return np.unique(values, axis=axis, return_inverse=True)
+
+
 def unique_rows(keys: np.ndarray, counts: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(keys, axis=0, return_inverse=True)`` (or ``return_counts`` with ``counts``) for
     an (n, k) integer array, in a fraction of its time and memory: each row is coded as one integer
@@ -66,7 +73,7 @@ def unique_rows(keys: np.ndarray, counts: bool = False) -> tuple[np.ndarray, np.
     values where the ranges are too wide, and those codes are made unique."""
     keys = keys.astype(np.int64, copy=False)
     if not len(keys):
-        return np.unique(keys, axis=0, return_counts=counts, return_inverse=not counts)
+        return _unique(keys, counts, axis=0)
     low = keys.min(axis=0)
     radix = keys.max(axis=0) - low + 1
     values = None
@@ -74,13 +81,13 @@ def unique_rows(keys: np.ndarray, counts: bool = False) -> tuple[np.ndarray, np.
         values = [np.unique(keys[:, j]) for j in range(keys.shape[1])]
         radix = np.array([len(v) for v in values], np.int64)
         if np.prod(radix.astype(float)) >= 2.0**62:  # codes would not fit: the plain way
-            uniq, found = np.unique(keys, axis=0, return_counts=counts, return_inverse=not counts)
+            uniq, found = _unique(keys, counts, axis=0)
             return uniq, found.reshape(-1)
     code = np.zeros(len(keys), np.int64)
     for j in range(keys.shape[1]):
         code *= radix[j]
         code += keys[:, j] - low[j] if values is None else np.searchsorted(values[j], keys[:, j])
-    combined, found = np.unique(code, return_counts=counts, return_inverse=not counts)
+    combined, found = _unique(code, counts)
     del code
     uniq = np.empty((len(combined), keys.shape[1]), np.int64)
     for j in range(keys.shape[1] - 1, -1, -1):

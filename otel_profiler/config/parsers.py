@@ -36,7 +36,7 @@ def parse_bool(text: str) -> bool:
 
 
 def _bounded(parse: Callable[[str], Any], minimum: Any, maximum: Any) -> Callable[[str], Any]:
-    parse.minimum, parse.maximum = minimum, maximum  # type: ignore[attr-defined]  (for bounds_table)
+    parse.minimum, parse.maximum = minimum, maximum  # type: ignore[attr-defined]  # for bounds_table
     return parse
 
 

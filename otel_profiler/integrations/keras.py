@@ -257,7 +257,7 @@ def patch_optimizer(optimizer_class: type, sink: Any) -> None:
 
     setattr(apply, _PATCHED, True)
     setattr(owner, name, apply)
-    init = optimizer_class.__init__
+    init = getattr(optimizer_class, "__init__")
     if not getattr(init, _PATCHED, False):
         @functools.wraps(init)
         def made(self: Any, *args: Any, **kwargs: Any) -> None:

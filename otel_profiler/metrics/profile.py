@@ -201,6 +201,7 @@ class ProfileMetrics:
         exemplars = [(i, step_trace_hex(run_id, rank, n), e / 1e9)
                      for i, (n, _, e) in enumerate(steps)] if run_id else []
         self._observe(m.STEP_DURATION, {"otel_profiler.rank": rank}, seconds, exemplars)
-        expected = self._values.get(self._expected)
-        if expected is not None and not sum(expected.value.counts):  # the rank was learned later:
-            del self._values[self._expected]  # the zero series of the one expected is no series
+        expected_key = self._expected
+        expected = self._values.get(expected_key) if expected_key is not None else None
+        if expected_key is not None and expected is not None and not sum(expected.value.counts):
+            del self._values[expected_key]  # the rank was learned later: the zero series expected is no series

@@ -64,6 +64,7 @@ class PointsCollector:
     def _family(self, spec: m.Spec, points: list[Point]) -> Any:
         labels = _labels(spec)
         name, doc = spec.prometheus, f"{spec.doc} (OTel: {spec.name}, unit {spec.unit})"
+        family: Any  # the three families' add_metric take different arguments
         if spec.kind == m.HISTOGRAM:
             family = HistogramMetricFamily(name, doc, labels=labels)
         elif spec.kind == m.COUNTER:
@@ -80,7 +81,8 @@ class PointsCollector:
 
 
 def _buckets(h: HistogramValue) -> list[tuple]:
-    out, running = [], 0
+    out: list[tuple] = []
+    running = 0
     for bound, count, ex in zip(list(h.bounds) + [float("inf")], h.counts, h.exemplars):
         running += count
         if ex is None:
