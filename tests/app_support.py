@@ -81,11 +81,13 @@ def wait_until(condition, what: str, deadline_s: float = DEADLINE_S):
 class AppServer:
     """``otel-profiler serve`` on a free port of 127.0.0.1 in a child process."""
 
-    def __init__(self, store: Path, database: str | None = None, extra: tuple[str, ...] = ()) -> None:
+    def __init__(self, store: Path | str, database: str | None = None, extra: tuple[str, ...] = (),
+                 log_folder: Path | None = None) -> None:
+        """``store``: a folder, or a store URL (then ``log_folder`` says where the server's log goes)."""
         args = ["serve", "--store", str(store), "--port", "0", "--scan-interval", "0.5", *extra]
         if database:
             args += ["--database", database]
-        self.log = store.parent / f"serve-{store.name}.log"
+        self.log = (log_folder or Path(store).parent) / f"serve-{Path(store).name}.log"
         self._log_file = open(self.log, "w")
         self.process = subprocess.Popen([sys.executable, "-m", "otel_profiler", *args], stdout=self._log_file,
                                         stderr=subprocess.STDOUT, text=True)

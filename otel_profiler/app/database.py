@@ -1,5 +1,6 @@
-"""Opening the app's database: SQLite inside the store by default, or any SQLAlchemy URL (PostgreSQL
-for a team server), brought to the newest schema by the Alembic migrations on every open."""
+"""Opening the app's database: SQLite inside the store by default (for a store behind an fsspec URL,
+inside its local mirror), or any SQLAlchemy URL (PostgreSQL for a team server), brought to the newest
+schema by the Alembic migrations on every open."""
 
 from __future__ import annotations
 
@@ -53,6 +54,13 @@ def migrate(engine: Engine) -> None:
 def open_database(store: str | None, url: str | None = None) -> sessionmaker[Session]:
     """A session factory on the migrated database at ``url`` (default: SQLite in ``store``)."""
     if not url:
+        from .remote_store import is_remote, local_path, mirror_folder
+
+        if store and is_remote(store):  # a bucket holds no SQLite database: the local mirror does
+            store = mirror_folder(store)
+            os.makedirs(store, mode=0o700, exist_ok=True)
+        elif store:
+            store = local_path(store)
         if not store or not os.path.isdir(store):
             raise DatabaseError(f"{store}: not a folder (the profile store)")
         url = default_url(store)

@@ -66,7 +66,8 @@ def upload(run_id: str):
     settings = current_app.extensions["otel_profiler"]["settings"]
     request.max_content_length = settings.max_upload_bytes
     try:
-        store_upload(settings.store, run_id, request.stream, g.caller, settings.max_upload_bytes * 4)
+        store_upload(settings.store, run_id, request.stream, g.caller, settings.max_upload_bytes * 4,
+                     publish=settings.remote.publish if settings.remote else None)
     except UploadError as exc:
         return _error(exc.status, str(exc))
     current_app.extensions["otel_profiler"]["refresher"].scan_now()

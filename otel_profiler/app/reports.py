@@ -8,6 +8,7 @@ import hashlib
 import os
 import threading
 from pathlib import Path
+from typing import Callable
 
 from cuda_tracer.loading import load_profile
 from cuda_tracer.profile import TraceError
@@ -22,8 +23,9 @@ class ReportError(Exception):
 
 
 class ReportCache:
-    def __init__(self, store: str, cache_folder: Path) -> None:
+    def __init__(self, store: str, cache_folder: Path, prepare: Callable[[str], None] | None = None) -> None:
         self.store = store
+        self.prepare = prepare  # brings a run's files from a remote store before its first build
         self.folder = cache_folder
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._locks: dict[str, threading.Lock] = {}
@@ -46,6 +48,11 @@ class ReportCache:
         return target
 
     def _build(self, run_id: str, target: Path) -> None:
+        if self.prepare is not None:
+            try:
+                self.prepare(run_id)
+            except Exception as exc:  # noqa: BLE001 - each filesystem raises its own errors
+                raise ReportError(f"cannot copy the run's files from the store ({type(exc).__name__})") from None
         try:
             profile = load_profile([os.path.join(self.store, run_id)], workers=1, skip_bad=True)
             if not profile.ranks:

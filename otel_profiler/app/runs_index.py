@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Callable
 from datetime import datetime, timezone
 
 from sqlalchemy import delete, func, or_, select
@@ -57,10 +58,13 @@ def _row(facts: RunFacts) -> Run:
 
 
 class Refresher:
-    """Scans the store in a background thread every ``interval_s`` seconds (and once at start)."""
+    """Scans the store in a background thread every ``interval_s`` seconds (and once at start);
+    ``before_scan`` first brings a remote store's mirror in step."""
 
-    def __init__(self, sessions: sessionmaker[Session], store: str, interval_s: float) -> None:
+    def __init__(self, sessions: sessionmaker[Session], store: str, interval_s: float,
+                 before_scan: Callable[[], None] | None = None) -> None:
         self.sessions, self.store, self.interval_s = sessions, store, interval_s
+        self.before_scan = before_scan
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="otel-profiler-store-scan", daemon=True)
         self.last_error = ""
@@ -70,6 +74,8 @@ class Refresher:
         """Scan now (after any scan under way: never two at once)."""
         with self._one_at_a_time:
             try:
+                if self.before_scan is not None:
+                    self.before_scan()
                 with self.sessions() as db:
                     refresh(db, self.store)
                 self.last_error = ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 from flask import Flask, g, jsonify, request, session
 from flask_limiter import Limiter
@@ -35,6 +36,7 @@ class AppSettings:
     jaeger_url: str = ""  # links to the run's traces
     grafana_url: str = ""  # links to the run's dashboard
     sso_header: str = ""  # a trusted reverse proxy names the signed-in user in this header
+    remote: Any = None  # remote_store.RemoteStore when the store is an fsspec URL (``store``: its mirror)
 
 
 def secret_key(sessions: sessionmaker[Session]) -> str:
@@ -62,10 +64,13 @@ def create_app(settings: AppSettings, sessions: sessionmaker[Session]) -> Flask:
     if settings.trusted_proxies:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=settings.trusted_proxies, x_proto=settings.trusted_proxies,
                                 x_host=settings.trusted_proxies)
+    remote = settings.remote
     app.extensions["otel_profiler"] = {
         "settings": settings, "sessions": sessions,
-        "reports": ReportCache(settings.store, app_folder(settings.store) / "reports"),
-        "refresher": Refresher(sessions, settings.store, settings.scan_interval_s),
+        "reports": ReportCache(settings.store, app_folder(settings.store) / "reports",
+                               prepare=remote.fetch_events if remote else None),
+        "refresher": Refresher(sessions, settings.store, settings.scan_interval_s,
+                               before_scan=remote.sync if remote else None),
     }
     csrf = CSRFProtect(app)
     limiter = Limiter(get_remote_address, app=app, storage_uri="memory://", headers_enabled=True)
@@ -116,8 +121,9 @@ def serve(app: Flask, host: str, port: int, threads: int = 16) -> None:
     refresher: Refresher = state(app)["refresher"]
     refresher.start()
     server = create_server(app, host=host, port=port, threads=threads, ident="otel-profiler")
-    print(f"otel-profiler: serving {state(app)['settings'].store} on http://{_url_host(host)}:{server.effective_port}/",
-          flush=True)
+    settings = state(app)["settings"]
+    shown = settings.remote.shown if settings.remote else settings.store
+    print(f"otel-profiler: serving {shown} on http://{_url_host(host)}:{server.effective_port}/", flush=True)
     try:
         server.run()
     except KeyboardInterrupt:

@@ -8,7 +8,7 @@ import os
 import shutil
 import tarfile
 import tempfile
-from typing import BinaryIO
+from typing import BinaryIO, Callable
 
 from .accounts import Caller
 from .database import app_folder
@@ -24,8 +24,10 @@ class UploadError(Exception):
         self.status = status
 
 
-def store_upload(store: str, run_id: str, body: BinaryIO, caller: Caller, max_bytes: int) -> None:
-    """Put the uploaded run ``run_id`` into ``store``; raises ``UploadError`` (status, reason)."""
+def store_upload(store: str, run_id: str, body: BinaryIO, caller: Caller, max_bytes: int,
+                 publish: Callable[[str, str], bool] | None = None) -> None:
+    """Put the uploaded run ``run_id`` into ``store``; raises ``UploadError`` (status, reason).
+    ``publish(folder, run_id)`` writes it to a remote store instead (False: the run exists there)."""
     if caller.role not in ("admin", "member"):
         raise UploadError(403, "viewers may not upload runs")
     if not valid_run_id(run_id):
@@ -44,12 +46,24 @@ def store_upload(store: str, run_id: str, body: BinaryIO, caller: Caller, max_by
             raise UploadError(400, f"not a profile folder ({facts.reason if facts else 'no rank-N.json metadata'})")
         if not caller.is_admin and facts.team != caller.team:
             raise UploadError(403, f"the run's ml.team is {facts.team!r}; you may upload runs of {caller.team!r} only")
+        if publish is not None:
+            _publish(publish, folder, run_id)
+            return
         try:
             os.rename(folder, os.path.join(store, run_id))  # atomic; never over an existing run
         except OSError:
             raise UploadError(409, f"run {run_id!r} already exists") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _publish(publish: Callable[[str, str], bool], folder: str, run_id: str) -> None:
+    try:
+        written = publish(folder, run_id)
+    except Exception as exc:  # noqa: BLE001 - each filesystem raises its own errors
+        raise UploadError(502, f"cannot write the run to the store ({type(exc).__name__})") from None
+    if not written:
+        raise UploadError(409, f"run {run_id!r} already exists")
 
 
 def _unpack(body: BinaryIO, folder: str, max_bytes: int) -> None:

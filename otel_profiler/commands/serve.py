@@ -17,7 +17,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                           "demand, users and teams (`otel-profiler users`, `teams`) and a "
                                           "JSON API (/api/runs). Add the first admin with `otel-profiler "
                                           "teams add` and `otel-profiler users add` before signing in.")
-    p.add_argument("--store", required=True, help="the profile store: a folder of profile folders")
+    p.add_argument("--store", required=True,
+                   help="the profile store: a folder of profile folders, or an fsspec URL such as "
+                        "s3://bucket/prefix (needs the remote extra)")
     p.add_argument("--database", metavar="URL", help="a database URL instead of the store's SQLite database")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=int, default=8470, help="port to listen on (0: any free port)")
@@ -43,7 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not os.path.isdir(args.store):
+    remote = _remote_store(args.store)
+    if remote is None and not os.path.isdir(args.store.removeprefix("file://")):
         raise TraceError(args.store, "not a folder (the profile store)")
     if not 0 <= args.port <= 65535:
         raise TraceError("--port", f"{args.port}: not a port number")
@@ -58,12 +61,31 @@ def run(args: argparse.Namespace) -> int:
     from ..app.database import open_database
     from ..app.server import AppSettings, create_app, serve
 
-    settings = AppSettings(store=os.path.abspath(args.store), secure_cookies=args.secure_cookies,
+    store = remote.mirror if remote else os.path.abspath(args.store.removeprefix("file://"))
+    settings = AppSettings(store=store, remote=remote, secure_cookies=args.secure_cookies,
                            trusted_proxies=args.trusted_proxies, scan_interval_s=args.scan_interval,
                            max_upload_bytes=args.max_upload_mb << 20, sso_header=args.sso_header,
                            jaeger_url=args.jaeger_url, grafana_url=args.grafana_url)
     try:
-        serve(create_app(settings, open_database(args.store, args.database)), args.host, args.port)
+        serve(create_app(settings, open_database(store, args.database)), args.host, args.port)
     except OSError as exc:
         raise TraceError(f"{args.host}:{args.port}", f"cannot listen ({exc.strerror or exc})") from None
     return 0
+
+
+def _remote_store(store: str):
+    """The store behind an fsspec URL, reachable now (one clear line when it is not); None for a folder."""
+    if "://" not in store or store.startswith("file://"):
+        return None
+    try:
+        from ..app.remote_store import RemoteStore, RemoteStoreError
+    except ImportError as exc:
+        raise TraceError("otel-profiler[app]", f"not installed ({exc}): pip install 'otel-profiler[app]'") from None
+    try:
+        remote = RemoteStore(store)
+        remote.check()
+    except RemoteStoreError as exc:
+        raise TraceError("--store", str(exc)) from None
+    except OSError as exc:
+        raise TraceError("--store", f"cannot make the store's local mirror ({exc.strerror or exc})") from None
+    return remote
