@@ -22,7 +22,7 @@ from ..analysis.insights import Thresholds
 from .align import clock_offsets, offset_ns
 from .executor import executor_for
 from .html import TIMELINE_BARS
-from .merge import merge
+from .merge import Reduction
 from .partial import RankPartial, is_url, read_partials
 from .stragglers import StragglerThresholds, stragglers
 
@@ -105,23 +105,27 @@ def analyse(inputs: list[str], scheduler: str | None = None, thresholds: Thresho
     local processes). Raises ``TraceError`` when no rank can be read."""
     sources = rank_sources(inputs)
     executor = executor_for(scheduler, workers)
-    partials: list[RankPartial] = []
+    reduction = Reduction()
     refused: list[str] = []
     try:
         for results in executor.map(read_safely, sources, thresholds=thresholds,
                                     max_text_bytes=max_text_bytes):
             for r in results:
-                (refused if isinstance(r, str) else partials).append(r)
+                if isinstance(r, str):
+                    refused.append(r)
+                else:
+                    reduction.add(r)  # folded in at once: the client holds no partial's tables
     finally:
         executor.close()
+    partials = reduction.partials
     if not partials:
         if refused:
             raise TraceError(*refused[-1].split(": ", 1)) if ": " in refused[-1] else \
                 TraceError(", ".join(inputs), refused[-1])
         raise TraceError(", ".join(inputs), "no ranks found")
-    check_one_job(Profile(ranks=[RankProfile(p.meta, _Window(p.section.get("window_us")))  # type: ignore[arg-type]
+    check_one_job(Profile(ranks=[RankProfile(p.meta, _Window(p.figures.get("window_us")))  # type: ignore[arg-type]
                                  for p in partials]))
-    summary = merge(partials, sources)
+    summary = reduction.document(sources)
     collectives = {p.rank: p.collectives for p in partials}
     alignment = clock_offsets(collectives)
     summary["clock_alignment"] = alignment

@@ -11,6 +11,8 @@ row per rule, naming how many ranks it holds for) and the straggler findings.
 
 from __future__ import annotations
 
+import json
+import zlib
 from typing import Any
 
 import numpy as np
@@ -21,32 +23,95 @@ from ..analysis.platform import SYNC_API, blocking_call
 from ..analysis.stats import percentiles_us
 from ..analysis.summary import SCHEMA, _notes
 from ..names import demangle, short_names
-from .merge_tables import merge_operators, merge_sketches, stat_rows, sum_dicts
+from .merge_tables import merge_operators, stat_rows, sum_dicts
 from .partial import RankPartial, is_url
-from .sketch import Sketch
+from .sketch import Sketch, merged
 
 _SEVERITY = {"high": 0, "medium": 1, "low": 2}
 
 
+class LazyRanks(dict):
+    """The document's ``ranks``: each rank's section kept compressed until it is read (``[]``,
+    ``get``, ``items``, ``values``), so the client holds a few kilobytes per rank, and a JSON
+    writer (``json``'s indented encoder reads ``items()``) decompresses one section at a time."""
+
+    def __init__(self, sections: dict[str, bytes]) -> None:
+        super().__init__(dict.fromkeys(sections))
+        self._packed = sections
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        return json.loads(zlib.decompress(self._packed[key]))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self._packed else default
+
+    def items(self):  # type: ignore[override]
+        return ((k, self[k]) for k in self._packed)
+
+    def values(self):  # type: ignore[override]
+        return (self[k] for k in self._packed)
+
+    def __iter__(self):
+        return iter(self._packed)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, dict) and dict(self.items()) == dict(other.items())
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class Reduction:
+    """Partials folded in as they arrive (``add``); the document built once at the end
+    (``document``). Sketches and operator tables are merged and dropped at once, so what is held
+    per rank is its metadata, its light figures, its compressed section, steps and collectives."""
+
+    def __init__(self) -> None:
+        self.partials: list[RankPartial] = []
+        self.sketches: dict[str, dict[str, Sketch]] = {}
+        self.geometry: dict[str, dict[tuple, int]] = {}
+        self.operators: dict[str, Any] = {}
+
+    def add(self, p: RankPartial) -> None:
+        for key, table in p.sketches.items():
+            merged(self.sketches.setdefault(key, {}), table)
+        for name, counts in p.geometry.items():
+            g = self.geometry.setdefault(name, {})
+            for shape, c in counts.items():
+                g[shape] = g.get(shape, 0) + c
+        self.operators = merge_operators([self.operators, p.operators], cut=False)
+        p.drop_tables()
+        self.partials.append(p)
+
+    def document(self, sources: list[str]) -> dict[str, Any]:
+        """The summary document of the ranks added (in the order added), read from ``sources``."""
+        partials = self.partials
+        multi = len({p.rank for p in partials}) > 1
+        out: dict[str, Any] = {"schema": SCHEMA, "sources": list(sources), "platform": _platform(partials),
+                               "ranks_meta": [p.meta for p in partials]}
+        out.update(_figures(partials, self.sketches, self.geometry, multi))
+        out["operators"] = merge_operators([self.operators])
+        out["memory"] = _memory(partials, multi)
+        out["compute"] = _compute(partials)
+        out["cpu"] = {k: v for p in partials for k, v in p.cpu.items()}
+        snapshots = snapshots_in([s for s in sources if not is_url(s)])
+        if snapshots:
+            out["memory"]["snapshots"] = snapshots
+        step_sources = sorted({m["step_source"] for m in out["ranks_meta"] if "step_source" in m})
+        if step_sources:
+            out["steps"]["source"] = step_sources[0] if len(step_sources) == 1 else ",".join(step_sources)
+        out["notes"] = _notes(out)
+        if multi:
+            out["ranks"] = LazyRanks({str(p.rank): p.section_json for p in partials})
+        out["insights"] = rank_insights(partials)
+        return out
+
+
 def merge(partials: list[RankPartial], sources: list[str]) -> dict[str, Any]:
-    """The summary document of the ranks of ``partials`` (in input order), read from ``sources``."""
-    multi = len({p.rank for p in partials}) > 1
-    out: dict[str, Any] = {"schema": SCHEMA, "sources": list(sources), "platform": _platform(partials),
-                           "ranks_meta": [p.meta for p in partials]}
-    out.update(_figures(partials, multi))
-    out["compute"] = _compute(partials)
-    out["cpu"] = {k: v for p in partials for k, v in p.cpu.items()}
-    snapshots = snapshots_in([s for s in sources if not is_url(s)])
-    if snapshots:
-        out["memory"]["snapshots"] = snapshots
-    step_sources = sorted({m["step_source"] for m in out["ranks_meta"] if "step_source" in m})
-    if step_sources:
-        out["steps"]["source"] = step_sources[0] if len(step_sources) == 1 else ",".join(step_sources)
-    out["notes"] = _notes(out)
-    if multi:
-        out["ranks"] = {str(p.rank): p.section for p in partials}
-    out["insights"] = rank_insights(partials)
-    return out
+    """The summary document of ``partials`` (in input order), read from ``sources``."""
+    reduction = Reduction()
+    for p in partials:
+        reduction.add(p)
+    return reduction.document(sources)
 
 
 def _platform(partials: list[RankPartial]) -> str:
@@ -70,16 +135,16 @@ def _keyed(p: RankPartial, table: dict[str, Any], multi: bool) -> dict[str, Any]
     return {f"{p.rank}:{k}" if multi else k: v for k, v in table.items()}
 
 
-def _figures(partials: list[RankPartial], multi: bool) -> dict[str, Any]:
-    sections = [p.section for p in partials]
-    sk = {key: merge_sketches(p.sketches[key] for p in partials) for key in partials[0].sketches}
+def _figures(partials: list[RankPartial], sk: dict[str, dict[str, Sketch]],
+             geometry: dict[str, dict[tuple, int]], multi: bool) -> dict[str, Any]:
+    sections = [p.figures for p in partials]
     out: dict[str, Any] = {"events": sum_dicts(s["events"] for s in sections)}
     windows = [s["window_us"] for s in sections if "window_us" in s]
     if windows:
         start, end = min(w["start_ns"] for w in windows), max(w["end_ns"] for w in windows)
         out["window_us"] = {"start_ns": start, "end_ns": end, "span_us": float(end - start) / 1e3}
-    out["devices"] = {k: v for p in partials for k, v in _keyed(p, p.section["devices"], multi).items()}
-    out["kernels"] = _kernels(partials, sk["kernels"])
+    out["devices"] = {k: v for p in partials for k, v in _keyed(p, p.figures["devices"], multi).items()}
+    out["kernels"] = _kernels(partials, sk["kernels"], geometry)
     out["memcpy"] = {}
     for key, s in sk["memcpy"].items():
         out["memcpy"][key] = _transfer(s, sum(x["memcpy"].get(key, {}).get("bytes", 0) for x in sections))
@@ -104,19 +169,12 @@ def _figures(partials: list[RankPartial], multi: bool) -> dict[str, Any]:
     for key in ("annotations", "gpu_annotations"):
         out[key] = stat_rows(sk[key], "instances")
     out["steps"] = _steps(sections)
-    out["operators"] = merge_operators([p.operators for p in partials])
-    out["memory"] = _memory(partials, multi)
     return out
 
 
-def _kernels(partials: list[RankPartial], sketches: dict[str, Sketch]) -> dict[str, Any]:
-    classes = {r["raw_name"]: r["class"] for p in partials for r in p.section["kernels"]["by_name"]}
-    geometry: dict[str, dict[tuple, int]] = {}
-    for p in partials:
-        for name, counts in p.geometry.items():
-            g = geometry.setdefault(name, {})
-            for shape, c in counts.items():
-                g[shape] = g.get(shape, 0) + c
+def _kernels(partials: list[RankPartial], sketches: dict[str, Sketch],
+             geometry: dict[str, dict[tuple, int]]) -> dict[str, Any]:
+    classes = {raw: c for p in partials for raw, c in p.figures["kernel_classes"].items()}
     total = sum(s.total for s in sketches.values())
     by_name = []
     for row in stat_rows(sketches, "instances"):
@@ -129,7 +187,7 @@ def _kernels(partials: list[RankPartial], sketches: dict[str, Sketch]) -> dict[s
                         "launch_configs": len(shapes)})
     for row, short in zip(by_name, short_names([r["raw_name"] for r in by_name])):
         row["short_name"] = short
-    by_class = sum_dicts(p.section["kernels"]["by_class"] for p in partials)
+    by_class = sum_dicts(p.figures["by_class"] for p in partials)
     return {"count": sum(s.count for s in sketches.values()), "total_us": total,
             "by_class": {c: by_class.get(c, 0.0) for c in KERNEL_CLASSES}, "by_name": by_name}
 
@@ -151,7 +209,7 @@ def _steps(sections: list[dict[str, Any]]) -> dict[str, Any]:
 def _memory(partials: list[RankPartial], multi: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"events": 0, "devices": {}}
     for p in partials:
-        m = p.section["memory"]
+        m = p.figures["memory"]
         out["events"] += m.get("events", 0)
         out["devices"].update(_keyed(p, m.get("devices", {}), multi))
         if "host" in m:

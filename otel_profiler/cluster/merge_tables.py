@@ -9,14 +9,7 @@ from typing import Any, Iterable
 from ..analysis.modules import TOP_KERNELS as MODULE_TOP_KERNELS
 from ..analysis.modules import _by_type, _tree_order
 from ..analysis.operators import TOP_KERNELS, TOP_STACKS
-from .sketch import Sketch, merged
-
-
-def merge_sketches(tables: Iterable[dict[str, Sketch]]) -> dict[str, Sketch]:
-    out: dict[str, Sketch] = {}
-    for t in tables:
-        merged(out, t)
-    return out
+from .sketch import Sketch
 
 
 def sum_dicts(dicts: Iterable[dict[str, Any]]) -> dict[str, Any]:
@@ -42,8 +35,10 @@ def stat_rows(sketches: dict[str, Sketch], count_key: str) -> list[dict[str, Any
     return sorted(rows, key=lambda r: (-r["total_us"], r["name"]))
 
 
-def _top(lists: Iterable[list[dict]], key: str, sums: tuple[str, ...], order: str, top: int) -> list[dict]:
-    """Rows of several top lists merged by ``key`` (``sums`` added), the ``top`` biggest by ``order``."""
+def _top(lists: Iterable[list[dict]], key: str, sums: tuple[str, ...], order: str, top: int | None
+         ) -> list[dict]:
+    """Rows of several top lists merged by ``key`` (``sums`` added), the ``top`` biggest by ``order``
+    (None: all of them)."""
     rows: dict[Any, dict] = {}
     for lst in lists:
         for r in lst:
@@ -71,7 +66,7 @@ def _merge_rows(tables: Iterable[list[dict]], key: str, sums: tuple[str, ...]) -
     return rows
 
 
-def _finish(row: dict, top: int) -> dict:
+def _finish(row: dict, top: int | None) -> dict:
     tops, stacks = row.pop("_tops"), row.pop("_stacks")
     row["top_kernels"] = _top(tops, "raw_name", ("count", "gpu_us"), "gpu_us", top)
     if "call_stacks" in row:
@@ -79,8 +74,9 @@ def _finish(row: dict, top: int) -> dict:
     return row
 
 
-def merge_operators(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """The operator view (``analysis.operators``) of several ranks from their uncut tables."""
+def merge_operators(parts: list[dict[str, Any]], cut: bool = True) -> dict[str, Any]:
+    """The operator view (``analysis.operators``) of several ranks from their uncut tables; top
+    kernel lists cut to the summary's length, or left whole (``cut=False``: to merge more later)."""
     parts = [p for p in parts if p]
     if not parts:
         return {}
@@ -89,21 +85,21 @@ def merge_operators(parts: list[dict[str, Any]]) -> dict[str, Any]:
     total = out["kernel_total_us"]
     rows = _merge_rows((p["by_name"] for p in parts), "name",
                        ("calls", "total_cpu_us", "self_cpu_us", "self_gpu_us", "total_gpu_us", "kernels"))
-    by_name = [_finish(r, TOP_KERNELS) for r in rows.values()]
+    by_name = [_finish(r, TOP_KERNELS if cut else None) for r in rows.values()]
     for r in by_name:
         r["gpu_pct"] = 100.0 * r["self_gpu_us"] / total if total else 0.0
     by_name.sort(key=lambda r: (-r["self_gpu_us"], -r["total_gpu_us"], -r["total_cpu_us"], r["name"]))
     regions = _merge_rows(([dict(r, key=(r["name"], r["kind"])) for r in p["regions"]] for p in parts),
                           "key", ("kernels", "gpu_us"))
-    region_rows = [_finish(r, TOP_KERNELS) for r in regions.values()]
+    region_rows = [_finish(r, TOP_KERNELS if cut else None) for r in regions.values()]
     for r in region_rows:
         del r["key"]
     out.update(by_name=by_name, regions=sorted(region_rows, key=lambda r: -r["gpu_us"]))
-    out["modules"] = merge_modules([p.get("modules") or {} for p in parts])
+    out["modules"] = merge_modules([p.get("modules") or {} for p in parts], cut)
     return out
 
 
-def merge_modules(parts: list[dict[str, Any]]) -> dict[str, Any]:
+def merge_modules(parts: list[dict[str, Any]], cut: bool = True) -> dict[str, Any]:
     """The ``nn.Module`` view (``analysis.modules``) of several ranks from their uncut tables."""
     parts = [p for p in parts if p]
     if not parts:
@@ -112,7 +108,7 @@ def merge_modules(parts: list[dict[str, Any]]) -> dict[str, Any]:
                     for p in parts)
     rows = _merge_rows((p["by_path"] for p in parts), "path",
                        ("calls", "cpu_us", "self_gpu_us", "total_gpu_us", "kernels"))
-    by_path = [_finish(r, MODULE_TOP_KERNELS) for r in rows.values()]
+    by_path = [_finish(r, MODULE_TOP_KERNELS if cut else None) for r in rows.values()]
     out.update(by_path=_tree_order(by_path), by_type=_by_type(by_path))
     return out
 

@@ -9,8 +9,10 @@ lists only after merging), per-step figures and its collective kernels (bounded)
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +38,10 @@ EVERY_KERNEL = 1 << 30
 RANK_SECTION_SKIP = ("schema", "sources", "platform", "ranks_meta", "compute", "cpu", "notes")
 """Keys of a one-rank ``summarize`` that are not part of the rank's section under ``ranks``."""
 
+MERGED_AS_IS = ("events", "window_us", "devices", "memcpy", "memset", "launch", "streams", "steps", "memory")
+"""Parts of a rank's section the merge reads as they are (the rest it builds from sketches and the
+uncut operator tables); the whole section travels compressed, for the document's ``ranks``."""
+
 
 @dataclass
 class RankPartial:
@@ -44,7 +50,8 @@ class RankPartial:
     source: str
     rank: int
     meta: dict[str, Any]
-    section: dict[str, Any]
+    section_json: bytes
+    figures: dict[str, Any]
     platform: str
     compute: list[dict[str, Any]]
     cpu: dict[str, Any]
@@ -55,6 +62,14 @@ class RankPartial:
     steps: list[dict[str, Any]]
     collectives: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+
+    def section(self) -> dict[str, Any]:
+        """The rank's own summary (the document's ``ranks`` entry)."""
+        return json.loads(zlib.decompress(self.section_json))
+
+    def drop_tables(self) -> None:
+        """Forget what the merge has folded in (sketches, launch shapes, operator tables)."""
+        self.sketches, self.geometry, self.operators = {}, {}, {}
 
 
 def is_url(path: str) -> bool:
@@ -110,9 +125,15 @@ def rank_partial(rank: RankProfile, source: str, thresholds: Thresholds) -> Rank
     ops = operators(batch, corr, top_kernels=EVERY_KERNEL)
     if ops:
         ops["modules"] = modules(batch, corr, top_kernels=EVERY_KERNEL)
+    section = {k: v for k, v in summary.items() if k not in RANK_SECTION_SKIP}
+    section["steps"].pop("source", None)  # top level only
+    section["memory"].pop("snapshots", None)
+    figures = {k: section[k] for k in MERGED_AS_IS if k in section}
+    figures["by_class"] = section["kernels"]["by_class"]
+    figures["kernel_classes"] = {r["raw_name"]: r["class"] for r in section["kernels"]["by_name"]}
     return RankPartial(
         source=source, rank=rank.rank, meta=summary["ranks_meta"][0],
-        section={k: v for k, v in summary.items() if k not in RANK_SECTION_SKIP},
+        section_json=zlib.compress(json.dumps(section).encode(), 6), figures=figures,
         platform=platform_of(batch, [rank.meta]), compute=compute_overview(one), cpu=cpu_usage(one),
         insights=found, sketches=_sketches(batch, corr), geometry=_geometry(batch),
         operators=ops, steps=step_figures(batch, corr), collectives=collectives(batch),

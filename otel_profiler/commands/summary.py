@@ -6,9 +6,10 @@ scheduler's option and the cluster's reading are shared with ``report`` and ``di
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from cuda_tracer.jobs import name_of, split_jobs
 from cuda_tracer.private_files import open_private
@@ -111,30 +112,38 @@ def run(args: argparse.Namespace) -> int:
             raise TraceError("--separate", "cannot be combined with a scheduler (--scheduler, "
                                            "OTEL_PROFILER_SCHEDULER or URL inputs)")
         doc, status = cluster_inputs(args, scheduler, thresholds)
+        if args.format == "json":  # written as encoded: one rank's section in memory at a time
+            from ..report.console import unicode_escaped
+
+            chunks = json.JSONEncoder(indent=1, ensure_ascii=False).iterencode(doc.summary)
+            return _write(args, (unicode_escaped(c) for c in chunks), status)
         text = _render(args, doc)
         if args.format == "table":
             from ..cluster.text import cluster_text
 
             lines = cluster_text(doc.summary, args.top).split("\n")
             text = "\n".join([text, ""] + [terminal_safe(line) for line in lines])
-        return _write(args, text, status)
+        return _write(args, [text], status)
     profile, status = load_inputs(args)
     if args.separate:
         text = _render_jobs(args, split_jobs(profile), thresholds)
     else:
         text = _render(args, SummaryDocument(profile, thresholds))
-    return _write(args, text, status)
+    return _write(args, [text], status)
 
 
-def _write(args: argparse.Namespace, text: str, status: int) -> int:
+def _write(args: argparse.Namespace, chunks: Iterable[str], status: int) -> int:
+    """The text (in pieces) and a newline to ``-o`` or standard output; the exit code."""
     if args.output:  # user-only, like the profile it summarizes (it names the code's kernels)
         try:
             with open_private(args.output, "w") as f:
-                f.write(text + "\n")
+                f.writelines(chunks)
+                f.write("\n")
         except OSError as exc:
             raise TraceError(args.output, f"cannot write ({exc.strerror or exc})") from None
     else:
-        sys.stdout.write(text + "\n")
+        sys.stdout.writelines(chunks)
+        sys.stdout.write("\n")
     return status
 
 
