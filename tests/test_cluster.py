@@ -230,3 +230,27 @@ def test_ranks_read_from_s3_as_from_a_folder(tmp_path, s3_server):
         for meta in doc["ranks_meta"]:
             meta.pop("file")
     assert remote == local
+
+
+def test_report_and_diff_through_the_cluster_way(tmp_path):
+    """``report`` writes the multi-rank page (offsets, the straggler, heatmap, timeline); ``diff``
+    compares two jobs read the cluster's way; ``--format perfetto`` is refused in one line."""
+    truth = make_job(tmp_path / "a", 4, seed=9)
+    make_job(tmp_path / "b", 4, seed=10, straggler=truth["straggler"])
+    page = tmp_path / "r.html"
+    proc = subprocess.run([sys.executable, "-m", "otel_profiler", "report", str(tmp_path / "a"), "--scheduler",
+                           "local", "-o", str(page)], capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    html = page.read_text()
+    assert f"Straggler rank {truth['straggler']}: compute" in html
+    assert html.count("<svg") == 2 and "Clock alignment" in html and "Collective wait per rank" in html
+    proc = subprocess.run([sys.executable, "-m", "otel_profiler", "report", str(tmp_path / "a"), "--scheduler",
+                           "local", "--format", "perfetto", "-o", str(tmp_path / "t.json")],
+                          capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "perfetto" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "otel_profiler", "diff", str(tmp_path / "a"), str(tmp_path / "b"),
+                           "--scheduler", "local", "--format", "json"],
+                          capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)
+    assert len(d["base"]["sources"]) == 4 and len(d["new"]["sources"]) == 4
