@@ -10,7 +10,9 @@ trace and span ids the live run sent), else one derived from the inputs' names a
 times; one line says which. An endpoint that cannot be reached (refused, no answer within its
 timeout, no such host) is said in one line before anything is read: exit 1. Exit 1 when spans
 were dropped. ``--format pprof`` writes a pprof
-profile of GPU and CPU time by call stack to ``-o`` instead (``export.pprof``, docs/profiles.md).
+profile of GPU and CPU time by call stack to ``-o`` instead (``export.pprof``, docs/profiles.md);
+``--format otlp-profiles`` sends the same as OpenTelemetry profiles to the endpoint (its
+``/v1development/profiles`` over HTTP) and/or writes them to ``-o FILE.pb`` (``export.profiles_otlp``).
 """
 
 from __future__ import annotations
@@ -48,9 +50,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                           ".jsonl (OTLP JSON lines) or .pb (protobuf), or a "
                                                           "folder (written as FOLDER/spans.jsonl); with "
                                                           "--format pprof: the profile file")
-    p.add_argument("--format", choices=("otlp", "pprof"), default="otlp",
+    p.add_argument("--format", choices=("otlp", "pprof", "otlp-profiles"), default="otlp",
                    help="otlp: spans (default); pprof: GPU and operator CPU time by call stack, one "
-                        "gzipped pprof file written to -o (docs/profiles.md)")
+                        "gzipped pprof file written to -o; otlp-profiles: the same as OpenTelemetry "
+                        "profiles, sent to the endpoint and/or written to -o FILE.pb (docs/profiles.md)")
     p.add_argument("--span-budget", metavar="N",
                    help="spans per trace, 10 to 1000000 (default: OTEL_PROFILER_SPAN_BUDGET)")
     p.add_argument("--service-name", help="service.name of the spans (default: OTEL_SERVICE_NAME, "
@@ -77,6 +80,10 @@ def run(args: argparse.Namespace) -> int:
             if (args.endpoint or not args.output) else None
     else:
         target = None if args.output else settings.traces_target
+    if args.format == "otlp-profiles":
+        from .export_profiles import send_profiles
+
+        return send_profiles(args, settings, target)
     json_file = pb_file = ""
     if args.output:
         if os.path.isdir(args.output):
@@ -104,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     profile, status = load_inputs(args)
     options = options_from_settings(settings, "otel-profiler-export")
     options.service_name = args.service_name or options.service_name
-    print(_choose_run_ids(options, profile), file=sys.stderr)
+    print(choose_run_ids(options, profile), file=sys.stderr)
     if budget is not None:
         options.budget = budget
     export_config = ExportConfig(target=target, json_file=json_file, pb_file=pb_file,
@@ -151,7 +158,7 @@ def _write_pprof(args: argparse.Namespace) -> int:
     return status
 
 
-def _choose_run_ids(options: Any, profile: Any) -> str:
+def choose_run_ids(options: Any, profile: Any) -> str:
     """Settle the run id of every rank (``options.run_id`` set: it for all; else each rank's
     recorded ``run_id``, a derived one for ranks without) and say in one line where it came from."""
     if options.run_id:

@@ -26,6 +26,11 @@ when the job is gone it spools what it holds and exits. A dead exporter process 
 memory) costs one warning; later batches are counted as dropped (they stay in the profile folder).
 When spans wait in the spool at close, one line names the spool and the ``otel-profiler replay``
 command that sends them (:func:`replay_hint`).
+
+With ``OTEL_PROFILER_PROFILES_EXPORTER=otlp`` the exporter process also turns each batch (a
+captured window or step) into OpenTelemetry profiles (``export.profiles_otlp``) and sends them to
+the spans' endpoint from a sending thread of their own, within the same close deadline; samples not
+delivered by then are counted and said in one line (profiles are not spooled).
 """
 
 from __future__ import annotations
@@ -116,7 +121,7 @@ def _beat(heartbeat: Any) -> None:
 
 
 def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any, parent_pid: int = 0,
-                heartbeat: Any = None) -> None:
+                heartbeat: Any = None, profiles: Any = None) -> None:
     """The exporter process: read batches until the sentinel or the job's end.
 
     ``closing`` holds what ``Exporter.close`` sets: the network deadline (wall clock; after it,
@@ -147,6 +152,11 @@ def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any, parent_
     except Exception as exc:  # e.g. unreadable certificate file
         print_warning(f"span exporter cannot start ({exc.__class__.__name__}: {exc}); spans are dropped")
         pipeline = None
+    sender = None
+    if profiles is not None:  # OTEL_PROFILER_PROFILES_EXPORTER=otlp
+        from .profiles_otlp import open_sender
+
+        sender = open_sender(profiles, print_warning, network_deadline)
     ready[0] = time.time()
     parent = mp.parent_process()
     errors: set[str] = set()
@@ -174,6 +184,8 @@ def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any, parent_
             else:
                 pipeline.handle(*item)
                 counters.add("batches_finished")
+                if sender is not None:
+                    sender.handle_safely(*item)
         except Exception as exc:
             counters.add("metric_requests_failed" if is_metrics else "batches_failed")
             key = f"{exc.__class__.__name__}: {exc}"[:200]
@@ -184,6 +196,8 @@ def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any, parent_
         if _parent_gone.is_set() and pipeline.delivery is not None:
             pipeline.delivery.persist_now()  # the job is gone: no network, keep what we hold
         pipeline.close(network_deadline() if not _parent_gone.is_set() else time.monotonic())
+    if sender is not None:
+        sender.close_and_report(network_deadline() if not _parent_gone.is_set() else time.monotonic())
     try:
         sys.stderr.flush()
     finally:
@@ -209,7 +223,7 @@ def _start_hiding_main(proc: Any) -> None:
 class Exporter:
     """Hands batches to the exporter process. ``submit`` never blocks and never raises."""
 
-    def __init__(self, config: ExportConfig) -> None:
+    def __init__(self, config: ExportConfig, profiles: Any = None) -> None:
         ctx = mp.get_context("spawn")
         self.config = config
         self._queue = ctx.Queue(config.queue_size)
@@ -218,7 +232,7 @@ class Exporter:
         self._heartbeat = ctx.Array("d", 1, lock=False)  # the exporter process's last sign of life
         self._proc = ctx.Process(target=_child_main, name="otel-profiler-exporter", daemon=True,
                                  args=(self._queue, config, self._shared, self._closing, os.getpid(),
-                                       self._heartbeat))
+                                       self._heartbeat, profiles))
         _start_hiding_main(self._proc)
         self.submitted = 0
         self.metrics_submitted = 0
@@ -491,4 +505,18 @@ def exporter_from_env(settings: Any, default_service: str | None = None) -> Expo
     config = config_from_settings(settings, default_service or settings.service_name)
     if not config.has_sink:
         return None
-    return Exporter(config)
+    return Exporter(config, profiles_config(settings, config))
+
+
+def profiles_config(settings: Any, config: ExportConfig) -> Any:
+    """What the exporter process needs to send profiles (``OTEL_PROFILER_PROFILES_EXPORTER=otlp``
+    and an OTLP traces endpoint), else None. Imports nothing heavy."""
+    if settings["OTEL_PROFILER_PROFILES_EXPORTER"] != "otlp":
+        return None
+    if config.target is None:
+        print_warning("OTEL_PROFILER_PROFILES_EXPORTER=otlp: no OTLP traces endpoint is set, so no "
+                      "profiles are sent")
+        return None
+    from .profiles_config import ProfilesConfig, profiles_target
+
+    return ProfilesConfig(profiles_target(config.target), config.span_options, config.retry_s, config.probe_s)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import grpc
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
+from opentelemetry.proto.collector.profiles.v1development.profiles_service_pb2 import ExportProfilesServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from . import OK, OtlpTarget, Result, safe_text
@@ -20,6 +21,8 @@ EXPORT = {
                ExportTraceServiceResponse, "rejected_spans"),
     "metrics": ("/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
                 ExportMetricsServiceResponse, "rejected_data_points"),
+    "profiles": ("/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export",
+                 ExportProfilesServiceResponse, "rejected_profiles"),
 }
 _RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
               grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.ABORTED, grpc.StatusCode.CANCELLED,
