@@ -17,6 +17,8 @@ step counter, and its parts, each mixed into :class:`Session` from a module of i
   first write); at exit the exporter gets ``CLOSE_NETWORK_S`` of network time, then spools what is
   not delivered; a frozen exporter is killed, not waited for (``docs/delivery.md``);
 - ``step_evidence``: where steps come from when the code does not say.
+- ``trace_context``: the parent's ``TRACEPARENT`` (each rank's run span, sent with the last part) and
+  the job's own OpenTelemetry span current as each step begins (docs/trace-context.md).
 
 Never raising into user code: any failure gives one warning and turns profiling off, except a
 profile folder that cannot be written (full disk, read-only): one warning, and recording, metrics
