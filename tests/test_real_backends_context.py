@@ -23,6 +23,7 @@ from real_backends import job_environment, poll, replay_spool
 from test_real_backends_e2e import Chain, chain  # noqa: F401  (the module's chain fixture)
 
 pytest.importorskip("torch")
+pytestmark = pytest.mark.backends  # the group of the other real-backend modules (left out of the fast loop)
 STEPS = 5
 PIPELINE = """
 import os, subprocess, sys

@@ -229,6 +229,7 @@ def _zero_code_job(tmp_path: Path, **extra: str) -> tuple[subprocess.CompletedPr
     return done, spans
 
 
+@pytest.mark.jobs
 def test_a_malformed_traceparent_costs_one_warning_and_changes_nothing_else(tmp_path):
     done, spans = _zero_code_job(tmp_path, TRACEPARENT="00-not-a-context-01")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -239,6 +240,7 @@ def test_a_malformed_traceparent_costs_one_warning_and_changes_nothing_else(tmp_
                           s["links"][0]["traceId"] != s["traceId"]]
 
 
+@pytest.mark.jobs
 def test_a_valid_traceparent_gives_the_job_its_run_span(tmp_path):
     done, spans = _zero_code_job(tmp_path, TRACEPARENT=PARENT)
     assert done.returncode == 0 and "TRACEPARENT" not in done.stderr, done.stderr[-3000:]
