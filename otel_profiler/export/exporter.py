@@ -4,21 +4,20 @@ training never waits.
 Training-process side (:class:`Exporter`, :func:`exporter_from_env`) imports no protobuf, grpc or
 encoder: ``submit`` puts ``(meta, batch)`` and ``submit_metrics`` a ``MetricsSnapshot`` on a bounded
 ``multiprocessing`` queue without blocking; when the queue is full (the exporter process is behind:
-a slow start on a busy machine) the batch is kept and merged into the next one, up to
-``HOLD_ROWS`` events, beyond which it is dropped and counted. A separate
-*spawned* process (:func:`_child_main`) runs the :class:`otel_profiler.export.pipeline.Pipeline`: it builds
-spans, encodes spans and metrics and hands requests to a sending thread
-(``otel_profiler.export.delivery``), so encoding and network I/O never hold the training GIL and a silent
-endpoint never stops the queue from being read. The child is started with ``__main__`` hidden, so
-spawning never re-runs the training script.
+a slow start on a busy machine) the batch is kept and merged into the next one, up to ``HOLD_ROWS``
+events, beyond which it is dropped and counted. A separate *spawned* process (:func:`_child_main`)
+runs the :class:`otel_profiler.export.pipeline.Pipeline`: it builds spans, encodes spans and metrics
+and hands requests to a sending thread (``otel_profiler.export.delivery``), so encoding and network
+I/O never hold the training GIL and a silent endpoint never stops the queue from being read. The
+child is started with ``__main__`` hidden, so spawning never re-runs the training script.
 
 Closing (``close(timeout_s)``, the job's exit): the exporter process reads every batch still queued,
 keeps sending while the endpoint answers for at most ``timeout_s`` seconds (at once gives up on an
-endpoint that is failing), then spools every request not acknowledged (local and fast); only if
-that local work takes more than ``PERSIST_S`` more is it stopped, and what it had not settled is
-counted lost with its reason (batches never read, batches cut short, spans not persisted).
-Exporters still open at exit are closed by one exit hook registered at import, so after a
-session's own hook has written its last part.
+endpoint that is failing), then spools every request not acknowledged (local and fast); only if that
+local work takes more than ``PERSIST_S`` more is it stopped, and what it had not settled is counted
+lost with its reason (batches never read, batches cut short, spans not persisted). Exporters still
+open at exit are closed by one exit hook registered at import, so after a session's own hook has
+written its last part.
 
 The exporter process never outlives its job: on Linux it asks for a parent-death signal
 (``PR_SET_PDEATHSIG``), and everywhere it watches its parent (multiprocessing's parent sentinel);
@@ -27,10 +26,8 @@ memory) costs one warning; later batches are counted as dropped (they stay in th
 When spans wait in the spool at close, one line names the spool and the ``otel-profiler replay``
 command that sends them (:func:`replay_hint`).
 
-With ``OTEL_PROFILER_PROFILES_EXPORTER=otlp`` the exporter process also turns each batch (a
-captured window or step) into OpenTelemetry profiles (``export.profiles_otlp``) and sends them to
-the spans' endpoint from a sending thread of their own, within the same close deadline; samples not
-delivered by then are counted and said in one line (profiles are not spooled).
+With ``OTEL_PROFILER_PROFILES_EXPORTER=otlp`` it also sends each batch's OpenTelemetry profiles
+(``export.profiles_config``, ``export.profiles_otlp``) within the same close deadline.
 """
 
 from __future__ import annotations
@@ -49,11 +46,13 @@ import weakref
 from typing import Any
 
 from cuda_tracer.events import EventBatch
+from cuda_tracer.private_files import open_private
 
 from ..metrics.points import MetricsSnapshot
 from .pipeline import (COUNTERS, METRICS_RETRY_S, PROBE_S, Counters, ExportConfig,  # noqa: F401
                        Pipeline)
 from ..spans.options import options_from_settings
+from .profiles_config import open_sender, profiles_config
 from ..profiler_warnings import print_warning
 
 HOLD_ROWS = 2_000_000
@@ -152,11 +151,7 @@ def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any, parent_
     except Exception as exc:  # e.g. unreadable certificate file
         print_warning(f"span exporter cannot start ({exc.__class__.__name__}: {exc}); spans are dropped")
         pipeline = None
-    sender = None
-    if profiles is not None:  # OTEL_PROFILER_PROFILES_EXPORTER=otlp
-        from .profiles_otlp import open_sender
-
-        sender = open_sender(profiles, print_warning, network_deadline)
+    sender = open_sender(profiles, print_warning, network_deadline)
     ready[0] = time.time()
     parent = mp.parent_process()
     errors: set[str] = set()
@@ -184,8 +179,7 @@ def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any, parent_
             else:
                 pipeline.handle(*item)
                 counters.add("batches_finished")
-                if sender is not None:
-                    sender.handle_safely(*item)
+                sender.handle_safely(*item)
         except Exception as exc:
             counters.add("metric_requests_failed" if is_metrics else "batches_failed")
             key = f"{exc.__class__.__name__}: {exc}"[:200]
@@ -196,8 +190,7 @@ def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any, parent_
         if _parent_gone.is_set() and pipeline.delivery is not None:
             pipeline.delivery.persist_now()  # the job is gone: no network, keep what we hold
         pipeline.close(network_deadline() if not _parent_gone.is_set() else time.monotonic())
-    if sender is not None:
-        sender.close_and_report(network_deadline() if not _parent_gone.is_set() else time.monotonic())
+    sender.close_and_report(network_deadline() if not _parent_gone.is_set() else time.monotonic())
     try:
         sys.stderr.flush()
     finally:
@@ -394,8 +387,6 @@ class Exporter:
         if not lines or self.profile_folder is None:
             return
         try:
-            from cuda_tracer.private_files import open_private
-
             path = os.path.join(self.profile_folder, DELIVERY_NOTES.format(pid=os.getpid()))
             with open_private(path, "a") as f:
                 f.write("".join(line + "\n" for line in lines))
@@ -507,16 +498,3 @@ def exporter_from_env(settings: Any, default_service: str | None = None) -> Expo
         return None
     return Exporter(config, profiles_config(settings, config))
 
-
-def profiles_config(settings: Any, config: ExportConfig) -> Any:
-    """What the exporter process needs to send profiles (``OTEL_PROFILER_PROFILES_EXPORTER=otlp``
-    and an OTLP traces endpoint), else None. Imports nothing heavy."""
-    if settings["OTEL_PROFILER_PROFILES_EXPORTER"] != "otlp":
-        return None
-    if config.target is None:
-        print_warning("OTEL_PROFILER_PROFILES_EXPORTER=otlp: no OTLP traces endpoint is set, so no "
-                      "profiles are sent")
-        return None
-    from .profiles_config import ProfilesConfig, profiles_target
-
-    return ProfilesConfig(profiles_target(config.target), config.span_options, config.retry_s, config.probe_s)

@@ -5,8 +5,10 @@ profiles target beside the spans' OTLP target, and what the exporter process nee
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
+from ..profiler_warnings import print_warning
 from ..spans.options import SpanOptions
 from .sinks import OtlpTarget
 
@@ -39,3 +41,41 @@ class ProfilesConfig:
     options: SpanOptions = field(default_factory=SpanOptions)
     retry_s: float = 30.0
     probe_s: float = 5.0
+
+
+def profiles_config(settings: Any, spans: Any) -> ProfilesConfig | None:
+    """What the exporter process needs to send profiles beside the spans (``spans``: the span
+    pipeline's ``ExportConfig``): when ``OTEL_PROFILER_PROFILES_EXPORTER=otlp`` and there is an OTLP
+    traces endpoint, else None (with one warning when there is no endpoint)."""
+    if settings["OTEL_PROFILER_PROFILES_EXPORTER"] != "otlp":
+        return None
+    if spans.target is None:
+        print_warning("OTEL_PROFILER_PROFILES_EXPORTER=otlp: no OTLP traces endpoint is set, so no "
+                      "profiles are sent")
+        return None
+    return ProfilesConfig(profiles_target(spans.target), spans.span_options, spans.retry_s, spans.probe_s)
+
+
+def open_sender(config: ProfilesConfig | None, warn: Callable[[str], None],
+                network_deadline: Callable[[], float | None]) -> Any:
+    """In the exporter process: the threaded ``profiles_otlp.ProfilesSender`` of ``config``, else
+    one that does nothing (profiles off, or it cannot start: one warning)."""
+    if config is None:
+        return NoProfiles()
+    try:
+        from .profiles_otlp import ProfilesSender
+
+        return ProfilesSender(config, warn, threaded=True, closing_deadline=network_deadline)
+    except Exception as exc:
+        warn(f"profiles exporter cannot start ({exc.__class__.__name__}: {exc}); profiles are not sent")
+        return NoProfiles()
+
+
+class NoProfiles:
+    """The sender while profiles are off."""
+
+    def handle_safely(self, meta: Any, batch: Any) -> None:
+        pass
+
+    def close_and_report(self, network_deadline: float | None) -> None:
+        pass

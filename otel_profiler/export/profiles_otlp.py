@@ -238,12 +238,3 @@ class ProfilesSender:
             self._warn(f"profiles export: {totals['lost']} of {totals['samples']} samples not delivered; "
                        "`otel-profiler export FOLDER --format otlp-profiles` sends them from the profile folder")
 
-
-def open_sender(config: ProfilesConfig, warn: Callable[[str], None],
-                network_deadline: Callable[[], float | None]) -> ProfilesSender | None:
-    """The exporter process's threaded sender, or None when it cannot start (one warning)."""
-    try:
-        return ProfilesSender(config, warn, threaded=True, closing_deadline=network_deadline)
-    except Exception as exc:
-        warn(f"profiles exporter cannot start ({exc.__class__.__name__}: {exc}); profiles are not sent")
-        return None
