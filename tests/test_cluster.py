@@ -80,7 +80,8 @@ def test_straggler_ranked_first_and_offsets_recovered(job, local_doc):
     assert found["ranking"][0]["rank"] == truth["straggler"]
     assert all(s["slowest"][0]["rank"] == truth["straggler"] and s["slowest"][0]["cause"] == "compute"
                for s in found["steps"])
-    assert local_doc["insights"][0]["rule"] == "cluster_straggler"
+    assert [i["scope"] for i in local_doc["insights"] if i["rule"] == "cluster_straggler"] == \
+        [f"rank {truth['straggler']}"]
     assert max(r["arrived_last"] for r in found["collective_wait"]) == \
         next(r["arrived_last"] for r in found["collective_wait"] if r["rank"] == truth["straggler"])
     align = local_doc["clock_alignment"]

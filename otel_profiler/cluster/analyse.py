@@ -22,7 +22,7 @@ from ..analysis.insights import Thresholds
 from .align import clock_offsets, offset_ns
 from .executor import executor_for
 from .html import TIMELINE_BARS
-from .merge import Reduction
+from .merge import SEVERITY, Reduction
 from .partial import RankPartial, is_url, read_partials
 from .stragglers import StragglerThresholds, stragglers
 
@@ -131,7 +131,8 @@ def analyse(inputs: list[str], scheduler: str | None = None, thresholds: Thresho
     summary["clock_alignment"] = alignment
     summary["stragglers"] = stragglers({p.rank: p.steps for p in partials}, alignment, collectives,
                                        straggler_thresholds)
-    summary["insights"] = straggler_insights(summary["stragglers"]) + summary["insights"]
+    summary["insights"] = sorted(straggler_insights(summary["stragglers"]) + summary["insights"],
+                                 key=lambda i: SEVERITY[i["severity"]])
     return ClusterResult(summary, refused, timeline_lanes(partials, alignment,
                                                           summary["stragglers"]["heatmap"]["ranks"]))
 

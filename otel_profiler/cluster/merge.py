@@ -27,7 +27,7 @@ from .merge_tables import merge_operators, stat_rows, sum_dicts
 from .partial import RankPartial, is_url
 from .sketch import Sketch, merged
 
-_SEVERITY = {"high": 0, "medium": 1, "low": 2}
+SEVERITY = {"high": 0, "medium": 1, "low": 2}
 
 
 class LazyRanks(dict):
@@ -229,7 +229,7 @@ def rank_insights(partials: list[RankPartial]) -> list[dict[str, Any]]:
                 continue
             best, ranks = by_rule[rule]
             ranks.append(p.rank)
-            if _SEVERITY[found["severity"]] < _SEVERITY[best["severity"]]:
+            if SEVERITY[found["severity"]] < SEVERITY[best["severity"]]:
                 by_rule[rule] = (dict(found, scope=f"rank {p.rank}: {found['scope']}"), ranks)
     out = []
     n = len({p.rank for p in partials})
@@ -237,4 +237,4 @@ def rank_insights(partials: list[RankPartial]) -> list[dict[str, Any]]:
         if n > 1:
             found["scope"] += f" (found on {len(set(ranks))} of {n} ranks)"
         out.append(found)
-    return sorted(out, key=lambda i: _SEVERITY[i["severity"]])
+    return sorted(out, key=lambda i: SEVERITY[i["severity"]])

@@ -141,13 +141,7 @@ def rank_partial(rank: RankProfile, source: str, thresholds: Thresholds) -> Rank
 
 
 def _by_name(batch: EventBatch, rows: np.ndarray) -> dict[str, Sketch]:
-    names, durations = batch.name[rows], batch.duration_ns[rows]
-    order = np.argsort(names, kind="stable")
-    names, durations = names[order], durations[order]
-    cuts = np.flatnonzero(np.r_[True, names[1:] != names[:-1]]) if len(names) else np.zeros(0, int)
-    ends = np.r_[cuts[1:], len(names)]
-    return {batch.strings[int(names[a])]: Sketch.of_ns(durations[a:b])
-            for a, b in zip(cuts.tolist(), ends.tolist())}
+    return {batch.strings[i]: s for i, s in Sketch.by_group(batch.name[rows], batch.duration_ns[rows]).items()}
 
 
 def _sketches(batch: EventBatch, corr) -> dict[str, dict[str, Sketch]]:

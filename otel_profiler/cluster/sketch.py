@@ -46,6 +46,31 @@ class Sketch:
             s.buckets = dict(zip(index.tolist(), counts.tolist()))
         return s
 
+    @classmethod
+    def by_group(cls, groups: np.ndarray, values_ns: np.ndarray) -> dict[int, "Sketch"]:
+        """One sketch per distinct group id of ``values_ns``, in a few passes over all of them."""
+        if not len(groups):
+            return {}
+        ids, inv = np.unique(groups, return_inverse=True)
+        inv = inv.reshape(-1)
+        v = values_ns.astype(np.float64) / 1e3
+        n = len(ids)
+        count = np.bincount(inv, minlength=n)
+        total, squares = np.bincount(inv, v, n), np.bincount(inv, v * v, n)
+        low, high = np.full(n, np.inf), np.full(n, -np.inf)
+        np.minimum.at(low, inv, v)
+        np.maximum.at(high, inv, v)
+        positive = v > 0
+        zeros = np.bincount(inv[~positive], minlength=n)
+        bucket = np.ceil(np.log(v[positive]) / _LOG_GAMMA).astype(np.int64)
+        keys, counts = np.unique((inv[positive].astype(np.int64) << 32) | (bucket + (1 << 31)),
+                                 return_counts=True)
+        out = {int(g): cls(int(count[i]), float(total[i]), float(squares[i]), float(low[i]), float(high[i]),
+                           int(zeros[i])) for i, g in enumerate(ids.tolist())}
+        for key, c in zip(keys.tolist(), counts.tolist()):
+            out[int(ids[key >> 32])].buckets[(key & 0xFFFFFFFF) - (1 << 31)] = c
+        return out
+
     def merge(self, other: "Sketch") -> "Sketch":
         self.count += other.count
         self.total += other.total
