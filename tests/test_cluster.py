@@ -255,3 +255,14 @@ def test_report_and_diff_through_the_cluster_way(tmp_path):
     assert proc.returncode == 0, proc.stderr
     d = json.loads(proc.stdout)
     assert len(d["base"]["sources"]) == 4 and len(d["new"]["sources"]) == 4
+
+
+def test_straggler_threshold_from_the_command_line(tmp_path):
+    truth = make_job(tmp_path, 3, seed=4)
+    code, doc, err = summary_cli(str(tmp_path), "--scheduler", "local", "--threshold", "excess_pct=50")
+    assert code == 0, err
+    assert doc["stragglers"]["thresholds"]["excess_pct"] == 50
+    assert doc["stragglers"]["steps"][0]["slowest"][0]["rank"] == truth["straggler"]
+    assert not any(i["rule"] == "cluster_straggler" for i in doc["insights"])  # +24 % is under 50 %
+    code, _, err = summary_cli(str(tmp_path), "--threshold", "excess_pct=50")
+    assert code == 2 and "unknown threshold" in err

@@ -44,6 +44,22 @@ class StragglerThresholds:
                "stragglers first, then by own work)"})
 
 
+def split_thresholds(items: list[str]) -> tuple[StragglerThresholds, list[str]]:
+    """The straggler thresholds among ``name=value`` items, and the other items; raises
+    ``ValueError`` for a value that is not a number."""
+    names = {f.name: f.type for f in fields(StragglerThresholds)}
+    values: dict[str, Any] = {}
+    rest = []
+    for item in items:
+        name, sep, value = item.partition("=")
+        if sep and name.strip() in names:
+            kind = names[name.strip()]
+            values[name.strip()] = int(value) if kind in ("int", int) else float(value)
+        else:
+            rest.append(item)
+    return StragglerThresholds(**values), rest
+
+
 def thresholds_doc() -> list[dict[str, Any]]:
     return [{"name": f.name, "default": f.default, "meaning": f.metadata["doc"]}
             for f in fields(StragglerThresholds)]

@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("-j", "--jobs", type=count, default=None, metavar="N",
                    help="trace files read at once per run, one process each (default: as many as "
                         "the cores, the files and the free memory allow)")
-    add_scheduler(p)
+    add_scheduler(p, thresholds=False)
     p.set_defaults(func=run)
 
 

@@ -18,7 +18,7 @@ from ..analysis.insights import Thresholds
 from ..names import terminal_safe
 from ..report.renderers import RENDERERS, RenderOptions
 from . import add_inputs, add_thresholds, load_inputs
-from .summary import add_scheduler, cluster_inputs, scheduler_of
+from .summary import add_scheduler, cluster_inputs, parse_thresholds, scheduler_of
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,18 +37,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        thresholds = Thresholds.parse(args.threshold)
-    except ValueError as exc:
-        raise TraceError("--threshold", str(exc)) from None
     scheduler = scheduler_of(args, args.inputs)
+    thresholds, stragglers = parse_thresholds(args, scheduler)
     if scheduler and args.format == "perfetto":
         raise TraceError("--format perfetto", "needs every event in one process: not with a scheduler "
                                               "(--scheduler, OTEL_PROFILER_SCHEDULER or URL inputs)")
     if scheduler:
         from ..cluster.html import render_cluster_html
 
-        doc, status = cluster_inputs(args, scheduler, thresholds)
+        doc, status = cluster_inputs(args, scheduler, thresholds, stragglers=stragglers)
 
         def render() -> str | bytes:
             return render_cluster_html(doc.summary, doc.lanes)

@@ -35,7 +35,11 @@ class ClusterDocument:
     profile: None = None
 
 
-def add_scheduler(parser: argparse.ArgumentParser) -> None:
+def add_scheduler(parser: argparse.ArgumentParser, thresholds: bool = True) -> None:
+    """``--scheduler``, and (``thresholds``) the straggler thresholds ``--threshold`` takes with one,
+    listed in the epilog."""
+    from ..cluster.stragglers import thresholds_doc
+
     parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
                         help="read the ranks on the workers of this Dask scheduler (tcp://HOST:PORT; "
                              "needs the cluster extra) and merge their compact summaries here, with "
@@ -43,6 +47,25 @@ def add_scheduler(parser: argparse.ArgumentParser) -> None:
                              "local processes (default: OTEL_PROFILER_SCHEDULER, else the ranks are "
                              "read here as before; inputs given as URLs such as s3://bucket/run/ "
                              "are always read the cluster's way)")
+    if not thresholds:
+        return
+    rows = [f"  {t['name']} = {t['default']:g}: {t['meaning']}" for t in thresholds_doc()]
+    parser.epilog = ((parser.epilog + "\n\n") if parser.epilog else "") + \
+        "straggler thresholds (--threshold NAME=VALUE, with a scheduler):\n" + "\n".join(rows)
+
+
+def parse_thresholds(args: argparse.Namespace, scheduler: str | None) -> tuple[Thresholds, Any]:
+    """The insight thresholds of ``--threshold`` and, with a scheduler, the straggler thresholds
+    (``cluster.stragglers.StragglerThresholds``; None without one); raises ``TraceError``."""
+    try:
+        if scheduler:
+            from ..cluster.stragglers import split_thresholds
+
+            stragglers, rest = split_thresholds(args.threshold)
+            return Thresholds.parse(rest), stragglers
+        return Thresholds.parse(args.threshold), None
+    except ValueError as exc:
+        raise TraceError("--threshold", str(exc)) from None
 
 
 def scheduler_of(args: argparse.Namespace, inputs: list[str]) -> str | None:
@@ -59,7 +82,7 @@ def scheduler_of(args: argparse.Namespace, inputs: list[str]) -> str | None:
 
 
 def cluster_inputs(args: argparse.Namespace, scheduler: str, thresholds: Thresholds | None,
-                   inputs: list[str] | None = None) -> tuple[ClusterDocument, int]:
+                   inputs: list[str] | None = None, stragglers: Any = None) -> tuple[ClusterDocument, int]:
     """The merged summary of ``inputs`` (default ``args.inputs``) read on ``scheduler`` and the exit
     code so far: each rank that cannot be read is one error line, the others are used (exit 2)."""
     from ..cluster.analyse import analyse
@@ -68,7 +91,8 @@ def cluster_inputs(args: argparse.Namespace, scheduler: str, thresholds: Thresho
     max_mb = getattr(args, "max_json_mb", None)
     try:
         result = analyse(inputs or args.inputs, scheduler, thresholds, workers=getattr(args, "jobs", None),
-                         max_text_bytes=max_mb << 20 if max_mb else None)
+                         max_text_bytes=max_mb << 20 if max_mb else None,
+                         **({"straggler_thresholds": stragglers} if stragglers else {}))
     except RuntimeError as exc:
         raise TraceError("--scheduler", str(exc)) from None
     for line in result.refused:
@@ -102,16 +126,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        thresholds = Thresholds.parse(args.threshold)
-    except ValueError as exc:
-        raise TraceError("--threshold", str(exc)) from None
     scheduler = scheduler_of(args, args.inputs)
+    thresholds, stragglers = parse_thresholds(args, scheduler)
     if scheduler:
         if args.separate:
             raise TraceError("--separate", "cannot be combined with a scheduler (--scheduler, "
                                            "OTEL_PROFILER_SCHEDULER or URL inputs)")
-        doc, status = cluster_inputs(args, scheduler, thresholds)
+        doc, status = cluster_inputs(args, scheduler, thresholds, stragglers=stragglers)
         if args.format == "json":  # written as encoded: one rank's section in memory at a time
             from ..report.console import unicode_escaped
 
