@@ -180,25 +180,22 @@ def _with_run_span(table: Any, parent: TraceParent, span_id: int, run_id: str, r
         return np.concatenate([column, np.array([value], column.dtype)])
 
     values = list(table.values)
-    attrs = []
-    for a in table.attrs:
-        present = np.ones(n, bool) if a.present is None else a.present
-        attrs.append(AttrColumn(a.key, a.type, grow(a.values, 0), grow(present, False)))
-    extra = [(("otel_profiler.kind", "value"), "run"), (("otel_profiler.run.id", "value"), run_id),
-             (("otel_profiler.rank", "int"), rank)]
-    for (key, type_), value in extra:
+    own: dict[str, tuple[str, int]] = {}  # the run span's attributes: key -> (type, value or value id)
+    for key, type_, value in (("otel_profiler.kind", "value", "run"), ("otel_profiler.run.id", "value", run_id),
+                              ("otel_profiler.rank", "int", rank)):
         if type_ == "value":
             values.append(value)
             value = len(values) - 1
-        found = [a for a in attrs if a.key == key]
-        if found:
-            found[0].values[n], found[0].present[n] = value, True
-        else:
-            present = np.zeros(n + 1, bool)
-            present[n] = True
-            column = np.zeros(n + 1, np.int64)
-            column[n] = value
-            attrs.append(AttrColumn(key, type_, column, present))
+        own[key] = (type_, int(value))
+    attrs = []
+    for a in table.attrs:
+        present = np.ones(n, bool) if a.present is None else a.present
+        mine = own.pop(a.key, None)
+        attrs.append(AttrColumn(a.key, a.type, grow(a.values, mine[1] if mine else 0), grow(present, mine is not None)))
+    for key, (type_, value) in own.items():
+        column, present = np.zeros(n + 1, np.int64), np.zeros(n + 1, bool)
+        column[n], present[n] = value, True
+        attrs.append(AttrColumn(key, type_, column, present))
     links = [LinkColumn(grow(c.trace_hi, 0), grow(c.trace_lo, 0), grow(c.span_id, 0)) for c in table.extra_links]
     states = dict(table.trace_states)
     if parent.state:
