@@ -354,14 +354,16 @@ def _upload_in_background(folder: str) -> None:
     """With ``OTEL_PROFILER_UPLOAD`` set: record the folder's upload in the upload spool and hand it
     to a detached process that delivers it, retrying for a bounded time (``run``'s exit waits for
     a small local write only). One line says what happens; the token is never shown."""
+    settings = config.load(os.environ)
+    url = settings["OTEL_PROFILER_UPLOAD"].strip()
+    if not url:  # the usual case: nothing more is imported (the upload client loads numpy)
+        return
     from ..export import upload
     from ..live.wiring import EXPORTER_CHILD_ENV
     from ..profiler_warnings import print_warning
     from .upload import default_spool
 
-    settings = config.load(os.environ)
-    url = settings["OTEL_PROFILER_UPLOAD"].strip()
-    if not url or not any(upload.PROFILE_FILE.fullmatch(n) for n in _names(folder)):
+    if not any(upload.PROFILE_FILE.fullmatch(n) for n in _names(folder)):
         return
     not_sent = f"the profile is not uploaded (`otel-profiler upload {folder} --url URL` sends it)"
     if upload.http_url(url):
