@@ -1,6 +1,7 @@
 """What the command line imports before it does its work: ``otel-profiler --help`` loads no subcommand,
 and ``otel-profiler run`` starts the job before numpy, the analysis, the report or the exporter is
-loaded (they are what makes a short job slower; the summary's modules load while the job runs).
+loaded (they are what makes a short job slower; the summary's modules load while the job runs, and
+``--no-summary`` never loads them).
 
 Each case runs the real ``main`` in a fresh interpreter with an audit hook that records
 ``sys.modules`` when the job's process is started (``subprocess.Popen``), or when ``--help`` exits.
@@ -32,6 +33,7 @@ try:
 except SystemExit as exc:
     seen["code"] = exc.code
 seen.setdefault("modules", sorted(sys.modules))
+seen["at_exit"] = sorted(sys.modules)
 with open(record_file, "w") as f:
     json.dump(seen, f)
 '''
@@ -51,13 +53,14 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-def modules_of(tmp: Path, marker: str, *argv: str) -> tuple[object, list[str]]:
-    """(exit code, modules loaded when the job started or main ended) of ``otel-profiler ARGV``."""
+def modules_of(tmp: Path, marker: str, *argv: str) -> tuple[object, list[str], list[str]]:
+    """(exit code, modules loaded when the job started (else when main ended), modules loaded when
+    main ended) of ``otel-profiler ARGV``."""
     record = tmp / "modules.json"
     subprocess.run([sys.executable, "-c", PROBE, str(record), marker, *argv], env=clean_env(), cwd=tmp,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=240)
     seen = json.loads(record.read_text())
-    return seen["code"], seen["modules"]
+    return seen["code"], seen["modules"], seen["at_exit"]
 
 
 def heavy(modules: list[str]) -> list[str]:
@@ -65,7 +68,7 @@ def heavy(modules: list[str]) -> list[str]:
 
 
 def test_help_loads_no_subcommand_and_nothing_heavy(tmp_path):
-    code, modules = modules_of(tmp_path, "-", "--help")
+    code, modules, _ = modules_of(tmp_path, "-", "--help")
     assert code == 0
     assert [m for m in modules if m.startswith("otel_profiler.commands.")] == []
     assert heavy(modules) == []
@@ -75,8 +78,12 @@ def test_help_loads_no_subcommand_and_nothing_heavy(tmp_path):
 def test_run_starts_the_job_before_loading_anything_heavy(tmp_path, options):
     job = tmp_path / "job.py"
     job.write_text("open('ran', 'w').write('yes')\n")
-    code, modules = modules_of(tmp_path, str(job), "run", "--output-dir", str(tmp_path / "prof"), *options,
-                               "--", sys.executable, str(job))
+    code, modules, at_exit = modules_of(tmp_path, str(job), "run", "--output-dir", str(tmp_path / "prof"),
+                                        *options, "--", sys.executable, str(job))
     assert code == 0 and (tmp_path / "ran").read_text() == "yes"
     assert "otel_profiler.commands.run" in modules  # recorded at the job's start, not after
     assert heavy(modules) == []
+    if options:  # no summary: nothing heavy after the job either
+        assert heavy(at_exit) == []
+    else:
+        assert "otel_profiler.report.console" in at_exit  # the check sees what the summary loads
