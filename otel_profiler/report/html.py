@@ -1,8 +1,8 @@
 """Builds the self-contained HTML report: one file holding the data (JSON, timeline columns as base64
 typed arrays) and the inlined CSS and JavaScript from ``assets/`` (``report.js``: helpers, dashboard,
 tables, insights; ``operators.js``: the operator view; ``memory.js``: GPU memory; ``host.js``: CPU
-utilization over time and the compute resources; ``timeline.js``: the canvas timeline; ``page.js``:
-tabs); it needs no network to open.
+utilization over time and the compute resources; ``timeline.js``: the canvas timeline; ``flame.js``:
+the flame graph of call stacks (data: ``flame``); ``page.js``: tabs); it needs no network to open.
 
 Untrusted names (kernels, annotations) travel only inside the JSON data block, with every ``<``
 escaped, and the script puts them on the page with ``textContent`` or canvas ``fillText`` only.
@@ -30,6 +30,7 @@ from ..analysis.insights import Thresholds, thresholds_doc
 from ..analysis.insights_context import step_label
 from ..analysis.memory import memory_timeline
 from ..names import demangle, short_names
+from .flame import flame_data
 from .timeline_budget import left_out_note, thin
 from .tracks import Tracks, assign_tracks
 
@@ -141,10 +142,11 @@ def report_data(doc: SummaryDocument) -> dict[str, Any]:
         "thresholds": [dict(t, value=getattr(thresholds, t["name"])) for t in thresholds_doc()]
         if doc.thresholds_given else thresholds_doc(),
         "timeline": timeline_data(profile),
+        "flame": flame_data(profile, batch),
     }
 
 
-_SCRIPTS = ("report.js", "operators.js", "memory.js", "host.js", "timeline.js", "page.js")  # helpers and tabs, the timeline, the page: in order
+_SCRIPTS = ("report.js", "operators.js", "memory.js", "host.js", "timeline.js", "flame.js", "page.js")  # helpers and tabs, the timeline, the page: in order
 
 
 def _asset(name: str) -> str:
