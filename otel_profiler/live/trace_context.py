@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -53,7 +54,9 @@ class UserSpans:
         self.mark = mark
         self.run_id = run_id
         self.off = False
-        self.links: dict[int, list[str]] = {}
+        # step -> [trace id, span id]; the flush thread takes entries while steps add them: only
+        # single calls that are atomic under the GIL (no iteration)
+        self.links: OrderedDict[int, list[str]] = OrderedDict()
 
     def step_began(self, number: int, rank: int) -> None:
         """Called as step ``number`` begins. Never raises."""
@@ -67,7 +70,7 @@ class UserSpans:
                 return
             self.links[number] = [f"{context.trace_id:032x}", f"{context.span_id:016x}"]
             if len(self.links) > KEPT_STEPS:
-                del self.links[next(iter(self.links))]
+                self.links.popitem(last=False)
             if self.mark and span.is_recording():
                 hi, lo = trace_id(self.run_id, rank, "step", number)
                 span.add_event("otel_profiler.step", {"otel_profiler.step": number,
@@ -85,6 +88,7 @@ class UserSpans:
         out = {}
         for i, row in enumerate(rows.tolist()):
             number = int(numbers.get(row, -1))
-            if number in self.links:
-                out[number] = self.links.pop(number)
+            link = self.links.pop(number, None)
+            if link is not None:
+                out[number] = link
         return out
