@@ -76,9 +76,12 @@ def run(args: argparse.Namespace) -> int:
     problem = client.http_url(args.url)
     if problem:
         raise TraceError("--url", problem)
-    client.profile_files(folder)  # not a profile folder: said before the token is asked for
-    token = read_token(args.token_file)
-    outcome = client.upload_folder(args.url, folder, run_id, token)
+    try:
+        client.profile_files(folder)  # not a profile folder: said before the token is asked for
+        token = read_token(args.token_file)
+        outcome = client.upload_folder(args.url, folder, run_id, token)
+    except client.NotAProfileFolder as exc:
+        raise TraceError(exc.folder, exc.reason) from None
     if outcome.state == "unreachable":
         try:
             client.spool_upload(spool, args.url, folder, run_id)

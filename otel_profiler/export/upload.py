@@ -18,15 +18,12 @@ import sys
 import tarfile
 import tempfile
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Mapping
 
 from cuda_tracer.private_files import make_private_dir, open_private
-from cuda_tracer.profile import TraceError
 
 PROFILE_FILE = re.compile(r"(rank-\d+\.(json|\d+\.events)|summary\.json|"
                           r"memory-snapshot\.rank-\d+\.[A-Za-z0-9_-]+\.pickle)")
@@ -42,6 +39,14 @@ MAX_PENDING = 1000
 SEND_TIMEOUT_S = 60.0
 """Per network operation (connect, each read or write), not for the whole body."""
 RETRYABLE = {408, 425, 429, 500, 502, 503, 504}
+
+
+class NotAProfileFolder(Exception):
+    """``folder`` cannot be uploaded (``reason`` says why)."""
+
+    def __init__(self, folder: str, reason: str) -> None:
+        super().__init__(f"{folder}: {reason}")
+        self.folder, self.reason = folder, reason
 
 
 @dataclass(frozen=True)
@@ -75,15 +80,15 @@ def shown_url(url: str) -> str:
 
 
 def profile_files(folder: str) -> list[str]:
-    """The profile files directly in ``folder`` (plain files, no links); ``TraceError`` unless it
-    is a profile folder."""
+    """The profile files directly in ``folder`` (plain files, no links); ``NotAProfileFolder``
+    unless it is a profile folder."""
     try:
         names = sorted(n for n in os.listdir(folder) if PROFILE_FILE.fullmatch(n)
                        and os.path.isfile(os.path.join(folder, n)) and not os.path.islink(os.path.join(folder, n)))
     except OSError as exc:
-        raise TraceError(folder, f"cannot read the folder ({exc.strerror or exc})") from None
+        raise NotAProfileFolder(folder, f"cannot read the folder ({exc.strerror or exc})") from None
     if not any(n.startswith("rank-") and n.endswith(".json") for n in names):
-        raise TraceError(folder, "not a profile folder (no rank-N.json)")
+        raise NotAProfileFolder(folder, "not a profile folder (no rank-N.json)")
     return names
 
 
@@ -99,6 +104,9 @@ def pack(folder: str, target: IO[bytes]) -> int:
 
 def send(url: str, run_id: str, body: IO[bytes], size: int, token: str) -> Outcome:
     """``PUT`` the packed run to the app at ``url``."""
+    import urllib.error  # here: a job's exit path that only spools never pays for HTTP's imports
+    import urllib.request
+
     target = f"{url.rstrip('/')}/api/runs/{urllib.parse.quote(run_id, safe='')}"
     request = urllib.request.Request(target, data=body, method="PUT", headers={
         "Authorization": f"Bearer {token}", "Content-Type": "application/gzip", "Content-Length": str(size)})
@@ -119,7 +127,7 @@ def send(url: str, run_id: str, body: IO[bytes], size: int, token: str) -> Outco
         return Outcome("unreachable", f"cannot reach the app ({text})")
 
 
-def _app_reason(exc: urllib.error.HTTPError) -> str:
+def _app_reason(exc) -> str:
     """The app's own ``error`` field, printable and short; never the reply as it came."""
     try:
         reason = json.loads(exc.read(8192)).get("error")
@@ -131,7 +139,7 @@ def _app_reason(exc: urllib.error.HTTPError) -> str:
 
 
 def upload_folder(url: str, folder: str, run_id: str, token: str) -> Outcome:
-    """Pack ``folder`` (in a temporary file) and send it; ``TraceError`` when it is not a profile folder."""
+    """Pack ``folder`` (in a temporary file) and send it; ``NotAProfileFolder`` when it is not one."""
     with tempfile.TemporaryFile(prefix="otel-profiler-upload-") as body:
         size = pack(folder, body)
         return send(url, run_id, body, size, token)
@@ -234,7 +242,7 @@ def _attempt(doc: dict, token: str) -> Outcome:
         return Outcome("gone", f"{doc['folder']}: the folder is gone; nothing to upload")
     try:
         return upload_folder(doc["url"], doc["folder"], doc["run_id"], token)
-    except TraceError as exc:
+    except NotAProfileFolder as exc:
         return Outcome("gone", str(exc))
     except OSError as exc:  # the temporary file (a full disk): try again later
         return Outcome("unreachable", f"cannot pack the folder ({exc.strerror or exc})")
