@@ -3,6 +3,12 @@ report-insights.png) from a trace in the repository, in headless Chromium:
 
     python tests/report_screenshots.py [TRACE] [--out docs] [--prefix report]
 
+``--tabs flame`` shoots the flame graph tab twice: PREFIX-flame.png (every stack) and
+PREFIX-flame-zoom.png (zoomed into the nn.Module call with the most GPU time below half of it, its
+kernels listed under the graph). The docs' flame graph shots come from the trace with Python stacks:
+
+    python tests/report_screenshots.py tests/data/traces/tracelens/b200/eager_trace.json.gz --tabs flame
+
 TRACE defaults to the ResNet-50 Kineto trace (one GPU, Python-level DataLoader, steps); a profile
 folder written by a live run works too (``--prefix report-cpu`` names its shots apart).
 """
@@ -40,6 +46,15 @@ if (best >= 0) {
   T.view.t0 = e.start[best] - span / 3; T.view.t1 = T.view.t0 + span;
   T.select(best); T.view.scrollY = 0; T.draw();
 }
+"""
+
+ZOOM_TO_A_MODULE = """
+const F = otelReport.Flame, D = F.F, half = D.gpu_ns[0] / 2;
+let best = -1;
+for (let i = 1; i < D.parent.length; i++)
+  if (F.kind(i) === "module" && D.gpu_ns[i] < half && (best < 0 || D.gpu_ns[i] > D.gpu_ns[best])) best = i;
+if (best >= 0) F.zoomTo(best);
+window.scrollTo(0, 0);
 """
 
 
@@ -83,6 +98,10 @@ def main() -> int:
                     driver.execute_script(ZOOM_TO_A_KERNEL)
                 time.sleep(1.0)  # let the canvas and the SVG charts lay out
                 driver.save_screenshot(os.path.join(args.out, f"{args.prefix}-{tab}.png"))
+                if tab == "flame":
+                    driver.execute_script(ZOOM_TO_A_MODULE)
+                    time.sleep(1.0)
+                    driver.save_screenshot(os.path.join(args.out, f"{args.prefix}-flame-zoom.png"))
         finally:
             driver.quit()
     finally:

@@ -78,8 +78,13 @@ const Flame = {
       g.globalAlpha = 1;
       if (r.w > 30) {
         g.fillStyle = dim ? "#8a93a3" : "#0d1220";
-        const label = this.name(r.i), room = Math.floor((r.w - 6) / 6.2);
-        g.fillText(label.length > room ? label.slice(0, Math.max(room - 1, 1)) + "…" : label, r.x + 3, y + this.ROW / 2);
+        let label = this.name(r.i);
+        if (g.measureText(label).width > r.w - 6) {  // cut to fit, with an ellipsis
+          label = label.slice(0, Math.floor((r.w - 6) / 5));
+          while (label.length > 1 && g.measureText(label + "…").width > r.w - 6) label = label.slice(0, -1);
+          label += "…";
+        }
+        g.fillText(label, r.x + 3, y + this.ROW / 2);
       }
     }
   },
