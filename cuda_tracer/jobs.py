@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import cast
 
 from .events import MISSING
 from .profile import Profile, RankProfile, TraceError
@@ -65,7 +66,7 @@ def _misfit(job: _Job, rank: RankProfile) -> str | None:
         other = next(r for r in job.ranks if _world_size(r) == job.world_size)
         return f"its world size is {world}, that of {name_of(other)} is {job.world_size}"
     window = _window(rank)
-    if window is not None and job.start_ns is not None:
+    if window is not None and job.start_ns is not None and job.end_ns is not None:  # (set together)
         start, end = window
         if start > job.end_ns + JOB_GAP_NS or end < job.start_ns - JOB_GAP_NS:
             gap_s = (start - job.end_ns if start > job.end_ns else job.start_ns - end) / 1e9
@@ -104,7 +105,7 @@ def _group(ranks: list[RankProfile]) -> tuple[list[_Job], list[tuple[RankProfile
                 break
         else:
             if jobs:
-                misfits.append((rank, reasons[0]))
+                misfits.append((rank, cast(str, reasons[0])))  # not None: it would have fitted
             jobs.append(_Job())
             _add(jobs[-1], rank)
     return jobs, misfits

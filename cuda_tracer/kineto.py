@@ -140,7 +140,7 @@ class KinetoSource:
         this torch does not know is dropped rather than failing the window."""
         import torch.profiler as tp
 
-        options = {"expose_kineto_event_metadata": True}
+        options: dict[str, Any] = {"expose_kineto_event_metadata": True}
         if "sync" in self.activities and tp.ProfilerActivity.CUDA in self._kinds:
             options["enable_cuda_sync_events"] = True
         self.metadata_exposed = False

@@ -73,7 +73,7 @@ def _read_rank(folder: str, rank: int, files: list[str]) -> RankProfile:
             except ValueError as exc:
                 raise TraceError(path, str(exc)) from None
     meta_path = os.path.join(folder, PROFILE_META.format(rank=rank))
-    meta = read_meta(meta_path, rank) if os.path.lexists(meta_path) else {"rank": rank}
+    meta: dict[str, Any] = read_meta(meta_path, rank) if os.path.lexists(meta_path) else {"rank": rank}
     meta["file"] = meta_path if os.path.lexists(meta_path) else files[0]
     batch = EventBatch.concat(batches)
     if len(batch):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import queue
 import threading
 from contextlib import closing
-from typing import Any, Callable, Generator, Iterator
+from typing import Any, Callable, Generator
 
 _POLL_S = 0.05  # how often a producer waiting for room checks whether the consumer stopped
 
@@ -78,7 +78,7 @@ def ahead(produce: Callable[[Callable[[Any], None]], Any], depth: int = 2,
         thread.join()
 
 
-def read_ahead(chunks: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
+def read_ahead(chunks: Generator[bytes, None, Any], depth: int = 2) -> Generator[bytes, None, Any]:
     """``chunks`` produced by a background thread (a file decompressed while the previous chunks
     are scanned); the thread closes ``chunks`` when it ends."""
     def produce(emit: Callable[[Any], None]) -> None:

@@ -30,7 +30,7 @@ import contextlib
 import os
 import sys
 import threading
-from typing import Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 from .terminal_lines import say_once
 
@@ -122,7 +122,7 @@ def own_session(name: str = "torch_profiler") -> Iterator[None]:
 
 def reason_from_cupti_error(exc: BaseException) -> str:
     """A one-line reason from a failed CUPTI call (cupti-python raises ``cuptiError`` with ``status``)."""
-    status = getattr(exc, "status", None)
+    status: Any = getattr(exc, "status", None)
     if isinstance(status, int) and status in _CUPTI_FOREIGN_OWNER:
         return _CUPTI_FOREIGN_OWNER[status]
     name = getattr(status, "name", None)

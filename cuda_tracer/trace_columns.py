@@ -8,7 +8,7 @@ from __future__ import annotations
 from decimal import Decimal
 from itertools import compress, repeat
 from operator import attrgetter, is_, is_not
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -38,7 +38,7 @@ def _int_text(text: str) -> int:
         return int(float(text))
 
 
-def ints(values: list[Any]) -> np.ndarray:
+def ints(values: Sequence[Any]) -> np.ndarray:
     """An int64 column from JSON values; None, junk and out-of-range numbers become MISSING.
 
     Integer-valued fields default to MISSING in the schema, so the common case is one C-level
@@ -63,7 +63,7 @@ def ints(values: list[Any]) -> np.ndarray:
 NS_PER_UNIT = {"us": 1000, "ns": 1}
 
 
-def to_ns(values: list[Any], ns_per_unit: int) -> np.ndarray:
+def to_ns(values: Sequence[Any], ns_per_unit: int) -> np.ndarray:
     """Exact integer ns from decimal values in a unit (ints take a vectorised path, Decimals an
     exact one)."""
     if set(map(type, values)) <= {int}:
@@ -82,16 +82,16 @@ def field_columns(items: list[Any], fields: tuple[str, ...]) -> list[tuple]:
     return [tuple(map(attrgetter(field), items)) for field in fields]
 
 
-def compress_columns(columns: list[tuple], keep: np.ndarray) -> list[tuple]:
+def compress_columns(columns: Sequence[Sequence[Any]], keep: np.ndarray) -> list[tuple]:
     mask = keep.tolist()
     return [tuple(compress(c, mask)) for c in columns]
 
 
-def string_index(names: tuple) -> dict[str, int] | None:
+def string_index(names: Sequence[Any]) -> dict[str, int] | None:
     """Each distinct name -> its position in first-seen order (the batch's string table), or None
     when some name is not a string."""
     try:
-        index: dict[str, int] = dict.fromkeys(names)
+        index: dict[Any, Any] = dict.fromkeys(names)
     except TypeError:  # an unhashable name (a list, an object)
         return None
     if not all(type(name) is str for name in index):
@@ -195,7 +195,7 @@ def _triple(value: Any) -> tuple:
     return tuple(value) if isinstance(value, list) and len(value) == 3 else (None, None, None)
 
 
-def times(ts: tuple, durs: tuple, phases: np.ndarray, base_ns: int,
+def times(ts: Sequence[Any], durs: Sequence[Any], phases: np.ndarray, base_ns: int,
            ns_per_unit: int) -> tuple[np.ndarray, np.ndarray]:
     start = to_ns(ts, ns_per_unit) + base_ns
     # durs: absent is 0 by the schema; an explicit null is None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from itertools import repeat
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import numpy as np
@@ -71,7 +71,7 @@ def _struct_fields(all_events: list[Any], ns_per_unit: int) -> tuple:
     phases = ph[span]
     flows, skipped = _flows_and_skipped(ph, len(events))
 
-    fields = field_columns(events, _EVENT_FIELDS)
+    fields: list[Any] = field_columns(events, _EVENT_FIELDS)  # (tuples; the times become lists)
     index = string_index(fields[1])
     if index is None:  # an event without a string name is unusable
         named = np.fromiter(map(isinstance, fields[1], repeat(str)), bool, len(phases))
@@ -98,7 +98,7 @@ def _struct_fields(all_events: list[Any], ns_per_unit: int) -> tuple:
         index = None
     cats, names, _, _, pids, tids, raw_args = fields
     if index is None:
-        index = string_index(names)
+        index = cast("dict[str, int]", string_index(names))  # every name left is a string
     name_ids = np.fromiter(map(index.__getitem__, names), np.int32, len(names))
     cat_ids, cat_strings = string_ids(cats)
     return (phases, name_ids, list(index), cat_ids, cat_strings, start, dur, ints(pids), ints(tids),
@@ -259,7 +259,7 @@ def raw_times(ts: tuple, durs: tuple, phases: np.ndarray,
         return None
     start = decimal_ns(ts)
     dur = None if start is None else decimal_ns(durs)
-    if dur is None:
+    if start is None or dur is None:  # (dur is None whenever start is)
         return None
     dur[phases != PHASE_CODE["X"]] = 0
     return start, dur

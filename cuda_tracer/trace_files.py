@@ -182,7 +182,7 @@ def finish(path: str, doc: TraceFile, parts: list[Part]) -> RankProfile:
     return RankProfile(meta=meta, batch=batch)
 
 
-def _cut(values: list, keys: Any) -> int:
+def _cut(values: list | dict, keys: Any) -> int:
     """Cut the strings of ``values`` at ``keys`` (indexes or dict keys) that are longer than
     ``MAX_STRING_CHARS``; returns how many."""
     long = [k for k in keys if isinstance(values[k], str) and len(values[k]) > MAX_STRING_CHARS]

@@ -22,16 +22,20 @@ import gzip
 import os
 import stat
 import zlib
-from typing import BinaryIO, Callable, Iterator
+from typing import TYPE_CHECKING, BinaryIO, Callable, Generator
 
 from .profile import TraceError
 
-try:  # ISA-L's gzip reader: the same results, about three times faster than zlib's
-    from isal.igzip import GzipFile
-    from isal.isal_zlib import error as _IsalError
-except ImportError:  # pragma: no cover - isal is a dependency; zlib still reads every file
-    GzipFile = gzip.GzipFile
-    _IsalError = zlib.error
+if TYPE_CHECKING:  # the type checker sees the standard library's reader; ISA-L's has its interface
+    from gzip import GzipFile
+    from zlib import error as _IsalError
+else:
+    try:  # ISA-L's gzip reader: the same results, about three times faster than zlib's
+        from isal.igzip import GzipFile
+        from isal.isal_zlib import error as _IsalError
+    except ImportError:  # pragma: no cover - isal is a dependency; zlib still reads every file
+        GzipFile = gzip.GzipFile
+        _IsalError = zlib.error
 _GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, _IsalError)
 
 MAX_EXPANSION = 100
@@ -117,7 +121,7 @@ def is_gzip(f: BinaryIO) -> bool:
 
 
 def text_chunks(path: str, max_text_bytes: int | None = None, chunk_bytes: int = CHUNK_BYTES,
-                progress: Callable[[int], None] | None = None) -> Iterator[bytes]:
+                progress: Callable[[int], None] | None = None) -> Generator[bytes, None, None]:
     """The file's JSON text in chunks of at most ``chunk_bytes``, gunzipped when it is gzip (by
     content, not by name). Raises ``TraceError`` for an unreadable file, corrupt gzip data, or text
     beyond the limit (see the module docstring). ``progress`` is called with each count of the

@@ -25,7 +25,7 @@ from .trace_schema import NO_ARGS, Event, decode_args
 try:
     from . import _scan
 except ImportError:  # built without a C compiler: the Python path reads everything
-    _scan = None
+    _scan = None  # type: ignore[assignment]
 
 ARG_COLUMNS = ("external_id", "external_id_legacy", "correlation", "device", "stream", "bytes",
                "registers", "shared_memory", "graph_id", "grid", "grid_y", "grid_z", "block",
@@ -197,7 +197,7 @@ class ScannedArgsSource:
     def views(self, rows: np.ndarray, decoder: msgspec.json.Decoder, decode_all: np.ndarray):
         at = self.piece_rows[rows]
         slow = self.scanned.slow[at] | decode_all
-        views = []
+        views: list[tuple[np.ndarray, ScannedArgs | DecodedArgs]] = []
         fast = np.flatnonzero(~slow)
         if len(fast):
             views.append((rows[fast], ScannedArgs(self.scanned, at[fast])))

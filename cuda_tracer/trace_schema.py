@@ -20,7 +20,7 @@ from __future__ import annotations
 from decimal import Decimal
 from itertools import repeat
 from operator import attrgetter
-from typing import Any, Sequence, Union
+from typing import TYPE_CHECKING, Any, Sequence, Union
 
 import msgspec
 import numpy as np
@@ -125,8 +125,12 @@ def _unread_phase(phase: str) -> type:
 
 
 _UNREAD_PHASES = "sftBECbnePNODRc"  # flows, begin/end, counters, async, objects, marks, context
-TAGGED_EVENT = Union[(Complete, Instant, GlobalInstant, Metadata,
-                       *map(_unread_phase, _UNREAD_PHASES))]
+_TAGGED_TYPES: tuple[type[msgspec.Struct], ...] = (Complete, Instant, GlobalInstant, Metadata,
+                                                   *map(_unread_phase, _UNREAD_PHASES))
+if TYPE_CHECKING:  # a union made at run time: any of those structs to the type checker
+    TAGGED_EVENT = Any
+else:
+    TAGGED_EVENT = Union[_TAGGED_TYPES]
 
 
 class TraceFile(msgspec.Struct, gc=False):
@@ -213,8 +217,8 @@ def _decode_one(raw: msgspec.Raw, decoder: msgspec.json.Decoder) -> Any:
     return decoder.decode(b"[{}]")[0]
 
 
-PHASE_CODE = {p: i for i, p in enumerate("XiIMsftBEC", start=1)}  # 0: anything else
-_PHASE_CODE_OF_TYPE = {t: PHASE_CODE.get(t.__struct_config__.tag, 0) for t in TAGGED_EVENT.__args__}
+PHASE_CODE: dict[Any, int] = {p: i for i, p in enumerate("XiIMsftBEC", start=1)}  # 0: anything else
+_PHASE_CODE_OF_TYPE = {t: PHASE_CODE.get(t.__struct_config__.tag, 0) for t in _TAGGED_TYPES}
 
 
 def phase_codes(events: list[Any]) -> np.ndarray:

@@ -114,7 +114,7 @@ def _boundaries(buf: bytearray, end: int):
 
 
 def _hand_on_piece(path: str, buf: bytearray, consumed: int, on_events: Callable[[Any], None],
-                   decode: bool | Callable) -> int:
+                   decode: bool) -> int:
     """Decode and hand on the buffer's events up to its last boundary (``_decode_piece``) and drop
     them from it, the comma after them becoming the rest's "["; returns the bytes dropped (0: no
     boundary found yet)."""
@@ -180,6 +180,7 @@ def decode_document(path: str, data: Any) -> TraceFile:
     """A whole trace document (or the head and tail of one) as a ``TraceFile``."""
     if not data or data.isspace():
         raise TraceError(path, "empty file")
+    doc: TraceFile | list[Any]
     try:
         try:
             doc = TAGGED_DECODER.decode(data)

@@ -33,7 +33,7 @@ import glob
 import os
 import re
 import tempfile
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -163,10 +163,11 @@ def profile_start_ns(data: bytes) -> int | None:
     return None
 
 
-def _fields(data: memoryview | bytes):
+def _fields(data: memoryview | bytes) -> Iterator[tuple[int, Any]]:
     """``(field number, value)`` of a protobuf message: varints as int, length-delimited as memoryview."""
     buf = memoryview(data)
     pos, end = 0, len(buf)
+    value: int | memoryview
     while pos < end:
         key, pos = _varint(buf, pos)
         field, wire = key >> 3, key & 7
@@ -223,9 +224,13 @@ def trace_to_batch(trace: Any, start_ns: int) -> tuple[EventBatch, dict[str, str
         kind, subkind, name = _classify(cls, e.name, e.duration_ps, args)
         row = len(rows["kind"])
         if kind == Kind.STEP:
-            extra_rows.append(row), extra_keys.append("step"), extra_values.append(int(args["step_num"]))
+            extra_rows.append(row)
+            extra_keys.append("step")
+            extra_values.append(int(args["step_num"]))
         elif "long_name" in args:
-            extra_rows.append(row), extra_keys.append("long_name"), extra_values.append(args["long_name"])
+            extra_rows.append(row)
+            extra_keys.append("long_name")
+            extra_values.append(args["long_name"])
         start = start_ns + e.timestamp_ps // 1000
         for col, value in (("kind", kind), ("subkind", subkind), ("name", index.setdefault(name, len(index))),
                            ("start_ns", start), ("end_ns", start + e.duration_ps // 1000),
