@@ -9,6 +9,7 @@ step traces and root spans the span pipeline sent.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -215,3 +216,43 @@ def test_live_job_sends_profiles_linked_to_its_steps(pipeline, tmp_path):
     after = totals(resolved(profiles_pb.ExportProfilesServiceRequest.FromString(r)
                             for r in read_requests(str(written))))
     poll(lambda: totals(resolved(arrived() or [])) == after, "every sample of the job", log=collector.log)
+
+
+def test_profiles_are_off_by_default(pipeline, tmp_path):
+    from real_backends import job_environment
+
+    receiver, _, http, collector = pipeline
+    hold = tmp_path / "release"
+    env = job_environment(tmp_path, http, "quiet-run", "no-profiles-job", OTEL_PROFILER_FLUSH_INTERVAL_S="0.5",
+                          JOB_HOLD_FILE=str(hold))
+    job = subprocess.Popen([sys.executable, str(JOB), "300"], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        def spans_arrived():
+            return [r for r in list(receiver.traces) for rs in r.resource_spans
+                    if any(a.key == "service.name" and a.value.string_value == "no-profiles-job"
+                           for a in rs.resource.attributes)]
+        poll(spans_arrived, "the job's spans", log=collector.log)
+    finally:
+        hold.touch()
+        _, err = job.communicate(timeout=600)
+    assert job.returncode == 0, err[-3000:]
+    assert not [r for r in list(receiver.profiles) if resource_value(r, "service.name") == "no-profiles-job"]
+
+
+@pytest.mark.parametrize("args, code, said", [
+    (["-o", "profiles.txt"], 2, "give a file name ending in .pb"),
+    ([], 2, "give --endpoint or --output"),
+    (["--endpoint", "http://127.0.0.1:{closed}"], 1, "cannot reach"),
+    (["-o", "out.pb", "--missing--"], 2, "no-such-trace.json: no such file"),
+])
+def test_bad_input_is_one_line(tmp_path, args, code, said):
+    args = [a.format(closed=free_port()) for a in args]
+    inputs = [] if "--missing--" in args else [str(trace(STEPS_TRACE))]
+    args = [str(tmp_path / "no-such-trace.json") if a == "--missing--" else
+            (str(tmp_path / a) if a.startswith(("profiles.", "out.")) else a) for a in args]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = cli("export", *inputs, *args, "--format", "otlp-profiles", env=env)
+    assert done.returncode == code, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0] and "Traceback" not in done.stderr
