@@ -241,7 +241,9 @@ def samples(batch: EventBatch, model: StackModel,
         np.add.at(out, inverse, values)
         return out
 
-    return Samples(*uniq.T, gpu_ns=total(gpu), cpu_ns=total(cpu), count=total(count))
+    c = uniq.T
+    return Samples(stack=c[0], rank=c[1], device=c[2], stream=c[3], kind=c[4], kernel_class=c[5], copy=c[6],
+                   group=c[7], gpu_ns=total(gpu), cpu_ns=total(cpu), count=total(count))
 
 
 def step_rows(batch: EventBatch, model: StackModel) -> tuple[np.ndarray, np.ndarray]:

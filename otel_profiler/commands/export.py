@@ -49,7 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="also write the spans to FILE: a name ending in "
                                                           ".jsonl (OTLP JSON lines) or .pb (protobuf), or a "
                                                           "folder (written as FOLDER/spans.jsonl); with "
-                                                          "--format pprof: the profile file")
+                                                          "--format pprof: the profile file; with --format "
+                                                          "otlp-profiles: FILE.pb")
     p.add_argument("--format", choices=("otlp", "pprof", "otlp-profiles"), default="otlp",
                    help="otlp: spans (default); pprof: GPU and operator CPU time by call stack, one "
                         "gzipped pprof file written to -o; otlp-profiles: the same as OpenTelemetry "

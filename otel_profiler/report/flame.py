@@ -44,7 +44,7 @@ def flame_data(profile: Profile, batch: EventBatch | None = None, limit: int = M
         at = np.flatnonzero(depth == level)
         for row in range(3):
             np.add.at(figures[row], model.stack_caller[at], figures[row, at])
-    used = figures.any(axis=0)
+    used = np.count_nonzero(figures, axis=0) > 0
     used[0] = True
     nodes = np.flatnonzero(used)
     totals = figures[:, 0]
