@@ -143,10 +143,10 @@ class _Encoder:
             location.lines.add(function_index=len(self.d.function_table) - 1, line=line)
             location_of_frame[frame_id] = len(self.d.location_table) - 1
         out = {}
-        for stack_id, path in frame_paths(self.model, stack_ids).items():
-            if stack_id:
-                self.d.stack_table.add(location_indices=[location_of_frame[f] for f in path.tolist()])
-                out[stack_id] = len(self.d.stack_table) - 1
+        paths = frame_paths(self.model, stack_ids)  # the samples' stacks and their callers'
+        for stack_id in np.unique(stack_ids).tolist():
+            self.d.stack_table.add(location_indices=[location_of_frame[f] for f in paths[stack_id].tolist()])
+            out[stack_id] = len(self.d.stack_table) - 1
         return out
 
     def _attributes_of(self, i: int) -> list[int]:
