@@ -1,5 +1,5 @@
 """The HTML report's flame graph tab in real headless Chromium: it draws, its totals equal a plain
-recount of the trace's GPU operations, a click zooms into a frame and lists the kernels under it
+recount of the trace's GPU operations and outermost operators (a CPU run opens on CPU time), a click zooms into a frame and lists the kernels under it
 (their GPU time adding up to the frame's), the search total equals a recount of the matching
 kernels, hovering shows a frame's numbers; and the node budget keeps the totals and the tree whole.
 """
@@ -66,6 +66,7 @@ def test_the_tab_draws_and_its_totals_equal_a_recount(page):
     gpu = np.isin(batch.kind, GPU_KINDS)
     assert int(total.get_attribute("data-gpu-ns")) == int(batch.duration_ns[gpu].sum())
     assert int(total.get_attribute("data-launches")) == int(gpu.sum())
+    assert int(total.get_attribute("data-cpu-ns")) == outermost_operator_time(batch)
     shown = driver.execute_script("return fmtUs(arguments[0] / 1e3)", int(batch.duration_ns[gpu].sum()))
     assert f"GPU time {shown} of" in total.text
 
@@ -156,3 +157,39 @@ def test_a_flame_graph_past_the_budget_says_what_it_leaves_out(page, tmp_path):
     gpu = np.isin(batch.kind, GPU_KINDS)
     assert int(driver.find_element(By.ID, "fg-total").get_attribute("data-gpu-ns")) == int(batch.duration_ns[gpu].sum())
     assert _ink(driver) > 10_000
+
+
+def outermost_operator_time(batch) -> int:
+    """Operators' CPU time recounted plainly: per thread, the durations of the operators no other
+    operator encloses (self times add up to these)."""
+    from otel_profiler.analysis.operators import operator_rows
+
+    ops = operator_rows(batch)
+    total = 0
+    threads = np.stack([batch.rank[ops], batch.pid[ops], batch.tid[ops]], 1)
+    for thread in np.unique(threads, axis=0):
+        mine = ops[(threads == thread).all(axis=1)]
+        mine = mine[np.lexsort((-batch.end_ns[mine], batch.start_ns[mine]))]
+        end = None
+        for r in mine.tolist():
+            if end is None or batch.start_ns[r] >= end:
+                total += int(batch.duration_ns[r])
+                end = int(batch.end_ns[r])
+    return total
+
+
+def test_a_cpu_run_opens_on_cpu_time_equal_to_its_recount(page, tmp_path):
+    from otel_profiler.report.html import write_report
+    from test_compute_resources import train_for
+
+    driver, _ = page
+    train_for(tmp_path / "run", 1.0)
+    profile = load_profile([str(tmp_path / "run")])
+    write_report(profile, str(tmp_path / "r.html"))
+    driver.get((tmp_path / "r.html").as_uri())
+    driver.execute_script("otelReport.showTab('flame')")
+    assert driver.execute_script("return otelReport.Flame.metric") == "cpu_ns"  # no GPU work
+    assert driver.find_element(By.ID, "fg-metric").get_attribute("value") == "cpu_ns"
+    total = driver.find_element(By.ID, "fg-total")
+    assert int(total.get_attribute("data-cpu-ns")) == outermost_operator_time(profile.batch()) > 0
+    assert int(total.get_attribute("data-gpu-ns")) == 0 and _ink(driver) > 1000

@@ -24,6 +24,7 @@ const Flame = {
         `call stacks (at most ${fmtNum(F.limit)}: those with the largest share of GPU time, CPU time or launches); what the ` +
         `${fmtNum(F.left_out)} others hold counts in their callers' figures.`;
     const select = document.getElementById("fg-metric");
+    if (!F.gpu_ns[0] && F.cpu_ns[0]) { this.metric = "cpu_ns"; select.value = "cpu_ns"; }  // no GPU work: CPU time
     select.addEventListener("change", () => { this.metric = select.value; this.draw(); this.search(this.query || ""); });
     document.getElementById("fg-search").addEventListener("input", e => this.search(e.target.value));
     document.getElementById("fg-reset").addEventListener("click", () => this.zoomTo(0));
