@@ -160,8 +160,8 @@ def test_a_flame_graph_past_the_budget_says_what_it_leaves_out(page, tmp_path):
 
 
 def outermost_operator_time(batch) -> int:
-    """Operators' CPU time recounted plainly: per thread, the durations of the operators no other
-    operator encloses (self times add up to these)."""
+    """Operators' CPU time recounted plainly: per thread, the durations of the operators that no
+    other operator holds from start to end (self times add up to these)."""
     from otel_profiler.analysis.operators import operator_rows
 
     ops = operator_rows(batch)
@@ -169,12 +169,12 @@ def outermost_operator_time(batch) -> int:
     threads = np.stack([batch.rank[ops], batch.pid[ops], batch.tid[ops]], 1)
     for thread in np.unique(threads, axis=0):
         mine = ops[(threads == thread).all(axis=1)]
-        mine = mine[np.lexsort((-batch.end_ns[mine], batch.start_ns[mine]))]
-        end = None
+        mine = mine[np.lexsort((-batch.end_ns[mine], batch.start_ns[mine]))]  # holders before the held
+        reach = None  # the latest end of the operators begun so far
         for r in mine.tolist():
-            if end is None or batch.start_ns[r] >= end:
+            if reach is None or batch.end_ns[r] > reach:
                 total += int(batch.duration_ns[r])
-                end = int(batch.end_ns[r])
+                reach = int(batch.end_ns[r])
     return total
 
 
