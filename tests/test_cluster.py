@@ -266,3 +266,10 @@ def test_straggler_threshold_from_the_command_line(tmp_path):
     assert not any(i["rule"] == "cluster_straggler" for i in doc["insights"])  # +24 % is under 50 %
     code, _, err = summary_cli(str(tmp_path), "--threshold", "excess_pct=50")
     assert code == 2 and "unknown threshold" in err
+
+
+def test_bad_scheduler_address_is_one_line(tmp_path):
+    make_job(tmp_path, 2, seed=2)
+    code, doc, err = summary_cli(str(tmp_path), "--scheduler", "no-port-here")
+    assert code == 2 and doc is None
+    assert err.strip().count("\n") == 0 and "--scheduler no-port-here" in err and "tcp://HOST:PORT" in err

@@ -35,10 +35,16 @@ class LocalExecutor:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
+        from concurrent.futures.process import BrokenProcessPool
+
         with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as pool:
             futures = [pool.submit(fn, item, **kwargs) for item in items]
-            for f in futures:
-                yield f.result()
+            for item, f in zip(items, futures):
+                try:
+                    yield f.result()
+                except BrokenProcessPool:
+                    raise RuntimeError(f"{item}: not read: a reader process was killed (out of "
+                                       "memory?); give fewer processes (-j)") from None
 
     def close(self) -> None:
         pass
@@ -50,9 +56,14 @@ class DaskExecutor:
     def __init__(self, address: str) -> None:
         try:
             from distributed import Client
+            from distributed.comm import parse_address, parse_host_port
         except ImportError:
             raise RuntimeError("a Dask scheduler needs the cluster extra: pip install "
                                "'otel-profiler[cluster]'") from None
+        try:
+            parse_host_port(parse_address(address)[1])  # a malformed address: no client to clean up
+        except ValueError as exc:
+            raise RuntimeError(f"not a scheduler address ({exc}); give tcp://HOST:PORT") from None
         try:
             self.client = Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
         except (OSError, TimeoutError, ValueError) as exc:
@@ -60,10 +71,17 @@ class DaskExecutor:
 
     def map(self, fn: Callable[..., Any], items: list[Any], **kwargs: Any) -> Iterator[Any]:
         futures = self.client.map(fn, items, pure=False, **kwargs)
-        for f in futures:
-            result = f.result()
-            f.release()  # the worker may drop it now
-            yield result
+        try:
+            for item, f in zip(items, futures):
+                try:
+                    result = f.result()
+                except Exception as exc:  # the cluster's failure (a rank's own is a result)
+                    raise RuntimeError(f"{item}: the cluster could not read it ({type(exc).__name__}: "
+                                       f"{exc})") from None
+                f.release()  # the worker may drop it now
+                yield result
+        finally:
+            self.client.cancel(futures)
 
     def close(self) -> None:
         self.client.close()

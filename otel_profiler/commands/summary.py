@@ -93,8 +93,8 @@ def cluster_inputs(args: argparse.Namespace, scheduler: str, thresholds: Thresho
         result = analyse(inputs or args.inputs, scheduler, thresholds, workers=getattr(args, "jobs", None),
                          max_text_bytes=max_mb << 20 if max_mb else None,
                          **({"straggler_thresholds": stragglers} if stragglers else {}))
-    except RuntimeError as exc:
-        raise TraceError("--scheduler", str(exc)) from None
+    except RuntimeError as exc:  # the cluster's or the processes' failure, not a rank's
+        raise TraceError(f"--scheduler {scheduler}", str(exc)) from None
     for line in result.refused:
         print_error(f"{line} (left out; the other ranks are used)")
     doc = ClusterDocument(result.summary, thresholds or Thresholds(), thresholds is not None, result.lanes)
