@@ -273,3 +273,17 @@ def test_bad_scheduler_address_is_one_line(tmp_path):
     code, doc, err = summary_cli(str(tmp_path), "--scheduler", "no-port-here")
     assert code == 2 and doc is None
     assert err.strip().count("\n") == 0 and "--scheduler no-port-here" in err and "tcp://HOST:PORT" in err
+
+
+def test_traces_without_a_rank_are_numbered_as_the_local_reading_does(tmp_path):
+    """Trace files that name no rank get distinct ranks, the same as without a scheduler."""
+    for i in range(2):
+        doc = json.loads(gzip.decompress((PAIR / f"sampled_rank-{i}.json.gz").read_bytes()))
+        doc.pop("distributedInfo")
+        (tmp_path / f"trace_{'ab'[i]}.json").write_text(json.dumps(doc))
+    code, cluster_doc, err = summary_cli(str(tmp_path), "--scheduler", "local")
+    assert code == 0, err
+    code, plain_doc, err = summary_cli(str(tmp_path))
+    assert code == 0, err
+    assert [m["rank"] for m in cluster_doc["ranks_meta"]] == [m["rank"] for m in plain_doc["ranks_meta"]] == [0, 1]
+    assert cluster_doc["ranks"] == plain_doc["ranks"]

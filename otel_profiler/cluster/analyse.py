@@ -88,10 +88,12 @@ def _url_sources(url: str) -> list[str]:
     return [url]
 
 
-def read_safely(source: str, **kwargs: Any) -> list[RankPartial | str]:
-    """``read_partials``, with any failure of one source as its error line (the others go on)."""
+def read_safely(item: tuple[int, str], **kwargs: Any) -> list[RankPartial | str]:
+    """``read_partials`` of the ``(input position, source)`` item, with any failure of one source as
+    its error line (the others go on)."""
+    position, source = item
     try:
-        return read_partials(source, **kwargs)
+        return read_partials(source, fallback_rank=position, **kwargs)
     except TraceError as exc:
         return [str(exc)]
     except Exception as exc:
@@ -108,7 +110,7 @@ def analyse(inputs: list[str], scheduler: str | None = None, thresholds: Thresho
     reduction = Reduction()
     refused: list[str] = []
     try:
-        for results in executor.map(read_safely, sources, thresholds=thresholds,
+        for results in executor.map(read_safely, list(enumerate(sources)), thresholds=thresholds,
                                     max_text_bytes=max_text_bytes):
             for r in results:
                 if isinstance(r, str):

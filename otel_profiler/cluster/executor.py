@@ -43,7 +43,7 @@ class LocalExecutor:
                 try:
                     yield f.result()
                 except BrokenProcessPool:
-                    raise RuntimeError(f"{item}: not read: a reader process was killed (out of "
+                    raise RuntimeError(f"{_named(item)}: not read: a reader process was killed (out of "
                                        "memory?); give fewer processes (-j)") from None
 
     def close(self) -> None:
@@ -76,7 +76,7 @@ class DaskExecutor:
                 try:
                     result = f.result()
                 except Exception as exc:  # the cluster's failure (a rank's own is a result)
-                    raise RuntimeError(f"{item}: the cluster could not read it ({type(exc).__name__}: "
+                    raise RuntimeError(f"{_named(item)}: the cluster could not read it ({type(exc).__name__}: "
                                        f"{exc})") from None
                 f.release()  # the worker may drop it now
                 yield result
@@ -85,6 +85,11 @@ class DaskExecutor:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _named(item: Any) -> str:
+    """An item as an error line names it: the source of an ``(index, source)`` pair."""
+    return str(item[-1] if isinstance(item, tuple) else item)
 
 
 def executor_for(scheduler: str | None, workers: int | None = None) -> Executor:

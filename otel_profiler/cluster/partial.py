@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import zlib
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ import numpy as np
 from cuda_tracer.correlate import correlate
 from cuda_tracer.events import EventBatch, Kind, MemcpyKind, SyncKind
 from cuda_tracer.profile import Profile, RankProfile, TraceError
+from cuda_tracer.trace_files import is_trace_file, read_trace
 
 from ..analysis.compute import compute_overview
 from ..analysis.host_cpu import cpu_usage
@@ -63,10 +65,6 @@ class RankPartial:
     collectives: dict[str, Any]
     notes: list[str] = field(default_factory=list)
 
-    def section(self) -> dict[str, Any]:
-        """The rank's own summary (the document's ``ranks`` entry)."""
-        return json.loads(zlib.decompress(self.section_json))
-
     def drop_tables(self) -> None:
         """Forget what the merge has folded in (sketches, launch shapes, operator tables)."""
         self.sketches, self.geometry, self.operators = {}, {}, {}
@@ -76,44 +74,57 @@ def is_url(path: str) -> bool:
     return "://" in path
 
 
-def read_partials(source: str, thresholds: Thresholds | None = None,
-                  max_text_bytes: int | None = None) -> list[RankPartial | str]:
-    """The partials of every rank in ``source``; a rank that cannot be read is its error line."""
+def read_partials(source: str, thresholds: Thresholds | None = None, max_text_bytes: int | None = None,
+                  fallback_rank: int = 0) -> list[RankPartial | str]:
+    """The partials of every rank in ``source``; a rank that cannot be read is its error line. A
+    trace file that names no rank (no ``distributedInfo``, no ``rank-N`` in its name) is rank
+    ``fallback_rank`` (the caller's input position: distinct across the inputs)."""
     from cuda_tracer.loading import load_profile
 
-    local = _fetched(source) if is_url(source) else None
+    folder = _fetched(source) if is_url(source) else None
+    path = os.path.join(folder, _base_name(source)) if folder else source
     try:
-        profile = load_profile([local or source], workers=1, skip_bad=True, max_text_bytes=max_text_bytes)
+        if is_trace_file(path):
+            ranks, refused = [read_trace(path, max_text_bytes)], []
+            if ranks[0].rank < 0:
+                ranks[0].meta["rank"] = fallback_rank
+                if len(ranks[0].batch):
+                    ranks[0].batch.columns["rank"][:] = fallback_rank
+        else:
+            profile = load_profile([path], workers=1, skip_bad=True, max_text_bytes=max_text_bytes)
+            ranks, refused = profile.ranks, profile.refused
     except TraceError as exc:
         return [str(TraceError(source, exc.problem))]
     finally:
-        if local:
-            os.unlink(local)
-    out: list[RankPartial | str] = [str(TraceError(source, e.problem)) if local else str(e)
-                                    for e in profile.refused]
-    for rank in profile.ranks:
-        if local:
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+    out: list[RankPartial | str] = [str(TraceError(source, e.problem)) if folder else str(e) for e in refused]
+    for rank in ranks:
+        rank.meta.setdefault("file", source)
+        if folder:
             rank.meta["file"] = source
-            rank.meta["source"] = source.rsplit("/", 1)[-1]
         out.append(rank_partial(rank, source, thresholds or Thresholds()))
     return out
 
 
+def _base_name(url: str) -> str:
+    return url.rstrip("/").rsplit("/", 1)[-1]
+
+
 def _fetched(url: str) -> str:
-    """A local temporary copy of the file at ``url`` (fsspec), named with the same suffixes."""
+    """A private temporary folder holding a copy of the file at ``url`` (fsspec) under its own name
+    (its name can carry its rank)."""
     import fsspec
 
-    name = url.rsplit("/", 1)[-1]
-    suffix = ".json.gz" if name.endswith(".gz") else ".json"
-    fd, path = tempfile.mkstemp(suffix=suffix)
+    folder = tempfile.mkdtemp(prefix="otel-profiler-rank-")
     try:
-        with os.fdopen(fd, "wb") as out, fsspec.open(url, "rb") as f:
+        with open(os.path.join(folder, _base_name(url)), "wb") as out, fsspec.open(url, "rb") as f:
             while chunk := f.read(1 << 22):
                 out.write(chunk)
     except Exception as exc:
-        os.unlink(path)
+        shutil.rmtree(folder, ignore_errors=True)
         raise TraceError(url, f"cannot read ({exc})") from None
-    return path
+    return folder
 
 
 def rank_partial(rank: RankProfile, source: str, thresholds: Thresholds) -> RankPartial:
