@@ -27,6 +27,8 @@ from otel_profiler.cluster.align import clock_offsets
 from otel_profiler.cluster.partial import read_partials
 from otel_profiler.cluster.sketch import RELATIVE_ACCURACY
 
+pytestmark = pytest.mark.slow  # real Dask processes and hundreds of rank reads: out of the fast loop
+
 REPO = Path(__file__).resolve().parent.parent
 PAIR = REPO / "tests/data/traces/hta/trace_filter"
 RANKS = 64
