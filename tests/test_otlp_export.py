@@ -425,3 +425,29 @@ def test_spool_drains_by_itself_when_the_endpoint_comes_back(tmp_path, rank):
     assert counters["spool_requests_delivered"] >= 1 and counters["spans_dropped"] == 0
     assert n == counters["spans_spooled"] + counters["spans_exported"]
     assert not list(spool.glob("*.pb"))
+
+
+def test_batches_held_while_the_queue_is_full_keep_each_steps_user_span_links(tmp_path, rank):
+    import queue
+
+    class FullOnce:
+        """The exporter's queue, full for the first put only."""
+        def __init__(self) -> None:
+            self.items: list = []
+
+        def put_nowait(self, item) -> None:
+            if not self.items and not getattr(self, "refused", False):
+                self.refused = True
+                raise queue.Full
+            self.items.append(item)
+
+    exporter = exporter_from_env(_settings(tmp_path, OTEL_PROFILER_OTLP_FILE=str(tmp_path / "spans.jsonl")))
+    real, exporter._queue = exporter._queue, FullOnce()
+    try:
+        assert exporter.submit({**rank.meta, "user_spans": {1: ["a" * 32 + "b" * 16]}}, rank.batch)
+        assert exporter.submit({**rank.meta, "user_spans": {2: ["c" * 32 + "d" * 16]}}, rank.batch)
+        (meta, _), = exporter._queue.items
+    finally:
+        exporter._queue = real
+        exporter.close(10)
+    assert sorted(meta["user_spans"]) == [1, 2]

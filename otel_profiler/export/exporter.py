@@ -51,6 +51,7 @@ from cuda_tracer.private_files import open_private
 from ..metrics.points import MetricsSnapshot
 from .pipeline import (COUNTERS, METRICS_RETRY_S, PROBE_S, Counters, ExportConfig,  # noqa: F401
                        Pipeline)
+from ..spans.context import merged_meta
 from ..spans.options import options_from_settings
 from .profiles_config import open_sender, profiles_config
 from ..profiler_warnings import print_warning
@@ -227,8 +228,7 @@ class Exporter:
                                  args=(self._queue, config, self._shared, self._closing, os.getpid(),
                                        self._heartbeat, profiles))
         _start_hiding_main(self._proc)
-        self.submitted = 0
-        self.metrics_submitted = 0
+        self.submitted = self.metrics_submitted = 0
         self._gone_warned = False
         self.dropped = 0  # queue full
         self.dropped_gone = 0  # the exporter process had died (killed, out of memory)
@@ -260,7 +260,7 @@ class Exporter:
             return False
         held, self._held = self._held, None
         if held is not None:  # an earlier batch found the queue full: it goes first, merged
-            batch = EventBatch.concat([held, batch])
+            batch, meta = EventBatch.concat([held, batch]), merged_meta(self._held_meta, meta)
         try:
             self._queue.put_nowait((meta, batch))
         except queue_mod.Full:  # the exporter process is behind (a slow start, a busy machine)

@@ -104,6 +104,12 @@ def run_span_id(run_id: str, rank: int, parent: TraceParent, since_ns: int = 0) 
     return hash64(run_id, rank, "run", parent.trace_id, parent.span_id, since_ns)
 
 
+def merged_meta(older: dict[str, Any], newer: dict[str, Any]) -> dict[str, Any]:
+    """The metadata of two batches sent as one: the newer's, with both batches' user-span links."""
+    user = {**(older.get("user_spans") or {}), **(newer.get("user_spans") or {})}
+    return {**newer, "user_spans": user} if user else newer
+
+
 @dataclass
 class LinkColumn:
     """One span link over all spans: trace id (``trace_hi`` ++ ``trace_lo``) and span id; span id 0:
