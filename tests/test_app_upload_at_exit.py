@@ -225,3 +225,17 @@ def test_upload_retry_delivers_and_says_what_the_app_refused(store, tmp_path):
 def test_bad_upload_input_is_one_line_and_exit_2(args, expected):
     done = cli(*args, check=False)
     assert done.returncode == 2 and expected in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("upload, expected", [
+    ({"OTEL_PROFILER_UPLOAD": "ftp://127.0.0.1/runs", "OTEL_PROFILER_UPLOAD_TOKEN": "t"}, "not an http(s) address"),
+    ({"OTEL_PROFILER_UPLOAD": "http://127.0.0.1:9/"}, "OTEL_PROFILER_UPLOAD_TOKEN is not set"),
+])
+def test_a_zero_code_job_that_cannot_upload_says_so_in_one_line_and_runs_on(tmp_path, upload, expected):
+    out = tmp_path / "out"
+    out.mkdir()
+    job = live_job(out, "vision", "alice", upload)
+    assert job.returncode == 0, job.stderr[-3000:]
+    lines = [line for line in job.stderr.splitlines() if "OTEL_PROFILER_UPLOAD" in line]
+    assert len(lines) == 1 and expected in lines[0] and "will not be uploaded" in lines[0], job.stderr[-3000:]
+    assert profile_folders(out) and not (out / "upload-spool").exists()

@@ -86,7 +86,7 @@ def start_session(origin: str, overrides: Mapping[str, Any] | None = None,
                 return None
             if settings["OTEL_SDK_DISABLED"]:
                 return None
-            for line in config.exporter_warnings(settings.values):  # turns off only what it names
+            for line in config.exporter_warnings(settings.values) + _upload_warnings(settings):
                 warn(line)
             session = Session(settings, origin)
             session.start()
@@ -97,6 +97,19 @@ def start_session(origin: str, overrides: Mapping[str, Any] | None = None,
             return None
         _current = session
         return session
+
+
+def _upload_warnings(settings: config.Settings) -> list[str]:
+    """Why a set ``OTEL_PROFILER_UPLOAD`` will send nothing. The post-exit summarizer uploads; under
+    ``run``, which turns that off in the job, ``run`` uploads and says it instead."""
+    url = settings["OTEL_PROFILER_UPLOAD"].strip()
+    if not url or not settings["OTEL_PROFILER_SUMMARY_AT_EXIT"]:
+        return []
+    from ..export.upload import http_url
+
+    problem = http_url(url) or ("" if settings["OTEL_PROFILER_UPLOAD_TOKEN"].strip()
+                                else "OTEL_PROFILER_UPLOAD_TOKEN is not set")
+    return [f"OTEL_PROFILER_UPLOAD: {problem}; the profile will not be uploaded"] if problem else []
 
 
 def _apply_overrides(env: dict[str, str], overrides: Mapping[str, Any]) -> list[str]:
