@@ -49,6 +49,28 @@ class _Window:
         return len(self.start_ns)
 
 
+def _check_one_job(partials: list[RankPartial]) -> None:
+    """``jobs.check_one_job``'s rules on the partials' ranks; a file given twice is found here by
+    its real path, once per rank (the rule compares every pair of files)."""
+    seen: dict[str, str] = {}
+    for p in partials:
+        file = p.meta.get("file")
+        if isinstance(file, str) and not is_url(file):
+            real = os.path.realpath(file)
+            if real in seen:
+                raise TraceError(file, "not part of the same job as the other traces: it is given twice")
+            seen[real] = file
+    check_one_job(Profile(ranks=[RankProfile(_named_only(p.meta), _Window(p.figures.get("window_us")))  # type: ignore[arg-type]
+                                 for p in partials]))
+
+
+def _named_only(meta: dict[str, Any]) -> dict[str, Any]:
+    """The rank's metadata with its file as its name only (the pairwise same-file test is done)."""
+    out = {k: v for k, v in meta.items() if k != "file"}
+    out["source"] = meta.get("file") or meta.get("source")
+    return out
+
+
 def rank_sources(inputs: list[str]) -> list[str]:
     """Each input's rank sources: a folder's trace files, a profile folder, a file or URL; a URL to
     a folder (``s3://bucket/run/``) its trace files. Raises ``TraceError`` for a missing input."""
@@ -125,8 +147,7 @@ def analyse(inputs: list[str], scheduler: str | None = None, thresholds: Thresho
             raise TraceError(*refused[-1].split(": ", 1)) if ": " in refused[-1] else \
                 TraceError(", ".join(inputs), refused[-1])
         raise TraceError(", ".join(inputs), "no ranks found")
-    check_one_job(Profile(ranks=[RankProfile(p.meta, _Window(p.figures.get("window_us")))  # type: ignore[arg-type]
-                                 for p in partials]))
+    _check_one_job(partials)
     summary = reduction.document(sources)
     collectives = {p.rank: p.collectives for p in partials}
     alignment = clock_offsets(collectives)

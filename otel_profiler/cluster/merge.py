@@ -23,7 +23,7 @@ from ..analysis.platform import SYNC_API, blocking_call
 from ..analysis.stats import percentiles_us
 from ..analysis.summary import SCHEMA, _notes
 from ..names import demangle, short_names
-from .merge_tables import merge_operators, stat_rows, sum_dicts
+from .merge_tables import OperatorFold, stat_rows, sum_dicts
 from .partial import RankPartial, is_url
 from .sketch import Sketch, merged
 
@@ -69,7 +69,7 @@ class Reduction:
         self.partials: list[RankPartial] = []
         self.sketches: dict[str, dict[str, Sketch]] = {}
         self.geometry: dict[str, dict[tuple, int]] = {}
-        self.operators: dict[str, Any] = {}
+        self.operators = OperatorFold()
 
     def add(self, p: RankPartial) -> None:
         for key, table in p.sketches.items():
@@ -78,7 +78,7 @@ class Reduction:
             g = self.geometry.setdefault(name, {})
             for shape, c in counts.items():
                 g[shape] = g.get(shape, 0) + c
-        self.operators = merge_operators([self.operators, p.operators], cut=False)
+        self.operators.add(p.operators)
         p.drop_tables()
         self.partials.append(p)
 
@@ -89,7 +89,7 @@ class Reduction:
         out: dict[str, Any] = {"schema": SCHEMA, "sources": list(sources), "platform": _platform(partials),
                                "ranks_meta": [p.meta for p in partials]}
         out.update(_figures(partials, self.sketches, self.geometry, multi))
-        out["operators"] = merge_operators([self.operators])
+        out["operators"] = self.operators.result()
         out["memory"] = _memory(partials, multi)
         out["compute"] = _compute(partials)
         out["cpu"] = {k: v for p in partials for k, v in p.cpu.items()}

@@ -35,80 +35,93 @@ def stat_rows(sketches: dict[str, Sketch], count_key: str) -> list[dict[str, Any
     return sorted(rows, key=lambda r: (-r["total_us"], r["name"]))
 
 
-def _top(lists: Iterable[list[dict]], key: str, sums: tuple[str, ...], order: str, top: int | None
-         ) -> list[dict]:
-    """Rows of several top lists merged by ``key`` (``sums`` added), the ``top`` biggest by ``order``
-    (None: all of them)."""
-    rows: dict[Any, dict] = {}
-    for lst in lists:
-        for r in lst:
-            k = tuple(r[key]) if isinstance(r[key], list) else r[key]
-            if k in rows:
-                for s in sums:
-                    rows[k][s] += r[s]
+class _RowFold:
+    """Rows keyed by ``key`` with the numbers ``sums`` added as ranks come in; their top-kernel and
+    call-stack lists kept whole (by kernel, by stack) until ``rows`` cuts them."""
+
+    def __init__(self, key: str, sums: tuple[str, ...]) -> None:
+        self.key, self.sums = key, sums
+        self.rows: dict[Any, dict[str, Any]] = {}
+
+    def add(self, rows: list[dict[str, Any]]) -> None:
+        for r in rows:
+            k = r[self.key]
+            m = self.rows.get(k)
+            if m is None:
+                m = self.rows[k] = {f: v for f, v in r.items() if f not in ("top_kernels", "call_stacks")}
+                m["_tops"], m["_stacks"] = {}, {}
             else:
-                rows[k] = dict(r)
-    return sorted(rows.values(), key=lambda r: -r[order])[:top]
+                for f in self.sums:
+                    m[f] += r[f]
+            tops = m["_tops"]
+            for t in r.get("top_kernels", ()):
+                have = tops.get(t["raw_name"])
+                if have is None:
+                    tops[t["raw_name"]] = dict(t)
+                else:
+                    have["count"] += t["count"]
+                    have["gpu_us"] += t["gpu_us"]
+            for c in r.get("call_stacks", ()):
+                stack = tuple(c["stack"])
+                m["_stacks"][stack] = m["_stacks"].get(stack, 0) + c["calls"]
+
+    def result(self, top: int) -> list[dict[str, Any]]:
+        out = []
+        for m in self.rows.values():
+            row = {f: v for f, v in m.items() if f not in ("_tops", "_stacks")}
+            row["top_kernels"] = sorted((dict(t) for t in m["_tops"].values()), key=lambda t: -t["gpu_us"])[:top]
+            if m["_stacks"]:
+                row["call_stacks"] = [{"stack": list(st), "calls": c} for st, c in
+                                      sorted(m["_stacks"].items(), key=lambda sc: -sc[1])[:TOP_STACKS]]
+            out.append(row)
+        return out
 
 
-def _merge_rows(tables: Iterable[list[dict]], key: str, sums: tuple[str, ...]) -> dict[Any, dict]:
-    rows: dict[Any, dict] = {}
-    for table in tables:
-        for r in table:
-            if r[key] in rows:
-                m = rows[r[key]]
-                for s in sums:
-                    m[s] += r[s]
-                m["_tops"].append(r.get("top_kernels", []))
-                m["_stacks"].append(r.get("call_stacks", []))
-            else:
-                rows[r[key]] = dict(r, _tops=[r.get("top_kernels", [])], _stacks=[r.get("call_stacks", [])])
-    return rows
+_OPERATOR_HEAD = ("count", "kernel_total_us", "attributed_us", "attributed_by", "unattributed")
+_MODULE_HEAD = ("calls", "kernel_total_us", "attributed_us", "outside")
 
 
-def _finish(row: dict, top: int | None) -> dict:
-    tops, stacks = row.pop("_tops"), row.pop("_stacks")
-    row["top_kernels"] = _top(tops, "raw_name", ("count", "gpu_us"), "gpu_us", top)
-    if "call_stacks" in row:
-        row["call_stacks"] = _top(stacks, "stack", ("calls",), "calls", TOP_STACKS)
-    return row
+class OperatorFold:
+    """The operator view (``analysis.operators``) and ``nn.Module`` view (``analysis.modules``) of
+    many ranks, folded in one rank at a time from their uncut tables (``add``), cut to the summary's
+    top lists at the end (``result``)."""
 
+    def __init__(self) -> None:
+        self.head: dict[str, Any] = {}
+        self.by_name = _RowFold("name", ("calls", "total_cpu_us", "self_cpu_us", "self_gpu_us",
+                                         "total_gpu_us", "kernels"))
+        self.regions = _RowFold("key", ("kernels", "gpu_us"))
+        self.module_head: dict[str, Any] = {}
+        self.by_path = _RowFold("path", ("calls", "cpu_us", "self_gpu_us", "total_gpu_us", "kernels"))
+        self.seen = False
 
-def merge_operators(parts: list[dict[str, Any]], cut: bool = True) -> dict[str, Any]:
-    """The operator view (``analysis.operators``) of several ranks from their uncut tables; top
-    kernel lists cut to the summary's length, or left whole (``cut=False``: to merge more later)."""
-    parts = [p for p in parts if p]
-    if not parts:
-        return {}
-    out = sum_dicts({k: p[k] for k in ("count", "kernel_total_us", "attributed_us", "attributed_by",
-                                        "unattributed")} for p in parts)
-    total = out["kernel_total_us"]
-    rows = _merge_rows((p["by_name"] for p in parts), "name",
-                       ("calls", "total_cpu_us", "self_cpu_us", "self_gpu_us", "total_gpu_us", "kernels"))
-    by_name = [_finish(r, TOP_KERNELS if cut else None) for r in rows.values()]
-    for r in by_name:
-        r["gpu_pct"] = 100.0 * r["self_gpu_us"] / total if total else 0.0
-    by_name.sort(key=lambda r: (-r["self_gpu_us"], -r["total_gpu_us"], -r["total_cpu_us"], r["name"]))
-    regions = _merge_rows(([dict(r, key=(r["name"], r["kind"])) for r in p["regions"]] for p in parts),
-                          "key", ("kernels", "gpu_us"))
-    region_rows = [_finish(r, TOP_KERNELS if cut else None) for r in regions.values()]
-    for r in region_rows:
-        del r["key"]
-    out.update(by_name=by_name, regions=sorted(region_rows, key=lambda r: -r["gpu_us"]))
-    out["modules"] = merge_modules([p.get("modules") or {} for p in parts], cut)
-    return out
+    def add(self, ops: dict[str, Any]) -> None:
+        if not ops:
+            return
+        self.seen = True
+        self.head = sum_dicts([self.head, {k: ops[k] for k in _OPERATOR_HEAD}])
+        self.by_name.add(ops["by_name"])
+        self.regions.add([dict(r, key=(r["name"], r["kind"])) for r in ops["regions"]])
+        mods = ops.get("modules") or {}
+        if mods:
+            self.module_head = sum_dicts([self.module_head, {k: mods[k] for k in _MODULE_HEAD}])
+            self.by_path.add(mods["by_path"])
 
-
-def merge_modules(parts: list[dict[str, Any]], cut: bool = True) -> dict[str, Any]:
-    """The ``nn.Module`` view (``analysis.modules``) of several ranks from their uncut tables."""
-    parts = [p for p in parts if p]
-    if not parts:
-        return {}
-    out = sum_dicts({k: p[k] for k in ("calls", "kernel_total_us", "attributed_us", "outside")}
-                    for p in parts)
-    rows = _merge_rows((p["by_path"] for p in parts), "path",
-                       ("calls", "cpu_us", "self_gpu_us", "total_gpu_us", "kernels"))
-    by_path = [_finish(r, MODULE_TOP_KERNELS if cut else None) for r in rows.values()]
-    out.update(by_path=_tree_order(by_path), by_type=_by_type(by_path))
-    return out
-
+    def result(self) -> dict[str, Any]:
+        if not self.seen:
+            return {}
+        out = dict(self.head)
+        total = out["kernel_total_us"]
+        by_name = self.by_name.result(TOP_KERNELS)
+        for r in by_name:
+            r["gpu_pct"] = 100.0 * r["self_gpu_us"] / total if total else 0.0
+        by_name.sort(key=lambda r: (-r["self_gpu_us"], -r["total_gpu_us"], -r["total_cpu_us"], r["name"]))
+        regions = self.regions.result(TOP_KERNELS)
+        for r in regions:
+            del r["key"]
+        out.update(by_name=by_name, regions=sorted(regions, key=lambda r: -r["gpu_us"]))
+        out["modules"] = {}
+        if self.module_head:
+            by_path = self.by_path.result(MODULE_TOP_KERNELS)
+            out["modules"] = dict(self.module_head, by_path=_tree_order(by_path), by_type=_by_type(by_path))
+        return out
