@@ -240,17 +240,19 @@ def _wait_forwarding_signals(child: subprocess.Popen) -> int:
     Ctrl-C typed at the terminal reached it already (it is in our process group): not sent again."""
     if not hasattr(signal, "sigtimedwait"):
         return _wait_with_handlers(child)
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+    waited = set(FORWARDED) | {signal.SIGCHLD}  # SIGCHLD: the job's end is seen at once, not at the next poll
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
     try:
         while True:
-            info = signal.sigtimedwait(FORWARDED, 0.1)
-            if info is not None and not (info.si_signo == signal.SIGINT and info.si_code == SI_KERNEL):
+            info = signal.sigtimedwait(waited, 0.1)
+            if info is not None and info.si_signo != signal.SIGCHLD and \
+                    not (info.si_signo == signal.SIGINT and info.si_code == SI_KERNEL):
                 _send(child, info.si_signo)
             code = child.poll()
             if code is not None:
                 return code
     finally:
-        while signal.sigtimedwait(FORWARDED, 0) is not None:  # nothing pending left to act later
+        while signal.sigtimedwait(waited, 0) is not None:  # nothing pending left to act later
             pass
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
@@ -278,9 +280,13 @@ def _send(child: subprocess.Popen, signum: int) -> None:
 
 
 def _prepare_summary() -> threading.Thread:
-    """Import what summarizing needs while the job runs (a daemon thread), so the summary is
-    printed soon after the job ends."""
+    """Import what summarizing needs while the job runs (a daemon thread at the lowest CPU
+    priority, so the job's own start comes first), so the summary is printed soon after the job ends."""
     def load() -> None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, 19)  # on Linux: this thread only
+        except (AttributeError, OSError):
+            pass
         try:
             from ..live import output  # noqa: F401
             from ..analysis import document  # noqa: F401

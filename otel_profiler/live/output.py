@@ -22,7 +22,6 @@ from typing import Any
 from cuda_tracer.private_files import make_private_dir, open_private
 from cuda_tracer.events import EventBatch
 from cuda_tracer.profile import PROFILE_EVENTS, PROFILE_META, RankProfile, write_rank
-from cuda_tracer.loading import load_profile
 
 from ..profiler_warnings import warn
 from ..version import __version__
@@ -123,6 +122,7 @@ def _replace_lock(path: str) -> bool:
 def summarize_folder(folder: str) -> dict[str, Any] | None:
     """The summary document of the whole folder (every rank, with its insights); None when it
     holds no events."""
+    from cuda_tracer.loading import load_profile  # the trace readers: only when summarizing
     from ..analysis.document import SummaryDocument
 
     try:
