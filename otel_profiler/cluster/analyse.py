@@ -122,6 +122,29 @@ def read_safely(item: tuple[int, str], **kwargs: Any) -> list[RankPartial | str]
         return [f"{source}: cannot be read ({type(exc).__name__}: {exc})"]
 
 
+def read_run(items: list[tuple[int, str]], **kwargs: Any) -> tuple[Reduction, list[str]]:
+    """One task: a run of consecutive inputs read and folded on the worker, so the client folds
+    one table set per task; the ranks' error lines."""
+    reduction, refused = Reduction(), []
+    for item in items:
+        for r in read_safely(item, **kwargs):
+            if isinstance(r, str):
+                refused.append(r)
+            else:
+                reduction.add(r)
+    return reduction, refused
+
+
+MAX_TASK_INPUTS = 16
+"""The most inputs one task reads (and folds) before handing its result to the client."""
+
+
+def task_size(sources: int) -> int:
+    """Inputs per task: one for a few, up to ``MAX_TASK_INPUTS`` so that about 32 or more tasks
+    keep every worker busy to the end."""
+    return max(1, min(MAX_TASK_INPUTS, sources // 32))
+
+
 def analyse(inputs: list[str], scheduler: str | None = None, thresholds: Thresholds | None = None,
             workers: int | None = None, max_text_bytes: int | None = None,
             straggler_thresholds: StragglerThresholds = StragglerThresholds()) -> ClusterResult:
@@ -131,14 +154,13 @@ def analyse(inputs: list[str], scheduler: str | None = None, thresholds: Thresho
     executor = executor_for(scheduler, workers)
     reduction = Reduction()
     refused: list[str] = []
+    items = list(enumerate(sources))
+    size = task_size(len(items))
     try:
-        for results in executor.map(read_safely, list(enumerate(sources)), thresholds=thresholds,
-                                    max_text_bytes=max_text_bytes):
-            for r in results:
-                if isinstance(r, str):
-                    refused.append(r)
-                else:
-                    reduction.add(r)  # folded in at once: the client holds no partial's tables
+        for part, lines in executor.map(read_run, [items[i:i + size] for i in range(0, len(items), size)],
+                                        thresholds=thresholds, max_text_bytes=max_text_bytes):
+            reduction.absorb(part)  # folded in at once: the client holds no partial's tables
+            refused.extend(lines)
     finally:
         executor.close()
     partials = reduction.partials

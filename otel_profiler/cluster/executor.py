@@ -88,7 +88,10 @@ class DaskExecutor:
 
 
 def _named(item: Any) -> str:
-    """An item as an error line names it: the source of an ``(index, source)`` pair."""
+    """An item as an error line names it: the source of an ``(index, source)`` pair, the sources
+    of a run of them."""
+    if isinstance(item, list):
+        return ", ".join(_named(i) for i in item)
     return str(item[-1] if isinstance(item, tuple) else item)
 
 

@@ -82,6 +82,17 @@ class Reduction:
         p.drop_tables()
         self.partials.append(p)
 
+    def absorb(self, other: "Reduction") -> None:
+        """Another reduction's ranks added after these (a worker's fold of a run of inputs)."""
+        for key, table in other.sketches.items():
+            merged(self.sketches.setdefault(key, {}), table)
+        for name, counts in other.geometry.items():
+            g = self.geometry.setdefault(name, {})
+            for shape, c in counts.items():
+                g[shape] = g.get(shape, 0) + c
+        self.operators.absorb(other.operators)
+        self.partials.extend(other.partials)
+
     def document(self, sources: list[str]) -> dict[str, Any]:
         """The summary document of the ranks added (in the order added), read from ``sources``."""
         partials = self.partials

@@ -65,6 +65,13 @@ class _RowFold:
                 stack = tuple(c["stack"])
                 m["_stacks"][stack] = m["_stacks"].get(stack, 0) + c["calls"]
 
+    def absorb(self, other: "_RowFold") -> None:
+        """Another fold's rows added in (a worker's fold of its ranks)."""
+        self.add([{**{f: v for f, v in m.items() if f not in ("_tops", "_stacks")},
+                   "top_kernels": list(m["_tops"].values()),
+                   "call_stacks": [{"stack": list(st), "calls": c} for st, c in m["_stacks"].items()]}
+                  for m in other.rows.values()])
+
     def result(self, top: int) -> list[dict[str, Any]]:
         out = []
         for m in self.rows.values():
@@ -106,6 +113,18 @@ class OperatorFold:
         if mods:
             self.module_head = sum_dicts([self.module_head, {k: mods[k] for k in _MODULE_HEAD}])
             self.by_path.add(mods["by_path"])
+
+    def absorb(self, other: "OperatorFold") -> None:
+        """Another fold's ranks added in (a worker's fold of its ranks)."""
+        if not other.seen:
+            return
+        self.seen = True
+        self.head = sum_dicts([self.head, other.head])
+        self.by_name.absorb(other.by_name)
+        self.regions.absorb(other.regions)
+        if other.module_head:
+            self.module_head = sum_dicts([self.module_head, other.module_head])
+            self.by_path.absorb(other.by_path)
 
     def result(self) -> dict[str, Any]:
         if not self.seen:
