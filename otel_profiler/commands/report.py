@@ -16,6 +16,7 @@ from cuda_tracer.private_files import open_private
 from ..analysis.document import SummaryDocument
 from ..analysis.insights import Thresholds
 from ..names import terminal_safe
+from ..report.formats import REPORT_FORMATS
 from ..report.renderers import RENDERERS, RenderOptions
 from . import add_inputs, add_thresholds, load_inputs
 from .summary import add_scheduler, cluster_inputs, parse_thresholds, scheduler_of
@@ -28,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "opens offline in a browser, or a Chrome trace JSON for Perfetto UI.")
     add_inputs(p)
     p.add_argument("-o", "--output", required=True, help="file to write (report.html, trace.json)")
-    p.add_argument("--format", choices=("html", "perfetto"), default="html",
+    p.add_argument("--format", choices=REPORT_FORMATS, default="html",
                    help="html: the report; perfetto: a Chrome trace JSON for Perfetto UI or "
                         "chrome://tracing")
     add_scheduler(p)

@@ -19,6 +19,7 @@ from ..analysis.document import SummaryDocument
 from ..analysis.insights import Thresholds
 from ..names import terminal_safe
 from ..report.console import render_json
+from ..report.formats import SUMMARY_FORMATS
 from ..report.renderers import RENDERERS, RenderOptions
 from . import add_inputs, add_thresholds, load_inputs
 
@@ -107,7 +108,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Summarize Kineto/Chrome trace files (.json, .json.gz), folders of per-rank "
                     "traces, or profile folders written by `otel-profiler run`.")
     add_inputs(p)
-    p.add_argument("--format", choices=("table", "json", "csv"), default="table",
+    p.add_argument("--format", choices=SUMMARY_FORMATS, default="table",
                    help="table: text for a person (sections the profile lacks folded into one "
                         "line, short kernel names); json: every figure (the documented summary "
                         "schema); csv: every table, full names")
