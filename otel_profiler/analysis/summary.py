@@ -110,17 +110,23 @@ def summarize(profile: Profile) -> dict[str, Any]:
            "ranks_meta": [_rank_meta(r.meta) for r in profile.ranks], **out}
     out["compute"] = compute_overview(profile)
     out["cpu"] = cpu_usage(profile)
-    snapshots = snapshots_in(list(profile.sources))
-    if snapshots:
-        out["memory"]["snapshots"] = snapshots
-    sources = sorted({m["step_source"] for m in out["ranks_meta"] if "step_source" in m})
-    if sources:
-        out["steps"]["source"] = sources[0] if len(sources) == 1 else ",".join(sources)
-    out["notes"] = _notes(out)
+    complete(out, list(profile.sources))
     if multi:
         out["ranks"] = {str(r.rank): summarize_batch(r.batch, multi_rank=False)
                         for r in profile.ranks}
     return out
+
+
+def complete(out: dict[str, Any], snapshot_sources: list[str]) -> None:
+    """The parts of a summary document taken from the whole of it: the memory snapshots beside its
+    sources, the step source of every rank, the notes (also used by the cluster's merge)."""
+    snapshots = snapshots_in(snapshot_sources)
+    if snapshots:
+        out["memory"]["snapshots"] = snapshots
+    step_sources = sorted({m["step_source"] for m in out["ranks_meta"] if "step_source" in m})
+    if step_sources:
+        out["steps"]["source"] = step_sources[0] if len(step_sources) == 1 else ",".join(step_sources)
+    out["notes"] = _notes(out)
 
 
 def _notes(summary: dict) -> list[str]:

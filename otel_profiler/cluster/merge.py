@@ -18,10 +18,9 @@ from typing import Any
 import numpy as np
 
 from ..analysis.breakdown import KERNEL_CLASSES
-from ..analysis.memory_snapshot import snapshots_in
 from ..analysis.platform import SYNC_API, blocking_call
 from ..analysis.stats import percentiles_us
-from ..analysis.summary import SCHEMA, _notes
+from ..analysis.summary import SCHEMA, complete
 from ..names import demangle, short_names
 from .merge_tables import OperatorFold, stat_rows, sum_dicts
 from .partial import RankPartial, is_url
@@ -104,13 +103,7 @@ class Reduction:
         out["memory"] = _memory(partials, multi)
         out["compute"] = _compute(partials)
         out["cpu"] = {k: v for p in partials for k, v in p.cpu.items()}
-        snapshots = snapshots_in([s for s in sources if not is_url(s)])
-        if snapshots:
-            out["memory"]["snapshots"] = snapshots
-        step_sources = sorted({m["step_source"] for m in out["ranks_meta"] if "step_source" in m})
-        if step_sources:
-            out["steps"]["source"] = step_sources[0] if len(step_sources) == 1 else ",".join(step_sources)
-        out["notes"] = _notes(out)
+        complete(out, [s for s in sources if not is_url(s)])
         if multi:
             out["ranks"] = LazyRanks({str(p.rank): p.section_json for p in partials})
         out["insights"] = rank_insights(partials)
