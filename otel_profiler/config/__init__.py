@@ -121,6 +121,9 @@ define("OTEL_PROFILER_SCHEDULER", "", parse_str,
        "export of a folder of ranks); needs the cluster extra (default: local processes).")
 define("OTEL_PROFILER_PURE_PYTHON", False, parse_bool,
        "Read Kineto JSON with the Python scanner instead of the compiled one (same results, slower).")
+define("OTEL_PROFILER_LOG", "off", parse_choice("off", "debug", "info"),
+       "debug: the `otel_profiler` logger writes to stderr every failure the profiler handled "
+       "quietly, with its cause (for a degradation you want explained); info: less; off: nothing.")
 define("OTEL_PROFILER_SUMMARY_AT_EXIT", True, parse_bool,
        "At exit, each profiled process names its folder, and summary.json is written after the job "
        "by one detached low-priority process per folder (`run` turns this off in the job and "
