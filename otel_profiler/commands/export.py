@@ -32,6 +32,7 @@ from ..spans.options import options_from_settings
 from ..names import terminal_safe
 from ..profiler_warnings import print_warning
 from . import add_inputs, load_inputs, progress_bar
+from .summary import add_scheduler, scheduler_of
 
 SPANS_FILE = "spans.jsonl"
 """The file ``--output FOLDER`` writes in the folder."""
@@ -44,6 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "OpenTelemetry spans (one trace per training step) and send them to an OTLP "
                     "endpoint or write them to a file.")
     add_inputs(p)
+    add_scheduler(p, thresholds=False)
     p.add_argument("--endpoint", help="OTLP endpoint URL (default: OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)")
     p.add_argument("--protocol", choices=PROTOCOLS, help="OTLP protocol (default: OTEL_EXPORTER_OTLP_PROTOCOL)")
     p.add_argument("-o", "--output", metavar="FILE", help="also write the spans to FILE: a name ending in "
@@ -109,14 +111,22 @@ def run(args: argparse.Namespace) -> int:
             print(f"otel-profiler: error: cannot reach {terminal_safe(target.describe())} ({why}); nothing "
                   f"was exported and {inputs} untouched", file=sys.stderr)
             return 1
-    profile, status = load_inputs(args)
     options = options_from_settings(settings, "otel-profiler-export")
     options.service_name = args.service_name or options.service_name
-    print(choose_run_ids(options, profile), file=sys.stderr)
     if budget is not None:
         options.budget = budget
     export_config = ExportConfig(target=target, json_file=json_file, pb_file=pb_file,
                                  retry_s=settings["OTEL_PROFILER_EXPORT_RETRY_S"], span_options=options)
+    scheduler = scheduler_of(args, args.inputs)
+    if scheduler:
+        if args.output:
+            print("otel-profiler: error: --output cannot be combined with a scheduler (--scheduler, "
+                  "OTEL_PROFILER_SCHEDULER): each worker sends its ranks' spans to the endpoint",
+                  file=sys.stderr)
+            return 2
+        return export_on_cluster(args, scheduler, export_config)
+    profile, status = load_inputs(args)
+    print(choose_run_ids(options, profile), file=sys.stderr)
     counters = Counters()
     pipeline = Pipeline(export_config, counters)
     events = sum(len(rank.batch) for rank in profile.ranks)
@@ -129,12 +139,83 @@ def run(args: argparse.Namespace) -> int:
                         progress(len(piece), events)
     finally:
         pipeline.close()
-    c = counters.snapshot()
-    where = terminal_safe(", ".join(x for x in (target.describe() if target else "", args.output or "") if x))
-    print(f"exported {c['spans_built']} spans of {len(profile.ranks)} rank(s) to {where}"
+    code = print_totals(counters.snapshot(), len(profile.ranks), target, args.output)
+    return status or code
+
+
+def print_totals(c: dict[str, int], ranks: int, target: Any, output: str | None) -> int:
+    """The closing line of an export (spans built, delivered, dropped); exit code 1 when spans
+    were dropped, else 0."""
+    where = terminal_safe(", ".join(x for x in (target.describe() if target else "", output or "") if x))
+    print(f"exported {c['spans_built']} spans of {ranks} rank(s) to {where}"
           + (f"; {c['spans_exported']} delivered" if target else "")
           + (f"; {c['spans_dropped']} dropped" if c["spans_dropped"] else ""), file=sys.stderr)
-    return status or (1 if c["spans_dropped"] else 0)
+    return 1 if c["spans_dropped"] else 0
+
+
+def export_on_cluster(args: argparse.Namespace, scheduler: str, export_config: ExportConfig) -> int:
+    """The ranks of ``args.inputs`` exported by the workers of ``scheduler`` (a Dask address, or
+    "local": local processes), each sending its rank's spans to the target itself: a first pass
+    learns each rank's recorded run id and number so that the ids are the plain export's; each rank
+    that cannot be read is one line (exit 2), the others are exported."""
+    from types import SimpleNamespace
+
+    from cuda_tracer.profile import TraceError
+
+    from ..cluster.analyse import rank_sources
+    from ..cluster.executor import executor_for
+    from ..export.cluster_export import COUNTS, export_rank, rank_identity
+    from ..profiler_warnings import print_error
+
+    max_text = args.max_json_mb << 20 if args.max_json_mb else None
+    sources = rank_sources(args.inputs)
+    refused: list[str] = []
+    totals = dict.fromkeys(COUNTS, 0)
+    try:
+        executor = executor_for(scheduler, args.jobs)
+    except RuntimeError as exc:
+        raise TraceError(f"--scheduler {scheduler}", str(exc)) from None
+    try:
+        ranks = []
+        for source, found in zip(sources, executor.map(rank_identity, sources, max_text_bytes=max_text)):
+            if isinstance(found, str):
+                refused.append(found)
+            else:
+                ranks.append(SimpleNamespace(source=source, meta=found))
+        for line in refused[:-1] if not ranks else refused:
+            print_error(line if not ranks else f"{line} (left out; the other ranks are used)")
+        if not ranks:
+            raise TraceError(*refused[-1].split(": ", 1)) if refused else TraceError(", ".join(args.inputs),
+                                                                                   "no ranks found")
+        _number_unranked([r.meta for r in ranks])
+        options = export_config.span_options
+        print(choose_run_ids(options, SimpleNamespace(ranks=ranks, sources=sources)), file=sys.stderr)
+        items = [(r.source, options.run_id or r.meta["run_id"], r.meta["rank"]) for r in ranks]
+        for result in executor.map(export_rank, items, export_config=export_config, max_text_bytes=max_text):
+            if isinstance(result, str):  # readable a moment ago: gone or changed since
+                refused.append(result)
+                print_error(f"{result} (left out; the other ranks are used)")
+                continue
+            for k in COUNTS:
+                totals[k] += result[k]
+    except RuntimeError as exc:  # the cluster's failure, not a rank's
+        raise TraceError(f"--scheduler {scheduler}", str(exc)) from None
+    finally:
+        executor.close()
+    code = print_totals(totals, len(sources) - len(refused), export_config.target, None)
+    return 2 if refused else code
+
+
+def _number_unranked(metas: list[dict[str, Any]]) -> None:
+    """Ranks without a number get the next free one, in input order, as the plain reading numbers them."""
+    used = {m["rank"] for m in metas if m["rank"] >= 0}
+    nxt = 0
+    for m in metas:
+        if m["rank"] < 0:
+            while nxt in used:
+                nxt += 1
+            m["rank"] = nxt
+            used.add(nxt)
 
 
 def _write_pprof(args: argparse.Namespace) -> int:
