@@ -32,6 +32,7 @@ from __future__ import annotations
 import collections
 import ctypes
 import importlib
+import logging
 import os
 import threading
 import time
@@ -43,6 +44,8 @@ from .cupti_records import (ACTIVITY_KIND, RecordConverter, overhead_names_from,
 from .events import EventBatch
 from .subscriber import (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS, ProfilerBusy, back_off,
                          other_profiler_active, reason_from_cupti_error)
+
+log = logging.getLogger("otel_profiler." + __name__)  # a child of the otel_profiler logger
 
 DEFAULT_ACTIVITIES = ("CONCURRENT_KERNEL", "MEMCPY", "MEMCPY2", "MEMSET", "RUNTIME", "DRIVER",
                       "SYNCHRONIZATION", "MARKER", "NAME", "OVERHEAD")
@@ -88,7 +91,7 @@ def libcupti_path(cupti: Any) -> str | None:
     try:
         cupti.get_timestamp()
     except Exception:  # no driver: libcupti may still have been loaded
-        pass
+        log.debug("libcupti_path: failed", exc_info=True)
     found = loaded_libcupti()
     return found[0] if len(found) == 1 else None
 
@@ -333,7 +336,7 @@ class CuptiSource:
             try:
                 cupti.activity_disable(getattr(cupti.ActivityKind, activity))
             except Exception:
-                pass
+                log.debug("_disable: failed", exc_info=True)
 
     def _call(self, fn: str, *args: Any) -> None:
         try:

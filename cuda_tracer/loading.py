@@ -9,6 +9,7 @@ Several trace files (a folder of per-rank traces) can be read by several process
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import threading
 from typing import Callable, Iterable
@@ -19,6 +20,8 @@ from .profile_folder import is_profile_folder, read_profile_folder
 from .trace_files import is_trace_file, read_trace
 from .trace_input import read_problem, text_size
 from .xplane import XPLANE_SUFFIX, read_xplane, xplane_files
+
+log = logging.getLogger("otel_profiler." + __name__)  # a child of the otel_profiler logger
 
 PEAK_PER_TEXT_BYTE = 1  # a reader's peak memory per byte of JSON text (columns and a piece)
 
@@ -159,7 +162,7 @@ def _worker_count(tasks: list[tuple[str, str]], workers: int | None) -> int:
             per_file = PEAK_PER_TEXT_BYTE * max(map(text_size, traces))
             n = min(n, max(1, psutil.virtual_memory().available // max(per_file, 1)))
         except Exception:
-            pass
+            log.debug("_worker_count: failed", exc_info=True)
     return n
 
 

@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from .commands import COMMANDS
+from .logs import enable_from_env
 from .profiler_warnings import print_error
 from .version import __version__
 
@@ -108,6 +109,7 @@ def _is_trace_error(exc: BaseException) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    enable_from_env()
     parser = build_parser(lazy=True)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -22,7 +22,8 @@ PACKAGES = ("cuda_tracer", "otel_profiler")
 
 FLOORS: list[tuple[str, ...]] = [
     ("cuda_tracer",),  # capture and the event model: never imports otel_profiler
-    ("otel_profiler.version", "otel_profiler.names", "otel_profiler.profiler_warnings"),
+    ("otel_profiler.version", "otel_profiler.names", "otel_profiler.profiler_warnings",
+     "otel_profiler.logs"),
     ("otel_profiler.analysis",),  # never imports export, live, bootstrap, commands or the CLI
     ("otel_profiler.cluster",),  # multi-rank map/reduce on local processes or a Dask cluster
     ("otel_profiler.spans", "otel_profiler.report"),

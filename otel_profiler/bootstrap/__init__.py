@@ -12,7 +12,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
+
+log = logging.getLogger(__name__)
 
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
 """The folder whose ``sitecustomize.py`` bootstraps profiling; put it first on ``PYTHONPATH``."""
@@ -43,7 +46,7 @@ def from_environment() -> None:
 
             warn(f"bootstrap failed ({type(exc).__name__}: {exc})")
         except Exception:
-            pass
+            log.debug("from_environment: failed", exc_info=True)
 
 
 def install_framework_hooks(session: object) -> None:

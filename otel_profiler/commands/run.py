@@ -21,6 +21,7 @@ behind: its exporter and helpers follow it.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import subprocess
@@ -34,6 +35,8 @@ from cuda_tracer.private_files import make_private_dir
 
 from ..bootstrap import SITE_DIR
 from ..live.resource import run_id as resource_run_id
+
+log = logging.getLogger(__name__)
 
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -292,7 +295,7 @@ def _prepare_summary() -> threading.Thread:
             from ..analysis import document  # noqa: F401
             from ..report import console  # noqa: F401
         except Exception:
-            pass
+            log.debug("load: failed", exc_info=True)
 
     thread = threading.Thread(target=load, name="otel-profiler-run-imports", daemon=True)
     thread.start()

@@ -13,6 +13,7 @@ exporter process was killed.
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ from ..metrics.points import MetricsSnapshot
 from ..profiler_warnings import print_warning
 from .sinks import OtlpTarget
 from ..spans.options import SpanOptions
+
+log = logging.getLogger(__name__)
 
 COUNTERS = (
     "batches_received", "batches_finished", "batches_failed",
@@ -271,7 +274,7 @@ class Pipeline:
                 try:
                     part.close()
                 except Exception:
-                    pass
+                    log.debug("close: failed", exc_info=True)
 
 
 def _console(data: bytes) -> None:

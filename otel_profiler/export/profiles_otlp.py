@@ -19,6 +19,7 @@ The target and the exporter process's settings are in ``export.profiles_config``
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -32,6 +33,8 @@ from ..spans.ids import hash_bytes, root_span_id, run_id_of, trace_id, trace_ran
 from ..spans.options import SpanOptions
 from .pprof import KIND_LABELS, SAMPLE_TYPES, function_of_frame
 from .profiles_config import ProfilesConfig
+
+log = logging.getLogger(__name__)
 
 MAX_SAMPLES = 20_000
 """Samples per request (a few MB at most)."""
@@ -215,7 +218,7 @@ class ProfilesSender:
         try:
             self.sink.close()
         except Exception:
-            pass
+            log.debug("close: failed", exc_info=True)
         c = self.counters.snapshot()
         return {"samples": self.samples, "delivered": c["spans_exported"],
                 "lost": c["spans_dropped"] + c["spans_spooled"] + c["spans_rejected"]}

@@ -25,10 +25,13 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import logging
 import sys
 from typing import Any
 
 from ..api import Profiler, annotation_begin, annotation_end, step_context
+
+log = logging.getLogger(__name__)
 
 __all__ = ["ProfilerCallback", "when_keras_imported", "patch_model"]
 
@@ -65,7 +68,7 @@ class _Hooks:
                 if session is not None:
                     session.flush()
             except Exception:  # the session warns and turns itself off; never into model.fit
-                pass
+                log.debug("_phase_end: failed", exc_info=True)
 
     def stop(self) -> str | None:
         """Stop the profiling this callback started (else it stops at exit); returns the folder."""

@@ -18,6 +18,7 @@ these APIs, or a failing call, turns the feature off with one warning.
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import sys
@@ -28,6 +29,8 @@ from typing import Any, Callable
 from cuda_tracer.private_files import open_private
 
 from ..profiler_warnings import warn
+
+log = logging.getLogger(__name__)
 
 MAX_STEPS = 2000
 SNAPSHOT_NAME = "memory-snapshot.rank-{rank}.{reason}.pickle"
@@ -134,7 +137,7 @@ class CudaMemory:
 
             torch.cuda.memory._record_memory_history(enabled=None)
         except Exception:
-            pass
+            log.debug("close: failed", exc_info=True)
 
     def meta(self) -> dict[str, Any]:
         """``{steps: [{step, device, peak_allocated_bytes, peak_reserved_bytes, allocated_bytes}],

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import logging
 import sys
 import threading
 from types import ModuleType
 from typing import Callable
+
+log = logging.getLogger(__name__)
 
 _callbacks: dict[str, list[Callable[[ModuleType], None]]] = {}
 _lock = threading.Lock()
@@ -34,7 +37,7 @@ def _safe_call(callback: Callable[[ModuleType], None], module: ModuleType) -> No
     try:
         callback(module)
     except Exception:  # a hook must never break the user's import
-        pass
+        log.debug("_safe_call: failed", exc_info=True)
 
 
 class _Finder(importlib.abc.MetaPathFinder):

@@ -14,6 +14,7 @@ said it) and the metadata written next to each part.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import sys
@@ -27,6 +28,8 @@ from ..profiler_warnings import warn
 from ..version import __version__
 from . import markers
 from .compute import compute_resources
+
+log = logging.getLogger(__name__)
 
 
 class RankWriter:
@@ -263,5 +266,5 @@ def device_properties() -> list[dict[str, Any]]:
                         "computeMajor": p.major, "computeMinor": p.minor,
                         "numSms": p.multi_processor_count})
     except Exception:
-        pass
+        log.debug("device_properties: failed", exc_info=True)
     return out

@@ -28,6 +28,7 @@ and OTLP export go on. Flushed on normal exit and ``KeyboardInterrupt`` (atexit)
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import sys
 import threading
@@ -36,6 +37,7 @@ from time import perf_counter_ns
 from typing import Any, Mapping
 
 from .. import config
+from ..logs import enable_from_env
 from ..profiler_warnings import ProfilerWarning, warn  # noqa: F401 (ProfilerWarning: part of this module's API)
 from . import markers
 from .capture import CaptureWindows
@@ -51,6 +53,8 @@ from .trace_context import UserSpans, parent_from_settings
 from .windows import WindowPolicy
 from .wiring import EXPORTER_CHILD_ENV, ExportWiring
 from .wiring import exporter_factory as _exporter_factory
+
+log = logging.getLogger(__name__)
 
 _current: "Session | None" = None
 _start_lock = threading.Lock()
@@ -76,6 +80,7 @@ def start_session(origin: str, overrides: Mapping[str, Any] | None = None,
         session = None
         try:
             env = dict(os.environ if environ is None else environ)
+            enable_from_env(env)
             problems = _apply_overrides(env, overrides or {})
             settings = config.load(env)
             problems += settings.warnings
@@ -293,7 +298,7 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
             try:
                 atexit.unregister(self._close_at_exit)
             except Exception:
-                pass
+                log.debug("close: failed", exc_info=True)
 
     # ------------------------------------------------------------------ steps
     def step_boundary(self, manual: bool, explicit_start: bool = False) -> None:
@@ -375,12 +380,12 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
                 try:
                     step()
                 except Exception:
-                    pass
+                    log.debug("_unhook: failed", exc_info=True)
         if restore is not None:
             try:
                 restore(at_exit=self._exiting)
             except Exception:
-                pass
+                log.debug("_unhook: failed", exc_info=True)
 
     def _fail(self, exc: BaseException) -> None:
         """Turn profiling off after an internal error (one warning), also when it is the last flush

@@ -16,9 +16,12 @@ In order of evidence (a stronger source, once seen, wins for the rest of the run
 
 from __future__ import annotations
 
+import logging
 import sys
 from time import perf_counter_ns
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 MANUAL_SOURCES = ("step()", "step_context")
 TIME_FALLBACK_S = 10.0
@@ -250,7 +253,7 @@ class StepSources:
             print("otel-profiler: no training step seen (no step()/step_context, optimizer step or "
                   f"backward pass); {kept}", file=sys.stderr, flush=True)
         except Exception:
-            pass
+            log.debug("_say_no_steps: failed", exc_info=True)
 
     def _step_source(self) -> str:
         """Where the steps come from: step(), step_context, optimizer, backward, time or none."""

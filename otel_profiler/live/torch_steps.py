@@ -22,12 +22,15 @@ reports. Every hook catches everything: the training job never sees an error fro
 from __future__ import annotations
 
 import functools
+import logging
 import weakref
 from time import perf_counter_ns
 from types import ModuleType
 from typing import Any, Callable
 
 from . import markers
+
+log = logging.getLogger(__name__)
 
 
 class StepLeader:
@@ -117,7 +120,7 @@ class TorchHooks:
             try:
                 sink.optimizer_made()
             except Exception:
-                pass
+                log.debug("init: failed", exc_info=True)
 
         Optimizer.__init__ = init  # type: ignore[method-assign]
         self._undo.append(lambda: _restore(Optimizer, "__init__", init, original_init))
@@ -170,7 +173,7 @@ class TorchHooks:
             try:
                 step()
             except Exception:
-                pass
+                log.debug("remove: failed", exc_info=True)
 
 
 def _nvtx_off() -> None:

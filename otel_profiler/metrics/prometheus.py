@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import hmac
+import logging
 import os
 import ssl
 import threading
@@ -30,6 +31,8 @@ from prometheus_client.samples import Exemplar
 from . import points as m
 from . import sockets
 from .points import HistogramValue, Point
+
+log = logging.getLogger(__name__)
 
 
 def _labels(spec: m.Spec) -> list[str]:
@@ -173,7 +176,7 @@ class Endpoint:
             self.server.shutdown()
             self.server.server_close()
         except Exception:
-            pass
+            log.debug("close: failed", exc_info=True)
 
 
 def _tls_context(certfile: str, keyfile: str) -> ssl.SSLContext:

@@ -23,6 +23,7 @@ Session wiring::
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any, Callable
@@ -30,6 +31,8 @@ from typing import Any, Callable
 from . import points as m
 from .points import MetricsSnapshot, Point
 from ..profiler_warnings import warn
+
+log = logging.getLogger(__name__)
 
 
 class MetricsService:
@@ -163,7 +166,7 @@ class MetricsService:
             try:
                 out += exporter_points(counters())
             except Exception:
-                pass
+                log.debug("points: failed", exc_info=True)
         return out
 
     def close(self) -> None:
@@ -180,7 +183,7 @@ class MetricsService:
                 try:
                     obj.close()
                 except Exception:
-                    pass
+                    log.debug("close: failed", exc_info=True)
 
 
 def metrics_wanted(settings: Any) -> bool:

@@ -49,7 +49,7 @@ def _close_inherited() -> None:
             if fd >= 0:
                 os.close(fd)
         except Exception:
-            pass
+            pass  # runs right after fork in the child: no logging (its locks may be held)
     _inherited.clear()
 
 

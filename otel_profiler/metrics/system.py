@@ -17,6 +17,7 @@ Definitions:
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
@@ -26,12 +27,14 @@ from typing import Any, Callable
 from . import points as m
 from .points import Point
 
+log = logging.getLogger(__name__)
+
 def note(message: str) -> None:
     """One line for the user on stderr (the NVML info line, endpoint warnings)."""
     try:
         print(f"otel-profiler: {message}", file=sys.stderr, flush=True)
     except Exception:
-        pass
+        log.debug("note: failed", exc_info=True)
 
 
 # ------------------------------------------------------------------------------------ psutil
@@ -154,12 +157,12 @@ class NvmlSampler:
                 try:
                     self.nvml.nvmlGpmSampleFree(gpu.gpm_prev)
                 except Exception:
-                    pass
+                    log.debug("close: failed", exc_info=True)
                 gpu.gpm_prev = None
         try:
             self.nvml.nvmlShutdown()
         except Exception:
-            pass
+            log.debug("close: failed", exc_info=True)
 
     def sample(self) -> list[Point]:
         out: list[Point] = []
@@ -314,4 +317,4 @@ class SystemSampler:
                 try:
                     close()
                 except Exception:
-                    pass
+                    log.debug("close: failed", exc_info=True)
