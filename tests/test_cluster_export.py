@@ -85,3 +85,12 @@ def test_unreachable_scheduler_is_one_line(job, tmp_path):
         assert not receiver.collected.spans()
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_output_with_a_scheduler_is_one_line(job, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    proc = subprocess.run([sys.executable, "-m", "otel_profiler", "export", str(job), "-o",
+                           str(tmp_path / "spans.jsonl"), "--scheduler", "local"],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=REPO)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "--output" in proc.stderr and not (tmp_path / "spans.jsonl").exists()

@@ -13,6 +13,8 @@ were dropped. ``--format pprof`` writes a pprof
 profile of GPU and CPU time by call stack to ``-o`` instead (``export.pprof``, docs/profiles.md);
 ``--format otlp-profiles`` sends the same as OpenTelemetry profiles to the endpoint (its
 ``/v1development/profiles`` over HTTP) and/or writes them to ``-o FILE.pb`` (``export.profiles_otlp``).
+With ``--scheduler`` (or ``OTEL_PROFILER_SCHEDULER``) and no ``--output``, each rank's spans are
+sent by the worker that reads it (``export.cluster_export``), the same spans and ids (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -117,13 +119,12 @@ def run(args: argparse.Namespace) -> int:
         options.budget = budget
     export_config = ExportConfig(target=target, json_file=json_file, pb_file=pb_file,
                                  retry_s=settings["OTEL_PROFILER_EXPORT_RETRY_S"], span_options=options)
-    scheduler = scheduler_of(args, args.inputs)
+    if args.output and args.scheduler:
+        print("otel-profiler: error: --output cannot be combined with --scheduler: each worker sends "
+              "its ranks' spans to the endpoint, there is no one file to write", file=sys.stderr)
+        return 2
+    scheduler = None if args.output else scheduler_of(args, args.inputs)  # a file: written here
     if scheduler:
-        if args.output:
-            print("otel-profiler: error: --output cannot be combined with a scheduler (--scheduler, "
-                  "OTEL_PROFILER_SCHEDULER): each worker sends its ranks' spans to the endpoint",
-                  file=sys.stderr)
-            return 2
         return export_on_cluster(args, scheduler, export_config)
     profile, status = load_inputs(args)
     print(choose_run_ids(options, profile), file=sys.stderr)
