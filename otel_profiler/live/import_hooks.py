@@ -37,7 +37,7 @@ def _safe_call(callback: Callable[[ModuleType], None], module: ModuleType) -> No
     try:
         callback(module)
     except Exception:  # a hook must never break the user's import
-        log.debug("_safe_call: failed", exc_info=True)
+        log.debug("the hook on importing %s failed", getattr(module, "__name__", "?"), exc_info=True)
 
 
 class _Finder(importlib.abc.MetaPathFinder):
