@@ -47,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "OpenTelemetry spans (one trace per training step) and send them to an OTLP "
                     "endpoint or write them to a file.")
     add_inputs(p)
-    add_scheduler(p, thresholds=False)
+    add_scheduler(p, thresholds=False, work="each worker sends its ranks' spans itself")
     p.add_argument("--endpoint", help="OTLP endpoint URL (default: OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)")
     p.add_argument("--protocol", choices=PROTOCOLS, help="OTLP protocol (default: OTEL_EXPORTER_OTLP_PROTOCOL)")
     p.add_argument("-o", "--output", metavar="FILE", help="also write the spans to FILE: a name ending in "

@@ -36,15 +36,17 @@ class ClusterDocument:
     profile: None = None
 
 
-def add_scheduler(parser: argparse.ArgumentParser, thresholds: bool = True) -> None:
-    """``--scheduler``, and (``thresholds``) the straggler thresholds ``--threshold`` takes with one,
-    listed in the epilog."""
+MERGED = "merge their compact summaries here, with clock offsets per rank and stragglers explained"
+
+
+def add_scheduler(parser: argparse.ArgumentParser, thresholds: bool = True, work: str = MERGED) -> None:
+    """``--scheduler`` (``work``: what the workers' results become), and (``thresholds``) the straggler
+    thresholds ``--threshold`` takes with one, listed in the epilog."""
     from ..cluster.stragglers import thresholds_doc
 
     parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
                         help="read the ranks on the workers of this Dask scheduler (tcp://HOST:PORT; "
-                             "needs the cluster extra) and merge their compact summaries here, with "
-                             "clock offsets per rank and stragglers explained; 'local': the same on "
+                             f"needs the cluster extra) and {work}; 'local': the same on "
                              "local processes (default: OTEL_PROFILER_SCHEDULER, else the ranks are "
                              "read here as before; inputs given as URLs such as s3://bucket/run/ "
                              "are always read the cluster's way)")
