@@ -91,7 +91,7 @@ def libcupti_path(cupti: Any) -> str | None:
     try:
         cupti.get_timestamp()
     except Exception:  # no driver: libcupti may still have been loaded
-        log.debug("libcupti_path: failed", exc_info=True)
+        log.debug("CUPTI timestamp failed (no driver?); looking for a loaded libcupti anyway", exc_info=True)
     found = loaded_libcupti()
     return found[0] if len(found) == 1 else None
 
@@ -336,7 +336,7 @@ class CuptiSource:
             try:
                 cupti.activity_disable(getattr(cupti.ActivityKind, activity))
             except Exception:
-                log.debug("_disable: failed", exc_info=True)
+                log.debug("disabling a CUPTI activity kind failed", exc_info=True)
 
     def _call(self, fn: str, *args: Any) -> None:
         try:

@@ -29,6 +29,7 @@ Imports torch only when a source is created; never imports otel_profiler.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
@@ -42,6 +43,8 @@ from .stderr_filter import kineto_lines_dropped
 from .subscriber import ProfilerBusy, other_profiler_active, own_session
 # One conversion for files and live events: the reader's typed event and its public converter.
 from .trace_files import TraceEvent, events_to_profile, read_trace
+
+log = logging.getLogger("otel_profiler." + __name__)  # a child of the otel_profiler logger
 
 GPU_ACTIVITIES = frozenset({"kernel", "memcpy", "memset", "sync", "runtime", "driver"})
 CPU_ACTIVITIES = frozenset({"cpu_op"})
@@ -149,6 +152,7 @@ class KinetoSource:
 
             config_type = torch._C._profiler._ExperimentalConfig
         except Exception:  # no experimental config at all
+            log.debug("torch has no experimental profiler config; none is set", exc_info=True)
             return None
         without_metadata = {k: v for k, v in options.items() if k != "expose_kineto_event_metadata"}
         for attempt in (options, without_metadata, {}):

@@ -162,7 +162,7 @@ def _worker_count(tasks: list[tuple[str, str]], workers: int | None) -> int:
             per_file = PEAK_PER_TEXT_BYTE * max(map(text_size, traces))
             n = min(n, max(1, psutil.virtual_memory().available // max(per_file, 1)))
         except Exception:
-            log.debug("_worker_count: failed", exc_info=True)
+            log.debug("reading available memory failed; the worker count is not capped by it", exc_info=True)
     return n
 
 

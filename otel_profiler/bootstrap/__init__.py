@@ -12,10 +12,7 @@
 
 from __future__ import annotations
 
-import logging
 import os
-
-log = logging.getLogger(__name__)
 
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
 """The folder whose ``sitecustomize.py`` bootstraps profiling; put it first on ``PYTHONPATH``."""
@@ -46,7 +43,9 @@ def from_environment() -> None:
 
             warn(f"bootstrap failed ({type(exc).__name__}: {exc})")
         except Exception:
-            log.debug("from_environment: failed", exc_info=True)
+            import logging  # here, not at the top: every process of a profiled job imports this module
+
+            logging.getLogger(__name__).debug("the bootstrap's own warning failed", exc_info=True)
 
 
 def install_framework_hooks(session: object) -> None:

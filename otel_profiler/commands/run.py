@@ -295,7 +295,7 @@ def _prepare_summary() -> threading.Thread:
             from ..analysis import document  # noqa: F401
             from ..report import console  # noqa: F401
         except Exception:
-            log.debug("load: failed", exc_info=True)
+            log.debug("importing the summary modules ahead failed; they load when needed", exc_info=True)
 
     thread = threading.Thread(target=load, name="otel-profiler-run-imports", daemon=True)
     thread.start()

@@ -274,7 +274,7 @@ class Pipeline:
                 try:
                     part.close()
                 except Exception:
-                    log.debug("close: failed", exc_info=True)
+                    log.debug("closing a part failed", exc_info=True)
 
 
 def _console(data: bytes) -> None:

@@ -218,7 +218,7 @@ class ProfilesSender:
         try:
             self.sink.close()
         except Exception:
-            log.debug("close: failed", exc_info=True)
+            log.debug("closing the profiles sink failed", exc_info=True)
         c = self.counters.snapshot()
         return {"samples": self.samples, "delivered": c["spans_exported"],
                 "lost": c["spans_dropped"] + c["spans_spooled"] + c["spans_rejected"]}
@@ -236,6 +236,7 @@ class ProfilesSender:
         try:
             totals = self.close(network_deadline)
         except Exception:
+            log.debug("closing the profiles export failed; nothing to report", exc_info=True)
             return
         if totals["lost"]:
             self._warn(f"profiles export: {totals['lost']} of {totals['samples']} samples not delivered; "

@@ -68,7 +68,7 @@ class _Hooks:
                 if session is not None:
                     session.flush()
             except Exception:  # the session warns and turns itself off; never into model.fit
-                log.debug("_phase_end: failed", exc_info=True)
+                log.debug("flushing the session after a Keras phase failed", exc_info=True)
 
     def stop(self) -> str | None:
         """Stop the profiling this callback started (else it stops at exit); returns the folder."""

@@ -11,10 +11,13 @@ no import the job did not make itself (``pynvml`` warns on import)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import sys
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 INSTANCE_TYPE_VARIABLES = ("SM_CURRENT_INSTANCE_TYPE", "INSTANCE_TYPE")  # SageMaker, generic
 DMI_PRODUCT = "/sys/devices/virtual/dmi/id/product_name"
@@ -110,6 +113,7 @@ def compute_resources() -> dict[str, Any]:
     try:
         return _read()
     except Exception:
+        log.debug("reading the compute resources failed; none are recorded", exc_info=True)
         return {}
 
 
@@ -122,14 +126,17 @@ def _read() -> dict[str, Any]:
         out["cpu_cores"] = {"logical": psutil.cpu_count(), "physical": psutil.cpu_count(logical=False)}
         out["memory_bytes"] = int(psutil.virtual_memory().total)
     except Exception:
+        log.debug("psutil could not count cores or memory", exc_info=True)
         out["cpu_cores"] = {"logical": os.cpu_count(), "physical": None}
     gpus, driver = [], None
     try:
         gpus, driver = _gpus_nvml()
     except Exception:
+        log.debug("NVML could not list the GPUs; torch is asked instead", exc_info=True)
         try:
             gpus = _gpus_torch()
         except Exception:
+            log.debug("torch could not list the GPUs; none are recorded", exc_info=True)
             gpus = []
         driver = _nvidia_driver() if gpus else None
     out["gpus"] = gpus

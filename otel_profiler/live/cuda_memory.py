@@ -137,7 +137,7 @@ class CudaMemory:
 
             torch.cuda.memory._record_memory_history(enabled=None)
         except Exception:
-            log.debug("close: failed", exc_info=True)
+            log.debug("turning CUDA memory history off failed", exc_info=True)
 
     def meta(self) -> dict[str, Any]:
         """``{steps: [{step, device, peak_allocated_bytes, peak_reserved_bytes, allocated_bytes}],

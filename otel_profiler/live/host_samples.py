@@ -8,10 +8,13 @@ doubles, so a long run keeps an even, bounded timeline."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 from ..metrics.system import process_cpu_share, usable_cores
+
+log = logging.getLogger(__name__)
 
 MAX_SAMPLES = 1200
 
@@ -49,6 +52,7 @@ class CpuTimeline:
                 self.cores = usable_cores(psutil, proc)
             now = self._reading()
         except Exception:
+            log.debug("host samples are off: the first reading failed", exc_info=True)
             self._off = True
             return
         self._next = now[0] + self.interval_s

@@ -85,7 +85,7 @@ class ProcessHygiene:
         try:
             atexit.unregister(self._close_at_exit)
         except Exception:
-            pass
+            pass  # runs right after fork in the child: no logging (its locks may be held)
         try:  # SIGTERM kills the child as it would without us (e.g. Pool.terminate of its workers)
             if self._holds_sigterm():
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -266,5 +266,5 @@ def device_properties() -> list[dict[str, Any]]:
                         "computeMajor": p.major, "computeMinor": p.minor,
                         "numSms": p.multi_processor_count})
     except Exception:
-        log.debug("device_properties: failed", exc_info=True)
+        log.debug("reading the CUDA device properties failed; none are recorded", exc_info=True)
     return out

@@ -15,12 +15,15 @@ given there (``OTEL_RESOURCE_ATTRIBUTES=ml.team=vision``).
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
 from typing import Any, Mapping
 
 from ..config import script_name
+
+log = logging.getLogger(__name__)
 
 _K8S_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -77,6 +80,7 @@ def _process_start(pid: int) -> float:
 
         return psutil.Process(pid).create_time()
     except Exception:
+        log.debug("the process start time is unreadable; now is used", exc_info=True)
         return time.time()
 
 

@@ -298,7 +298,7 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
             try:
                 atexit.unregister(self._close_at_exit)
             except Exception:
-                log.debug("close: failed", exc_info=True)
+                log.debug("unregistering the exit hook failed", exc_info=True)
 
     # ------------------------------------------------------------------ steps
     def step_boundary(self, manual: bool, explicit_start: bool = False) -> None:
@@ -380,12 +380,12 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
                 try:
                     step()
                 except Exception:
-                    log.debug("_unhook: failed", exc_info=True)
+                    log.debug("undoing a session hook failed", exc_info=True)
         if restore is not None:
             try:
                 restore(at_exit=self._exiting)
             except Exception:
-                log.debug("_unhook: failed", exc_info=True)
+                log.debug("restoring a signal trigger failed", exc_info=True)
 
     def _fail(self, exc: BaseException) -> None:
         """Turn profiling off after an internal error (one warning), also when it is the last flush

@@ -253,7 +253,7 @@ class StepSources:
             print("otel-profiler: no training step seen (no step()/step_context, optimizer step or "
                   f"backward pass); {kept}", file=sys.stderr, flush=True)
         except Exception:
-            log.debug("_say_no_steps: failed", exc_info=True)
+            log.debug("printing the no-step line failed", exc_info=True)
 
     def _step_source(self) -> str:
         """Where the steps come from: step(), step_context, optimizer, backward, time or none."""

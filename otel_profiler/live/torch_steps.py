@@ -120,7 +120,7 @@ class TorchHooks:
             try:
                 sink.optimizer_made()
             except Exception:
-                log.debug("init: failed", exc_info=True)
+                log.debug("noting a new optimizer failed", exc_info=True)
 
         Optimizer.__init__ = init  # type: ignore[method-assign]
         self._undo.append(lambda: _restore(Optimizer, "__init__", init, original_init))
@@ -173,7 +173,7 @@ class TorchHooks:
             try:
                 step()
             except Exception:
-                log.debug("remove: failed", exc_info=True)
+                log.debug("removing a torch hook failed", exc_info=True)
 
 
 def _nvtx_off() -> None:

@@ -13,6 +13,7 @@ reading off. The span model's side: ``otel_profiler.spans.context``.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections import OrderedDict
@@ -26,6 +27,8 @@ from ..profiler_warnings import warn
 from ..spans.context import RUN_EVENT, TraceParent, parse_traceparent
 from ..spans.ids import trace_id
 
+log = logging.getLogger(__name__)
+
 KEPT_STEPS = 512
 """User spans remembered for steps not yet handed to the exporter (the oldest go first)."""
 
@@ -35,6 +38,7 @@ def parent_from_settings(settings: Any) -> TraceParent | None:
     try:
         parent, problems = parse_traceparent(settings["TRACEPARENT"], settings["TRACESTATE"])
     except Exception:  # never into the job
+        log.debug("reading TRACEPARENT/TRACESTATE failed; no parent context", exc_info=True)
         return None
     for problem in problems:
         warn(problem)

@@ -176,7 +176,7 @@ class Endpoint:
             self.server.shutdown()
             self.server.server_close()
         except Exception:
-            log.debug("close: failed", exc_info=True)
+            log.debug("stopping the metrics endpoint failed", exc_info=True)
 
 
 def _tls_context(certfile: str, keyfile: str) -> ssl.SSLContext:

@@ -166,7 +166,7 @@ class MetricsService:
             try:
                 out += exporter_points(counters())
             except Exception:
-                log.debug("points: failed", exc_info=True)
+                log.debug("reading a watched counter set failed; its points are left out", exc_info=True)
         return out
 
     def close(self) -> None:
@@ -183,7 +183,7 @@ class MetricsService:
                 try:
                     obj.close()
                 except Exception:
-                    log.debug("close: failed", exc_info=True)
+                    log.debug("closing a metrics reader or provider failed", exc_info=True)
 
 
 def metrics_wanted(settings: Any) -> bool:

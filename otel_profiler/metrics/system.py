@@ -34,7 +34,7 @@ def note(message: str) -> None:
     try:
         print(f"otel-profiler: {message}", file=sys.stderr, flush=True)
     except Exception:
-        log.debug("note: failed", exc_info=True)
+        log.debug("printing a note on stderr failed", exc_info=True)
 
 
 # ------------------------------------------------------------------------------------ psutil
@@ -43,6 +43,7 @@ def usable_cores(psutil: Any, process: Any) -> int:
     try:
         return len(process.cpu_affinity()) or psutil.cpu_count() or 1
     except Exception:
+        log.debug("the process's CPU affinity is unreadable; the machine's core count is used", exc_info=True)
         return psutil.cpu_count() or 1
 
 
@@ -157,12 +158,12 @@ class NvmlSampler:
                 try:
                     self.nvml.nvmlGpmSampleFree(gpu.gpm_prev)
                 except Exception:
-                    log.debug("close: failed", exc_info=True)
+                    log.debug("freeing an NVML GPM sample failed", exc_info=True)
                 gpu.gpm_prev = None
         try:
             self.nvml.nvmlShutdown()
         except Exception:
-            log.debug("close: failed", exc_info=True)
+            log.debug("NVML shutdown failed", exc_info=True)
 
     def sample(self) -> list[Point]:
         out: list[Point] = []
@@ -173,6 +174,7 @@ class NvmlSampler:
                 try:
                     out += read(gpu)
                 except Exception:
+                    log.debug("a GPU reading is unsupported on this device; it is not retried", exc_info=True)
                     gpu.off.add(name)  # unsupported on this device: never retried
         return out
 
@@ -317,4 +319,4 @@ class SystemSampler:
                 try:
                     close()
                 except Exception:
-                    log.debug("close: failed", exc_info=True)
+                    log.debug("closing a system metrics source failed", exc_info=True)
