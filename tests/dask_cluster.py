@@ -10,6 +10,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Iterator
 
 DEADLINE_S = 120
 
@@ -93,3 +94,16 @@ class DaskProcesses:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def two_workers(tmp_path_factory) -> Iterator[DaskProcesses]:
+    """A real scheduler and two workers on loopback for one test module (the body of a module-scoped
+    fixture); none of them left running after."""
+    with DaskProcesses(tmp_path_factory.mktemp("dask")) as dask:
+        dask.start_scheduler()
+        dask.start_worker("w1")
+        dask.start_worker("w2")
+        dask.wait_for_workers(2)
+        yield dask
+    for proc in dask.procs.values():
+        assert proc.poll() is not None

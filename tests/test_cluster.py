@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.scale_ranks import make_job
-from dask_cluster import DEADLINE_S, DaskProcesses
+from dask_cluster import DEADLINE_S, two_workers
 from otel_profiler.cluster.align import clock_offsets
 from otel_profiler.cluster.partial import read_partials
 from otel_profiler.cluster.sketch import RELATIVE_ACCURACY
@@ -57,16 +57,7 @@ def local_doc(job) -> dict:
     return doc
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with DaskProcesses(tmp_path_factory.mktemp("dask")) as dask:
-        dask.start_scheduler()
-        dask.start_worker("w1")
-        dask.start_worker("w2")
-        dask.wait_for_workers(2)
-        yield dask
-    for proc in dask.procs.values():  # nothing left behind
-        assert proc.poll() is not None
+cluster = pytest.fixture(scope="module", name="cluster")(two_workers)
 
 
 def test_cluster_gives_the_local_document(job, local_doc, cluster):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.scale_ranks import make_job
-from dask_cluster import DaskProcesses
+from dask_cluster import two_workers
 from otlp_receiver import OtlpReceiver
 
 pytestmark = pytest.mark.slow  # real Dask processes: out of the fast loop, like test_cluster
@@ -33,16 +33,7 @@ def job(tmp_path_factory) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with DaskProcesses(tmp_path_factory.mktemp("dask")) as dask:
-        dask.start_scheduler()
-        dask.start_worker("w1")
-        dask.start_worker("w2")
-        dask.wait_for_workers(2)
-        yield dask
-    for proc in dask.procs.values():  # nothing left behind
-        assert proc.poll() is not None
+cluster = pytest.fixture(scope="module", name="cluster")(two_workers)
 
 
 def export(folder: Path, spool: Path, *extra: str) -> tuple[subprocess.CompletedProcess, list[tuple]]:
