@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import io
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -30,6 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 TRACES = REPO / "tests" / "data" / "traces"
 BASELINE = REPO / "tests" / "data" / "outputs_baseline.json"
 UPDATE_COMMAND = "python tests/test_same_outputs.py --update"
+GENERATED_AT = re.compile(rb'"generated": ?"[^"]*"')  # when an HTML report was written
 
 OUTPUTS = {  # output name -> the command's arguments before the input ({out}: the output file)
     "summary.json": ["summary", "--format", "json", "-o", "{out}"],
@@ -49,8 +51,8 @@ def repository_inputs() -> list[str]:
 def output_digests(relative_input: str, work: Path) -> dict[str, str]:
     """The SHA-256 of each output of one input, read from a copy under ``work``.
 
-    The copy keeps the input's own name (run ids derive from names), so the digests do not depend
-    on where the repository lies.
+    The copy keeps the input's own name (run ids derive from names) and the commands run in
+    ``work`` with relative paths, so the digests do not depend on where the repository lies.
     """
     from otel_profiler.cli import main
 
@@ -63,13 +65,14 @@ def output_digests(relative_input: str, work: Path) -> dict[str, str]:
     digests = {}
     for name, arguments in OUTPUTS.items():
         out = work / name
-        argv = [a.replace("{out}", str(out)) for a in arguments] + [str(copy)]
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        argv = [a.replace("{out}", name) for a in arguments] + [f"input/{source.name}"]
+        with (contextlib.chdir(work), contextlib.redirect_stdout(io.StringIO()),
+              contextlib.redirect_stderr(io.StringIO())):
             code = main(argv)
         if code != 0:  # a refusal is an output too (a folder of traces from different jobs)
             digests[name] = f"exit {code}"
             continue
-        text = out.read_bytes().replace(str(work).encode(), b"WORK")  # inputs are named in outputs
+        text = GENERATED_AT.sub(b'"generated":"-"', out.read_bytes())  # the one field that is the clock
         digests[name] = hashlib.sha256(text).hexdigest()
         out.unlink()
     return digests
