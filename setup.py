@@ -29,10 +29,10 @@ class BuildPyWithStartupHook(build_py):
         return outputs
 
 
-# The native trace scanner (cuda_tracer/trace_scan.py): optional, so that an install without a C
+# The native trace scanner (cuda_tracer/trace_json/scan.py): optional, so that an install without a C
 # compiler still works, reading every trace the Python way.
-SCANNER = Extension("cuda_tracer._scan", ["cuda_tracer/_scan.c"], depends=["cuda_tracer/_scan_json.h"],
-                    optional=True,
+SCANNER = Extension("cuda_tracer.trace_json._scan", ["cuda_tracer/trace_json/_scan.c"],
+                    depends=["cuda_tracer/trace_json/_scan_json.h"], optional=True,
                     extra_compile_args=["-O3"] if os.name == "posix" else [])
 
 setup(cmdclass={"build_py": BuildPyWithStartupHook}, ext_modules=[SCANNER])

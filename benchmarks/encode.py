@@ -32,7 +32,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from cuda_tracer.events import MISSING, EventBatch  # noqa: E402
+from cuda_tracer.model.events import MISSING, EventBatch  # noqa: E402
 from cuda_tracer.loading import load_profile  # noqa: E402
 from otel_profiler.export.otlp import split_requests  # noqa: E402
 from otel_profiler.spans.options import SpanOptions  # noqa: E402

@@ -102,7 +102,7 @@ def _otlp_handoff(service: MetricsService, rank) -> None:
     ``Histogram.record`` per launch delay and latency value of every batch (measured side by side)."""
     import pickle
 
-    from cuda_tracer.correlate import correlate
+    from cuda_tracer.model.correlate import correlate
     from otel_profiler.metrics.points import MetricsSnapshot
 
     per_export = []

@@ -11,11 +11,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .events import EventBatch, Kind, MemcpyKind, SyncKind
     from .loading import load_profile
+    from .model.events import EventBatch, Kind, MemcpyKind, SyncKind
     from .profile import Profile, RankProfile, TraceError
 
-_HOMES = {"EventBatch": "events", "Kind": "events", "MemcpyKind": "events", "SyncKind": "events",
+_HOMES = {"EventBatch": "model.events", "Kind": "model.events", "MemcpyKind": "model.events",
+          "SyncKind": "model.events",
           "Profile": "profile", "RankProfile": "profile", "TraceError": "profile",
           "load_profile": "loading"}
 """Each public name -> the module (in this package) that defines it."""

@@ -20,8 +20,8 @@ import os
 from dataclasses import dataclass, field
 from typing import cast
 
-from .events import MISSING
-from .profile import Profile, RankProfile, TraceError
+from cuda_tracer.model.events import MISSING
+from cuda_tracer.profile import Profile, RankProfile, TraceError
 
 JOB_GAP_NS = 5 * 60 * 10**9
 

@@ -1,6 +1,7 @@
 """Turns what a user points the tools at into one ``Profile``: trace files, folders of per-rank trace
 files, profile folders written by a live run, and TensorFlow profiles. The one place that knows every
-input format, so the readers themselves depend only on the profile types.
+input format, in one table (``READERS``): a new format is one entry, and the readers themselves depend
+only on the profile types.
 
 Several trace files (a folder of per-rank traces) can be read by several processes at once
 (``workers``): as many as there are cores, files and room in memory for each one's parse.
@@ -12,18 +13,91 @@ import glob
 import logging
 import os
 import threading
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from .jobs import check_one_job
-from .profile import Profile, RankProfile, TraceError
-from .profile_folder import is_profile_folder, read_profile_folder
-from .trace_files import is_trace_file, read_trace
-from .trace_input import read_problem, text_size
-from .xplane import XPLANE_SUFFIX, read_xplane, xplane_files
+from cuda_tracer.jobs import check_one_job
+from cuda_tracer.profile import Profile, RankProfile, TraceError
+from cuda_tracer.profile_folder import is_profile_folder, read_profile_folder
+from cuda_tracer.trace_json.files import is_trace_file, read_trace
+from cuda_tracer.trace_input import read_problem, text_size
+from cuda_tracer.tensorflow.xplane import XPLANE_SUFFIX, read_xplane, xplane_files
 
 log = logging.getLogger("otel_profiler." + __name__)  # a child of the otel_profiler logger
 
 PEAK_PER_TEXT_BYTE = 1  # a reader's peak memory per byte of JSON text (columns and a piece)
+
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class InputFormat:
+    """One input format: how a file or a folder of it is recognised, and how it is read."""
+
+    name: str  # as errors and the folder-without-traces message name it
+    claims_file: Callable[[str], bool]
+    files_in: Callable[[str], list[str]]  # its files in a folder ([] for none); the folder itself when whole
+    read: Callable[[str, int | None, int, Progress | None], list[RankProfile | TraceError]]
+    whole_folder: bool = False  # a folder is one input (its size is every file in it)
+    in_processes: bool = False  # several of its files are read by processes at once
+
+
+def _read_trace_json(path: str, max_text_bytes: int | None, piece_workers: int,
+                     progress: Progress | None) -> list[RankProfile | TraceError]:
+    return [read_trace(path, max_text_bytes, piece_workers, progress)]
+
+
+def _read_tensorflow(path: str, max_text_bytes: int | None, piece_workers: int,
+                     progress: Progress | None) -> list[RankProfile | TraceError]:
+    return [read_xplane(path)]
+
+
+def _read_profile_folder(path: str, max_text_bytes: int | None, piece_workers: int,
+                         progress: Progress | None) -> list[RankProfile | TraceError]:
+    return read_profile_folder(path)
+
+
+def _never(path: str) -> bool:
+    return False
+
+
+def _profile_folder_itself(folder: str) -> list[str]:
+    return [folder] if is_profile_folder(folder) else []
+
+
+def _trace_json_files(folder: str) -> list[str]:
+    return sorted(p for p in glob.glob(os.path.join(folder, "*")) if is_trace_file(p))
+
+
+def _is_tensorflow_file(path: str) -> bool:
+    return path.endswith(XPLANE_SUFFIX)
+
+
+# Module-level functions only: a format travels to reader processes by reference.
+PROFILE_FOLDER = InputFormat("profile folder", _never, _profile_folder_itself, _read_profile_folder,
+                             whole_folder=True)
+TRACE_JSON = InputFormat("trace", is_trace_file, _trace_json_files, _read_trace_json, in_processes=True)
+TENSORFLOW = InputFormat("xplane", _is_tensorflow_file, xplane_files, _read_tensorflow)
+
+READERS: tuple[InputFormat, ...] = (PROFILE_FOLDER, TRACE_JSON, TENSORFLOW)
+"""Every input format, in the order a folder is tried; a file no entry claims is read as trace JSON."""
+NO_INPUT = ("folder holds no trace files (*.json, *.json.gz), no TensorFlow profile (*.xplane.pb) "
+            "and no otel-profiler profile")
+
+Task = tuple[InputFormat, str]  # an input's format and its path
+
+
+def _tasks(path: str) -> list[Task]:
+    """What one named input is: its format and file (or folder) paths, in reading order."""
+    if os.path.isdir(path):
+        for form in READERS:
+            files = form.files_in(path)
+            if files:
+                return [(form, f) for f in files]
+        raise TraceError(path, NO_INPUT)
+    if not os.path.exists(path):
+        raise TraceError(path, _missing(path))
+    return [(next((form for form in READERS if form.claims_file(path)), TRACE_JSON), path)]
 
 
 def load_profile(paths: Iterable[str], workers: int | None = 1, *, skip_bad: bool = False,
@@ -41,26 +115,9 @@ def load_profile(paths: Iterable[str], workers: int | None = 1, *, skip_bad: boo
     the ranks of one job (``jobs.check_one_job``). ``progress(done, total)``: called with each count
     of input bytes read and the total to read.
     """
-    tasks: list[tuple[str, str]] = []  # (what, path) in input order
-    for path in paths:
-        if os.path.isdir(path):
-            if is_profile_folder(path):
-                tasks.append(("profile folder", path))
-                continue
-            files = sorted(p for p in glob.glob(os.path.join(path, "*")) if is_trace_file(p))
-            what = "trace"
-            if not files:  # a TensorFlow profiler logdir or run folder
-                files, what = xplane_files(path), "xplane"
-            if not files:
-                raise TraceError(path, "folder holds no trace files (*.json, *.json.gz), "
-                                       "no TensorFlow profile (*.xplane.pb) and no otel-profiler profile")
-            tasks.extend((what, f) for f in files)
-        elif not os.path.exists(path):
-            raise TraceError(path, _missing(path))
-        else:
-            tasks.append(("xplane" if path.endswith(XPLANE_SUFFIX) else "trace", path))
+    tasks = [task for path in paths for task in _tasks(path)]  # in input order
     profile = Profile()
-    total = sum(_input_bytes(what, path) for what, path in tasks)
+    total = sum(_input_bytes(form, path) for form, path in tasks)
     report = (lambda n: progress(n, total)) if progress else None
     for (_, path), results in zip(tasks, _read_all(tasks, workers, max_text_bytes, report)):
         for result in results:
@@ -89,34 +146,29 @@ def _missing(path: str) -> str:
     return "no such file or folder"
 
 
-def _read_one(what: str, path: str, max_text_bytes: int | None, piece_workers: int = 1,
-              progress: Callable[[int], None] | None = None) -> list[RankProfile | TraceError]:
+def _read_one(form: InputFormat, path: str, max_text_bytes: int | None, piece_workers: int = 1,
+              progress: Progress | None = None) -> list[RankProfile | TraceError]:
     """The ranks of one input, each a ``RankProfile`` or the ``TraceError`` that refused it."""
-    if what == "profile folder":
-        ranks = read_profile_folder(path)
-    else:
-        try:
-            if what == "xplane":
-                rank = read_xplane(path)
-            else:
-                rank = read_trace(path, max_text_bytes, piece_workers, progress)
-                progress = None  # reported as read
-        except TraceError as exc:
-            return [exc]
-        rank.meta["file"] = path
-        ranks = [rank]
-    if progress is not None:
-        progress(_input_bytes(what, path))
+    try:
+        ranks = form.read(path, max_text_bytes, piece_workers, progress)
+    except TraceError as exc:
+        return [exc]
+    if not form.whole_folder:
+        for rank in ranks:
+            if isinstance(rank, RankProfile):
+                rank.meta["file"] = path
+    if progress is not None and form is not TRACE_JSON:  # the JSON reader reports as it reads
+        progress(_input_bytes(form, path))
     return ranks
 
 
-def _read_all(tasks: list[tuple[str, str]], workers: int | None, max_text_bytes: int | None,
-              progress: Callable[[int], None] | None) -> list[list[RankProfile | TraceError]]:
+def _read_all(tasks: list[Task], workers: int | None, max_text_bytes: int | None,
+              progress: Progress | None) -> list[list[RankProfile | TraceError]]:
     n = _worker_count(tasks, workers)
     if n < 2:  # one file at a time; a large one's pieces by several processes only when asked (-j N):
         # on 2 busy cores the forked readers cost 25 % more CPU and did not win wall time
         piece_workers = 1 if workers is None else workers
-        return [_read_one(what, path, max_text_bytes, piece_workers, progress) for what, path in tasks]
+        return [_read_one(form, path, max_text_bytes, piece_workers, progress) for form, path in tasks]
     import multiprocessing  # only here: a single file should not pay for their import
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
@@ -125,33 +177,33 @@ def _read_all(tasks: list[tuple[str, str]], workers: int | None, max_text_bytes:
     # process (``_worker_count`` checks), where forking is safe.
     pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"))
     try:
-        futures = [pool.submit(_read_one, what, path, max_text_bytes) for what, path in tasks]
+        futures = [pool.submit(_read_one, form, path, max_text_bytes) for form, path in tasks]
         out = []
-        for (what, path), future in zip(tasks, futures):  # the first error in input order wins
+        for (form, path), future in zip(tasks, futures):  # the first error in input order wins
             try:
                 out.append(future.result())
             except BrokenProcessPool:
                 raise TraceError(path, "not read: a reader process was killed (out of memory?); "
                                        "read fewer trace files at once") from None
             if progress is not None:
-                progress(_input_bytes(what, path))
+                progress(_input_bytes(form, path))
         return out
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _input_bytes(what: str, path: str) -> int:
+def _input_bytes(form: InputFormat, path: str) -> int:
     """The size of an input's files (what progress counts)."""
     try:
-        if what == "profile folder":
+        if form.whole_folder:
             return sum(e.stat().st_size for e in os.scandir(path) if e.is_file(follow_symlinks=False))
         return os.path.getsize(path) if os.path.isfile(path) else 0
     except OSError:
         return 0
 
 
-def _worker_count(tasks: list[tuple[str, str]], workers: int | None) -> int:
-    traces = [path for what, path in tasks if what == "trace"]
+def _worker_count(tasks: list[Task], workers: int | None) -> int:
+    traces = [path for form, path in tasks if form.in_processes]
     if len(traces) < 2 or workers == 1 or threading.active_count() > 1 or not hasattr(os, "fork"):
         return 1
     n = min(len(traces), workers or _cores())

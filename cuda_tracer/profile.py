@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from .events import EventBatch
-from .private_files import make_private_dir, open_private
+from cuda_tracer.model.events import EventBatch
+from cuda_tracer.private_files import make_private_dir, open_private
 
 
 class TraceError(ValueError):

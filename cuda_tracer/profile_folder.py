@@ -15,9 +15,9 @@ import os
 import re
 from typing import Any
 
-from .events import EventBatch
-from .profile import PROFILE_META, RankProfile, TraceError
-from .trace_input import open_regular
+from cuda_tracer.model.events import EventBatch
+from cuda_tracer.profile import PROFILE_META, RankProfile, TraceError
+from cuda_tracer.trace_input import open_regular
 
 EVENTS_FILE = re.compile(r"^rank-(-?\d+)\..*events$")
 MAX_META_BYTES = 16 << 20  # a rank's metadata is a few kB; anything this large is not one

@@ -24,7 +24,7 @@ import stat
 import zlib
 from typing import TYPE_CHECKING, BinaryIO, Callable, Generator
 
-from .profile import TraceError
+from cuda_tracer.profile import TraceError
 
 if TYPE_CHECKING:  # the type checker sees the standard library's reader; ISA-L's has its interface
     from gzip import GzipFile

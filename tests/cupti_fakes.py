@@ -16,8 +16,8 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from cuda_tracer import subscriber
-from cuda_tracer.cupti_records import ACTIVITY_KIND
+from cuda_tracer.capture import subscriber
+from cuda_tracer.capture.cupti_records import ACTIVITY_KIND
 
 T0 = 5_000_000_000
 

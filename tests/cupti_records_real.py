@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from cuda_tracer.cupti_records import ACTIVITY_KIND, MEMCPY_KIND, MEMORY_KIND, OBJECT_KIND
+from cuda_tracer.capture.cupti_records import ACTIVITY_KIND, MEMCPY_KIND, MEMORY_KIND, OBJECT_KIND
 
 CONTEXT = 1
 PID, TID = 4242, 140001

@@ -163,7 +163,7 @@ def write_profile_folder(folder, ranks: int = 4):
     import numpy as np
 
     from cuda_tracer.profile import RankProfile, write_rank
-    from cuda_tracer.trace_files import read_trace
+    from cuda_tracer.trace_json.files import read_trace
 
     source = read_trace(str(GOOD))
     for r in range(ranks):

@@ -40,7 +40,7 @@ with open(record_file, "w") as f:
 
 HEAVY = ("numpy", "torch", "otel_profiler.analysis", "otel_profiler.report", "otel_profiler.export",
          "otel_profiler.spans.builder", "otel_profiler.live.session", "otel_profiler.live.output",
-         "cuda_tracer.events", "cuda_tracer.loading")
+         "cuda_tracer.model.events", "cuda_tracer.loading")
 """Modules (and their submodules) that must not be loaded before the job starts."""
 
 ALLOWED = ("otel_profiler.export", "otel_profiler.export.sinks")

@@ -77,7 +77,7 @@ def test_huge_values_within_bounds_export_without_overflow(tmp_path):
 
 
 def _tiny_batch():
-    from cuda_tracer.events import EventBatch, Kind
+    from cuda_tracer.model.events import EventBatch, Kind
 
     return EventBatch.from_columns(["ProfilerStep#0", "work"], kind=[Kind.STEP, Kind.USER_ANNOTATION],
                                    name=[0, 1], start_ns=[1000, 1100], end_ns=[5000, 4000], rank=[0, 0],

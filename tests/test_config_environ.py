@@ -277,7 +277,7 @@ def test_the_reads_of_the_code_are_found() -> None:
     found = {(read.path, read.name) for read in repository_reads()}
     # The scanner's own switch, the launcher's rank (through a helper), a proxy (a loop over a constant
     # tuple of another module's) and the upload token (a constant of another module).
-    for expected in [("cuda_tracer/trace_scan.py", "OTEL_PROFILER_PURE_PYTHON"),
+    for expected in [("cuda_tracer/trace_json/scan.py", "OTEL_PROFILER_PURE_PYTHON"),
                      ("otel_profiler/live/resource.py", "LOCAL_RANK"),
                      ("otel_profiler/export/sinks/__init__.py", "https_proxy")]:
         assert expected in found, f"{expected} not found among {sorted(found)}"

@@ -28,10 +28,10 @@ import numpy as np
 import pytest
 
 import cupti_records_real as f
-from cuda_tracer.cupti import CuptiSource, api_namer
-from cuda_tracer.cupti_records import (ACTIVITY_KIND, FLAG_MARKER_END, RecordConverter,
+from cuda_tracer.capture.cupti import CuptiSource, api_namer
+from cuda_tracer.capture.cupti_records import (ACTIVITY_KIND, FLAG_MARKER_END, RecordConverter,
                                        enum_mismatches, overhead_names_from)
-from cuda_tracer.events import Kind
+from cuda_tracer.model.events import Kind
 from cupti_fakes import T0, FakeCupti
 from cupti_fakes import isolated_from_other_profilers  # noqa: F401 (autouse fixture)
 
@@ -42,7 +42,7 @@ int cuInit(unsigned int flags) { (void)flags; return 0; }
 int cuDriverGetVersion(int *version) { *version = 13000; return 0; }
 """
 
-# The fields the converter reads, per record class (cuda_tracer/cupti_records.py).
+# The fields the converter reads, per record class (cuda_tracer/capture/cupti_records.py).
 READS = {
     "kernel": {"kind", "name", "start", "end", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
                "block_z", "registers_per_thread", "static_shared_memory", "dynamic_shared_memory",
@@ -163,7 +163,7 @@ def test_without_a_driver_the_real_module_gives_one_warning():
 CHILD = """
 import json, os, shutil, sys, warnings
 import cupti.cupti as cupti
-from cuda_tracer.cupti import CuptiSource, libcupti_path, loaded_libcupti
+from cuda_tracer.capture.cupti import CuptiSource, libcupti_path, loaded_libcupti
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     src = CuptiSource(module=cupti)

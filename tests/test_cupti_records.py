@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import cupti_records_real as f
-from cuda_tracer.correlate import correlate
-from cuda_tracer.cupti_records import (OVERHEAD_KIND, SYNC_TYPE, RecordConverter, convert_records,
+from cuda_tracer.model.correlate import correlate
+from cuda_tracer.capture.cupti_records import (OVERHEAD_KIND, SYNC_TYPE, RecordConverter, convert_records,
                                        enum_mismatches, strip_api_version)
-from cuda_tracer.events import MISSING, EventBatch, Kind, MemcpyKind, SyncKind
+from cuda_tracer.model.events import MISSING, EventBatch, Kind, MemcpyKind, SyncKind
 
 T0 = 1_764_000_000_000_000_000  # a CUPTI timestamp in ns
 LAUNCH_CBID, MEMCPY_CBID = 211, 51

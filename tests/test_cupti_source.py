@@ -12,11 +12,11 @@ import warnings
 import pytest
 
 import cupti_records_real as f
-from cuda_tracer import subscriber
-from cuda_tracer.cupti import (BUFFER_BYTES, ClockCalibration, CuptiSource, calibrate, load_cupti,
+from cuda_tracer.capture import subscriber
+from cuda_tracer.capture.cupti import (BUFFER_BYTES, ClockCalibration, CuptiSource, calibrate, load_cupti,
                                read_dropped_records)
-from cuda_tracer.cupti_records import ACTIVITY_KIND
-from cuda_tracer.events import Kind
+from cuda_tracer.capture.cupti_records import ACTIVITY_KIND
+from cuda_tracer.model.events import Kind
 from cupti_fakes import T0, FakeCupti
 from cupti_fakes import isolated_from_other_profilers  # noqa: F401 (autouse fixture)
 

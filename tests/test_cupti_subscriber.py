@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 
-from cuda_tracer.subscriber import (back_off, other_profiler_active, own_session,
+from cuda_tracer.capture.subscriber import (back_off, other_profiler_active, own_session,
                                     reason_from_cupti_error)
 from cupti_fakes import isolated_from_other_profilers  # noqa: F401 (autouse fixture)
 
@@ -45,7 +45,7 @@ def test_user_torch_profiler_session_is_detected_and_ours_is_not():
 
 
 def test_detection_never_imports_torch():
-    code = ("import sys; from cuda_tracer.subscriber import other_profiler_active as o; "
+    code = ("import sys; from cuda_tracer.capture.subscriber import other_profiler_active as o; "
             "print(o(), 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import trace
-from cuda_tracer.events import COLUMNS, BatchBuilder, EventBatch, Kind
+from cuda_tracer.model.events import COLUMNS, BatchBuilder, EventBatch, Kind
 from cuda_tracer.loading import load_profile
 
 NCCL = "hta/nccl_parser_config/nccl_data.json.gz"

@@ -1,4 +1,4 @@
-"""``otel-profiler export`` in pieces of whole steps (``cuda_tracer.batch_pieces``): the pieces cover
+"""``otel-profiler export`` in pieces of whole steps (``cuda_tracer.model.batch_pieces``): the pieces cover
 a real trace's rows once, each begins with a step, and the spans exported piece by piece through the
 pipeline equal, field for field, the spans of the whole batch at once."""
 
@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from cuda_tracer.batch_pieces import anchor_times, step_pieces
-from cuda_tracer.events import Kind
+from cuda_tracer.model.batch_pieces import anchor_times, step_pieces
+from cuda_tracer.model.events import Kind
 from cuda_tracer.loading import load_profile
 from otel_profiler.export.pipeline import Counters, ExportConfig, Pipeline
 from otel_profiler.spans.options import SpanOptions

@@ -77,7 +77,7 @@ def test_a_short_job_loses_no_span_whatever_the_endpoint_does(tmp_path, busy_cor
 
 
 def test_exporter_killed_mid_run_warns_once_and_the_job_goes_on(tmp_path, busy_cores):
-    from cuda_tracer.events import Kind
+    from cuda_tracer.model.events import Kind
     from cuda_tracer.loading import load_profile
 
     from fault_kit import expected_span_ids

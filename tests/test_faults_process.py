@@ -27,7 +27,7 @@ from otlp_receiver import free_port
 
 pytest.importorskip("torch")
 
-from cuda_tracer.events import Kind  # noqa: E402
+from cuda_tracer.model.events import Kind  # noqa: E402
 from cuda_tracer.loading import load_profile  # noqa: E402
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_tracer.events import Kind
+from cuda_tracer.model.events import Kind
 from cuda_tracer.loading import load_profile
 
 torch = pytest.importorskip("torch")

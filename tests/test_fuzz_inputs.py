@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import trace
-from cuda_tracer.events import COLUMNS
+from cuda_tracer.model.events import COLUMNS
 from cuda_tracer.profile import RankProfile, TraceError
-from cuda_tracer.trace_files import read_trace
+from cuda_tracer.trace_json.files import read_trace
 from otel_profiler import config
 
 JSON_LEAF = st.one_of(

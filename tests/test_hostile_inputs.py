@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from cuda_tracer.events import Kind
-from cuda_tracer.trace_files import MAX_STRING_CHARS, read_trace
+from cuda_tracer.model.events import Kind
+from cuda_tracer.trace_json.files import MAX_STRING_CHARS, read_trace
 from otel_profiler.analysis.activity import kernel_precision
 from otel_profiler.analysis.breakdown import COMMUNICATION, COMPUTE, kernel_class
 from test_cli_bad_input import GOOD, assert_one_line, run_cli, run_cli_measured

@@ -27,8 +27,8 @@ import numpy as np
 import pytest
 
 from conftest import ALL_TRACES, trace
-from cuda_tracer.correlate import correlate
-from cuda_tracer.events import MISSING, EventBatch, Kind
+from cuda_tracer.model.correlate import correlate
+from cuda_tracer.model.events import MISSING, EventBatch, Kind
 from cuda_tracer.loading import load_profile
 from otel_profiler.analysis.breakdown import temporal_breakdown
 from otel_profiler.analysis.summary import summarize

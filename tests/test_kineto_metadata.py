@@ -14,8 +14,8 @@ import msgspec
 import numpy as np
 import pytest
 
-from cuda_tracer import kineto
-from cuda_tracer.events import Kind
+from cuda_tracer.capture import kineto
+from cuda_tracer.model.events import Kind
 
 torch = pytest.importorskip("torch")
 import torch.profiler as tp  # noqa: E402

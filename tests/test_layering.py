@@ -231,8 +231,8 @@ def test_allowed_upward_imports_are_used_and_explained():
 
 
 @pytest.mark.parametrize("path, line, expected", [
-    ("cuda_tracer/events.py", "from otel_profiler.names import demangle",
-     "cuda_tracer/events.py:{n}: cuda_tracer.events (cuda_tracer, floor 0) imports otel_profiler.names"),
+    ("cuda_tracer/model/events.py", "from otel_profiler.names import demangle",
+     "cuda_tracer/model/events.py:{n}: cuda_tracer.model.events (cuda_tracer, floor 0) imports otel_profiler.names"),
     ("otel_profiler/analysis/stats.py", "    from ..export import exporter",
      "otel_profiler.analysis.stats (otel_profiler.analysis, floor 2) imports otel_profiler.export"),
     ("otel_profiler/analysis/stats.py", "    from otel_profiler.commands import summary",

@@ -12,9 +12,9 @@ import warnings
 
 import pytest
 
-from cuda_tracer.correlate import correlate
-from cuda_tracer.events import Kind, MemcpyKind
-from cuda_tracer.kineto import convert_events, keep_activities
+from cuda_tracer.model.correlate import correlate
+from cuda_tracer.model.events import Kind, MemcpyKind
+from cuda_tracer.capture.kineto import convert_events, keep_activities
 from cuda_tracer.loading import load_profile
 from otel_profiler import api
 from otel_profiler.live import markers

@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 import pytest
 
-from cuda_tracer.events import Kind
+from cuda_tracer.model.events import Kind
 from cuda_tracer.loading import load_profile
 from otel_profiler import api, config
 from otel_profiler.analysis.memory_snapshot import read_snapshot, snapshots_in, summarize_snapshot

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_tracer.events import Kind
+from cuda_tracer.model.events import Kind
 from otel_profiler import config
 from cuda_tracer.loading import load_profile
 from otel_profiler.bootstrap import SITE_DIR

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_tracer.events import EventBatch
+from cuda_tracer.model.events import EventBatch
 from otel_profiler.spans.build import build_spans
 
 from metrics_job import running, wait_for

@@ -11,7 +11,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from cuda_tracer.events import Kind
+from cuda_tracer.model.events import Kind
 from cuda_tracer.loading import load_profile
 from otel_profiler.analysis.operators import STEP_ROW, operator_rows, operators, parents
 from otel_profiler.analysis.summary import summarize

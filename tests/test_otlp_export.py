@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from conftest import REPO, trace
-from cuda_tracer.events import GPU_OP_KINDS
+from cuda_tracer.model.events import GPU_OP_KINDS
 from cuda_tracer.loading import load_profile
 from otel_profiler import config
 from otel_profiler.cli import main

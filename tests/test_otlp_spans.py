@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import trace
-from cuda_tracer.events import GPU_OP_KINDS, MISSING, BatchBuilder, Kind
+from cuda_tracer.model.events import GPU_OP_KINDS, MISSING, BatchBuilder, Kind
 from cuda_tracer.loading import load_profile
 from otel_profiler.spans.options import SpanOptions
 from otel_profiler.spans.build import build_spans

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 from conftest import trace
-from cuda_tracer.correlate import correlate
-from cuda_tracer.events import Kind
+from cuda_tracer.model.correlate import correlate
+from cuda_tracer.model.events import Kind
 from cuda_tracer.loading import load_profile
 from otel_profiler.analysis.modules import PREFIX, modules
 from otel_profiler.analysis.operators import OPERATOR_KINDS, STEP_ROW, kernel_operators

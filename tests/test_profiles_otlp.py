@@ -156,7 +156,7 @@ def test_export_sends_profiles_through_the_collector(pipeline, tmp_path):
         resolved(list(receiver.profiles))), "the profiles forwarded by the Collector")
     assert forwarded == sent
 
-    from cuda_tracer.events import Kind
+    from cuda_tracer.model.events import Kind
     from cuda_tracer.loading import load_profile
 
     batch = load_profile([path]).batch()

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cuda_tracer.events import Kind
+from cuda_tracer.model.events import Kind
 from cuda_tracer.loading import load_profile
 from otel_profiler.report import html as report_html
 from otel_profiler.report.timeline_budget import MAX_TIMELINE_EVENTS, thin

@@ -13,8 +13,8 @@ import sys
 import numpy as np
 import pytest
 
-from cuda_tracer.correlate import correlate
-from cuda_tracer.events import Kind
+from cuda_tracer.model.correlate import correlate
+from cuda_tracer.model.events import Kind
 from cuda_tracer.loading import load_profile
 from otel_profiler.report.html import timeline_data
 from otel_profiler.report.perfetto import chrome_trace

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import trace
-from cuda_tracer.events import Kind
+from cuda_tracer.model.events import Kind
 from cuda_tracer.loading import load_profile
 from otel_profiler.names import demangle
 from otel_profiler.report.flame import flame_data

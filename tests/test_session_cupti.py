@@ -1,4 +1,4 @@
-"""Detailed GPU capture without torch: the session's CUPTI path (``cuda_tracer.cupti.CuptiWindowSource``).
+"""Detailed GPU capture without torch: the session's CUPTI path (``cuda_tracer.capture.cupti.CuptiWindowSource``).
 
 Without a GPU: the adapter against a stand-in for cupti-python's GPU calls handing over real records
 (capture lands in the profile; TensorFlow's or JAX's own profiler makes it back off), a job where
@@ -22,9 +22,9 @@ from types import SimpleNamespace as NS
 import pytest
 
 import cupti_records_real as f
-from cuda_tracer import subscriber
-from cuda_tracer.cupti import CuptiWindowSource, cupti_activities
-from cuda_tracer.events import Kind
+from cuda_tracer.capture import subscriber
+from cuda_tracer.capture.cupti import CuptiWindowSource, cupti_activities
+from cuda_tracer.model.events import Kind
 from cuda_tracer.loading import load_profile
 from otel_profiler import api
 from otel_profiler.live.session import ProfilerWarning
@@ -97,7 +97,7 @@ def test_other_profiler_active_sees_tensorflow_and_jax_profilers(monkeypatch):
 
 
 def test_detection_imports_neither_tensorflow_nor_jax():
-    code = ("import sys; from cuda_tracer.subscriber import other_profiler_active; other_profiler_active(); "
+    code = ("import sys; from cuda_tracer.capture.subscriber import other_profiler_active; other_profiler_active(); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'jax', 'torch')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr

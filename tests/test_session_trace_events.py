@@ -10,8 +10,8 @@ import msgspec
 import numpy as np
 
 from conftest import trace
-from cuda_tracer.events import Kind
-from cuda_tracer.trace_files import TraceEvent, events_to_profile, read_bytes, read_trace
+from cuda_tracer.model.events import Kind
+from cuda_tracer.trace_json.files import TraceEvent, events_to_profile, read_bytes, read_trace
 
 TRACE = "hta/critical_path/cuda_event_sync_multi_stream/event_sync_trace.json.gz"
 
@@ -53,7 +53,7 @@ def test_an_args_that_is_not_an_object_keeps_the_event_and_loses_only_its_args(t
 
 
 def test_live_args_keep_ids_when_kineto_metadata_is_not_json():
-    from cuda_tracer.kineto import _args
+    from cuda_tracer.capture.kineto import _args
 
     def args(metadata, category="kernel"):  # an event with correlation 41, linked to the op 40
         return msgspec.json.decode(_args(category, 41, 40, metadata))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_tracer.events import Kind
+from cuda_tracer.model.events import Kind
 from cuda_tracer.loading import load_profile
 from otlp_receiver import OtlpReceiver
 
@@ -143,7 +143,7 @@ def test_zero_code_keras_spans_reach_the_otlp_receiver(zero_code_run):
 
 READ_XPLANE = """
 import json, sys
-from cuda_tracer.events import Kind
+from cuda_tracer.model.events import Kind
 from cuda_tracer.loading import load_profile
 profile = load_profile([sys.argv[1]])
 batch = profile.ranks[0].batch

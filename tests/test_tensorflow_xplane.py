@@ -1,4 +1,4 @@
-"""``cuda_tracer.xplane`` without TensorFlow: the XSpace time-base reader on hand-built protobuf
+"""``cuda_tracer.tensorflow.xplane`` without TensorFlow: the XSpace time-base reader on hand-built protobuf
 bytes, the mapping of a trace viewer ``Trace`` (host, GPU streams, derived lines) to an EventBatch,
 and the CLI's answer to unusable ``.xplane.pb`` input. The real TensorFlow path is in
 ``test_tensorflow_keras.py``.
@@ -13,9 +13,9 @@ from types import SimpleNamespace as NS
 import numpy as np
 import pytest
 
-from cuda_tracer.correlate import correlate
-from cuda_tracer.events import MISSING, Kind, MemcpyKind
-from cuda_tracer.xplane import profile_start_ns, trace_to_batch, xplane_files
+from cuda_tracer.model.correlate import correlate
+from cuda_tracer.model.events import MISSING, Kind, MemcpyKind
+from cuda_tracer.tensorflow.xplane import profile_start_ns, trace_to_batch, xplane_files
 
 START_NS = 1_796_006_295_843_142_796
 

@@ -18,7 +18,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from conftest import trace
-from cuda_tracer.events import EventBatch
+from cuda_tracer.model.events import EventBatch
 from cuda_tracer.loading import load_profile
 from otel_profiler.export.otlp import encode_request, json_spans
 from otel_profiler.live.trace_context import UserSpans, run_event

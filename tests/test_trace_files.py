@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import ALL_TRACES, trace
-from cuda_tracer.events import Kind, MemcpyKind, SyncKind
+from cuda_tracer.model.events import Kind, MemcpyKind, SyncKind
 from cuda_tracer.loading import load_profile
 
 # The recount's own category table, written from the Kineto category list, not from the reader.
@@ -124,7 +124,7 @@ READ_IN_PARALLEL = """
 import json, shutil, sys
 from cuda_tracer import loading
 folder, bad = sys.argv[1], sys.argv[2]
-tasks = [("trace", f) for f in sorted(__import__("glob").glob(folder + "/*"))]
+tasks = [(loading.TRACE_JSON, f) for f in sorted(__import__("glob").glob(folder + "/*"))]
 assert loading._worker_count(tasks, 2) == 2  # this run really takes the process pool
 one, two = loading.load_profile([folder], workers=1), loading.load_profile([folder], workers=2)
 same = [r1.meta == r2.meta and all((r1.batch.columns[c] == r2.batch.columns[c]).all()

@@ -1,4 +1,4 @@
-"""The native scanner (cuda_tracer/_scan.c) against the Python reader, which defines the results:
+"""The native scanner (cuda_tracer/trace_json/_scan.c) against the Python reader, which defines the results:
 every repository trace, and generated events of every shape the scanner reads itself or hands back
 (string and odd pids, decimal and odd times, escapes, call stacks, collectives, metadata, unusual
 phases, junk args), read both ways must give the same profile, column for column."""
@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import ALL_TRACES
-from cuda_tracer import trace_convert, trace_scan, trace_stream
+from cuda_tracer.trace_json import convert as trace_convert, scan as trace_scan, stream as trace_stream
 from cuda_tracer.profile import TraceError
-from cuda_tracer.trace_files import read_trace
-from cuda_tracer.read_ahead import ahead, read_ahead
+from cuda_tracer.trace_json.files import read_trace
+from cuda_tracer.trace_json.read_ahead import ahead, read_ahead
 from cuda_tracer.trace_input import text_chunks
 from test_trace_stream import assert_same
 

@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 
 from conftest import ALL_TRACES, trace
 from cuda_tracer.profile import TraceError
-from cuda_tracer.trace_convert import convert_part
-from cuda_tracer.trace_files import finish
+from cuda_tracer.trace_json.convert import convert_part
+from cuda_tracer.trace_json.files import finish
 from cuda_tracer.trace_input import text_chunks
-from cuda_tracer.trace_stream import decode_document, read_stream
-from cuda_tracer.trace_times import decimal_ns
+from cuda_tracer.trace_json.stream import decode_document, read_stream
+from cuda_tracer.trace_json.times import decimal_ns
 
 
 def read_in_pieces(path: str, piece_bytes: int, chunk_bytes: int = 1 << 16):
@@ -155,7 +155,8 @@ def test_invalid_json_in_the_middle_of_a_streamed_trace_is_one_clear_error(tmp_p
 
 READ_BY_PROCESSES = """
 import json, pickle, sys
-from cuda_tracer import trace_files, trace_input, trace_parallel, trace_stream
+from cuda_tracer import trace_input
+from cuda_tracer.trace_json import files as trace_files, parallel as trace_parallel, stream as trace_stream
 trace_files.MIN_PARALLEL_TEXT = 0  # every file, however small
 trace_files.text_chunks = lambda path, limit=None, progress=None: trace_input.text_chunks(
     path, limit, int(sys.argv[2]) // 2, progress)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_tracer.events import Kind
+from cuda_tracer.model.events import Kind
 from cuda_tracer.loading import load_profile
 from otel_profiler import api
 from otel_profiler.live import markers

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from cuda_tracer.events import GPU_OP_KINDS, EventBatch, Kind, kinds_in
+from cuda_tracer.model.events import GPU_OP_KINDS, EventBatch, Kind, kinds_in
 
 from .stats import unique_rows
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from cuda_tracer.correlate import Correlation
-from cuda_tracer.events import GPU_OP_KINDS, EventBatch, Kind, kinds_in
+from cuda_tracer.model.correlate import Correlation
+from cuda_tracer.model.events import GPU_OP_KINDS, EventBatch, Kind, kinds_in
 
 from .stats import unique_rows
 

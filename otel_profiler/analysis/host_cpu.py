@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from cuda_tracer.events import Kind
+from cuda_tracer.model.events import Kind
 from cuda_tracer.profile import Profile
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from cuda_tracer.correlate import Correlation, correlate
-from cuda_tracer.events import EventBatch, Kind, kinds_in
+from cuda_tracer.model.correlate import Correlation, correlate
+from cuda_tracer.model.events import EventBatch, Kind, kinds_in
 from cuda_tracer.profile import Profile
 
 from .breakdown import merged_length

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cuda_tracer.events import Kind
+from cuda_tracer.model.events import Kind
 
 from .insights_context import Context, insight
 

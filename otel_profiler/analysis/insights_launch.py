@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cuda_tracer.events import Kind, MemcpyKind
+from cuda_tracer.model.events import Kind, MemcpyKind
 
 from .breakdown import COMMUNICATION, COMPUTE, KERNEL_CLASSES, classify, merged_length
 from .insights_context import LAUNCH_API, SCALAR_READ_OPS, Context, device_label, insight

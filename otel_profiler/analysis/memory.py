@@ -24,7 +24,7 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from cuda_tracer.events import MISSING, EventBatch, Kind
+from cuda_tracer.model.events import MISSING, EventBatch, Kind
 
 from .operators import operator_rows
 

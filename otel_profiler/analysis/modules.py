@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from cuda_tracer.correlate import Correlation, correlate
-from cuda_tracer.events import EventBatch, Kind
+from cuda_tracer.model.correlate import Correlation, correlate
+from cuda_tracer.model.events import EventBatch, Kind
 
 from .operators import _inclusive, _top_kernels
 from .time_nesting import depths, parents

@@ -10,7 +10,7 @@ Definitions:
 - **Total CPU time**: the sum of an operator's durations; **self CPU time**: that minus the time of
   its direct children.
 - A kernel is attributed to one operator, the *innermost*: kernel -> launch call (CUPTI correlation
-  id, see ``cuda_tracer.correlate``) -> the operator whose external id equals the launch call's.
+  id, see ``cuda_tracer.model.correlate``) -> the operator whose external id equals the launch call's.
   **Self GPU time** is the time of the kernels attributed to an operator, **total GPU time** adds
   those of its descendants. Self GPU times therefore sum to at most the kernel total; kernels with
   no launch call in the trace, or whose launch names no operator, are counted apart.
@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from cuda_tracer.correlate import Correlation, correlate
-from cuda_tracer.events import MISSING, EventBatch, Kind, kinds_in
+from cuda_tracer.model.correlate import Correlation, correlate
+from cuda_tracer.model.events import MISSING, EventBatch, Kind, kinds_in
 
 from ..names import demangle
 from .python_stacks import top_stacks

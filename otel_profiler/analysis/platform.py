@@ -18,7 +18,7 @@ from typing import Iterable
 
 import numpy as np
 
-from cuda_tracer.events import EventBatch, Kind, kinds_in
+from cuda_tracer.model.events import EventBatch, Kind, kinds_in
 
 SYNC_API = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
             "cudaStreamWaitEvent", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",

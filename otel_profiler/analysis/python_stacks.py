@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cuda_tracer.events import EventBatch, Kind
+from cuda_tracer.model.events import EventBatch, Kind
 
 from .time_nesting import depths, parents
 

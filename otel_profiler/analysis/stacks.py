@@ -9,7 +9,7 @@ Definitions:
   scope on the same (rank, pid, tid) that encloses it in time (``time_nesting.parents``), so Python
   frames, module calls and operators interleave as they ran.
 - A **GPU operation** (kernel, memcpy, memset, sync) is linked to the runtime/driver call that
-  launched it by correlation id (``cuda_tracer.correlate``; sync events the same way). Its stack,
+  launched it by correlation id (``cuda_tracer.model.correlate``; sync events the same way). Its stack,
   innermost first, is: the GPU operation, the launch call, then the stack of its *anchor*: the
   operator the operator view gives it (external id of the launch call, see
   ``operators.operator_of_gpu_op``), else the innermost scope enclosing the launch call on its
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cuda_tracer.correlate import Correlation, _keys, _lookup, correlate
-from cuda_tracer.events import LAUNCH_KINDS, MISSING, EventBatch, Kind, MemcpyKind, kinds_in
+from cuda_tracer.model.correlate import Correlation, _keys, _lookup, correlate
+from cuda_tracer.model.events import LAUNCH_KINDS, MISSING, EventBatch, Kind, MemcpyKind, kinds_in
 
 from .breakdown import KERNEL_CLASSES, classify
 from .operators import STEP_ROW, operator_of_gpu_op, operator_rows

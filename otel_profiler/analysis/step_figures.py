@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cuda_tracer.correlate import Correlation
-from cuda_tracer.events import MISSING, EventBatch, Kind
+from cuda_tracer.model.correlate import Correlation
+from cuda_tracer.model.events import MISSING, EventBatch, Kind
 
 from .memory import gpu_memory_rows
 from .operators import kernel_operators

@@ -83,8 +83,8 @@ from typing import Any
 
 import numpy as np
 
-from cuda_tracer.correlate import correlate, queue_depths
-from cuda_tracer.events import EventBatch, Kind, MemcpyKind, SyncKind
+from cuda_tracer.model.correlate import correlate, queue_depths
+from cuda_tracer.model.events import EventBatch, Kind, MemcpyKind, SyncKind
 from cuda_tracer.profile import Profile
 
 from ..names import demangle, short_names

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cuda_tracer.events import EventBatch
+from cuda_tracer.model.events import EventBatch
 
 from .stats import unique_rows
 

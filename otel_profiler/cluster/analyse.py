@@ -16,7 +16,7 @@ import numpy as np
 from cuda_tracer.jobs import check_one_job
 from cuda_tracer.profile import Profile, RankProfile, TraceError
 from cuda_tracer.profile_folder import is_profile_folder
-from cuda_tracer.trace_files import is_trace_file
+from cuda_tracer.trace_json.files import is_trace_file
 
 from ..analysis.insights import Thresholds
 from .align import clock_offsets, offset_ns

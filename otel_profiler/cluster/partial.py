@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from cuda_tracer.correlate import correlate
-from cuda_tracer.events import EventBatch, Kind, MemcpyKind, SyncKind
+from cuda_tracer.model.correlate import correlate
+from cuda_tracer.model.events import EventBatch, Kind, MemcpyKind, SyncKind
 from cuda_tracer.profile import Profile, RankProfile, TraceError
-from cuda_tracer.trace_files import is_trace_file, read_trace
+from cuda_tracer.trace_json.files import is_trace_file, read_trace
 
 from ..analysis.compute import compute_overview
 from ..analysis.host_cpu import cpu_usage

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from cuda_tracer.correlate import Correlation
-from cuda_tracer.events import GPU_OP_KINDS, EventBatch, Kind, kinds_in
+from cuda_tracer.model.correlate import Correlation
+from cuda_tracer.model.events import GPU_OP_KINDS, EventBatch, Kind, kinds_in
 
 from ..analysis.breakdown import COMMUNICATION, COMPUTE, KERNEL_CLASSES, classify, merged_length
 from ..analysis.insights_context import is_dataloader_next

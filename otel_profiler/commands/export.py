@@ -4,7 +4,7 @@ Sends to an OTLP endpoint (``--endpoint``/``--protocol``, else the ``OTEL_EXPORT
 variables) and/or writes a file (``--output``: ``.jsonl`` OTLP JSON lines as the Collector's file
 exporter writes them, ``.pb`` length-delimited ``ExportTraceServiceRequest`` messages). Uses the
 same span model and pipeline as the live exporter, synchronously, one piece of whole steps at a
-time (``cuda_tracer.batch_pieces``: the same spans as all at once, in bounded memory). The run
+time (``cuda_tracer.model.batch_pieces``: the same spans as all at once, in bounded memory). The run
 id is ``OTEL_PROFILER_RUN_ID``, else the one each profile folder recorded (so the spans get the
 trace and span ids the live run sent), else one derived from the inputs' names and profiling
 times; one line says which. An endpoint that cannot be reached (refused, no answer within its
@@ -24,7 +24,7 @@ import os
 import sys
 from typing import Any
 
-from cuda_tracer.batch_pieces import step_pieces
+from cuda_tracer.model.batch_pieces import step_pieces
 
 from .. import config
 from ..export.exporter import Counters, ExportConfig, Pipeline

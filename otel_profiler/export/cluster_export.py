@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cuda_tracer.batch_pieces import step_pieces
+from cuda_tracer.model.batch_pieces import step_pieces
 from cuda_tracer.profile import RankProfile, TraceError
 
 from .exporter import Counters, ExportConfig, Pipeline

@@ -45,7 +45,7 @@ import time
 import weakref
 from typing import Any
 
-from cuda_tracer.events import EventBatch
+from cuda_tracer.model.events import EventBatch
 from cuda_tracer.private_files import open_private
 
 from ..metrics.points import MetricsSnapshot

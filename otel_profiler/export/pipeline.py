@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from cuda_tracer.events import EventBatch
+from cuda_tracer.model.events import EventBatch
 
 from ..metrics.points import MetricsSnapshot
 from ..profiler_warnings import print_warning

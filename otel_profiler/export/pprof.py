@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from cuda_tracer.events import Kind
+from cuda_tracer.model.events import Kind
 from cuda_tracer.private_files import open_private
 from cuda_tracer.profile import Profile
 

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from cuda_tracer.events import EventBatch, Kind
+from cuda_tracer.model.events import EventBatch, Kind
 
 from ..analysis.stacks import OPERATOR, class_name, copy_name, frame_paths, samples, stack_model, step_rows, \
     used_frames

@@ -8,7 +8,7 @@
   ``epoch`` (attribute ``epoch``) are annotations;
 - each step is also TensorFlow's own step marker, ``tf.profiler.experimental.Trace("train",
   step_num=n, _r=1)`` (when TensorFlow is loaded; it costs a flag check while TF's profiler is off),
-  so a TF profiler capture of the same run has the same step numbers (``cuda_tracer.xplane``);
+  so a TF profiler capture of the same run has the same step numbers (``cuda_tracer.tensorflow.xplane``);
 - it starts profiling when no session runs (``Profiler(**options)``, options as ``OTEL_PROFILER_*``),
   flushes to the profile folder when each ``fit``/``evaluate``/``predict`` call ends, and the session
   it started ends at exit or at ``callback.stop()`` (one session, so one profile for several calls);

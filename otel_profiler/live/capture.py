@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from cuda_tracer.events import EventBatch, Kind
+from cuda_tracer.model.events import EventBatch, Kind
 
 from ..profiler_warnings import warn
 
@@ -168,7 +168,7 @@ class CaptureWindows:
         """
         if self._backed_off:
             return None
-        from cuda_tracer import cupti, kineto
+        from cuda_tracer.capture import cupti, kineto
 
         use_kineto = "torch" in sys.modules or not self.activities & kineto.GPU_ACTIVITIES
         self._detail_off = (kineto if use_kineto else cupti).unavailable_reason(self.activities)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from cuda_tracer.events import EventBatch
+from cuda_tracer.model.events import EventBatch
 
 from . import markers
 from .capture import window_event

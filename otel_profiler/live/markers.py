@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from cuda_tracer.events import COLUMNS, MISSING, EventBatch, Kind
+from cuda_tracer.model.events import COLUMNS, MISSING, EventBatch, Kind
 
 ANNOTATION = int(Kind.USER_ANNOTATION)
 STEP = int(Kind.STEP)

@@ -21,7 +21,7 @@ import sys
 from typing import Any
 
 from cuda_tracer.private_files import make_private_dir, open_private
-from cuda_tracer.events import EventBatch
+from cuda_tracer.model.events import EventBatch
 from cuda_tracer.profile import PROFILE_EVENTS, PROFILE_META, RankProfile, write_rank
 
 from ..profiler_warnings import warn
@@ -253,7 +253,7 @@ class RankOutput:
 
 
 def device_properties() -> list[dict[str, Any]]:
-    from cuda_tracer.kineto import cuda_available
+    from cuda_tracer.capture.kineto import cuda_available
 
     if not cuda_available():
         return []

@@ -213,8 +213,8 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
         v = self.settings.values
         # Import now whatever writing at exit needs: a module first imported during interpreter
         # shutdown can make a Ctrl-C'd job exit 1 instead of dying of SIGINT as it should.
-        import cuda_tracer.cupti  # noqa: F401  (imports neither torch nor cupti-python)
-        import cuda_tracer.kineto  # noqa: F401  (does not import torch)
+        import cuda_tracer.capture.cupti  # noqa: F401  (imports neither torch nor cupti-python)
+        import cuda_tracer.capture.kineto  # noqa: F401  (does not import torch)
 
         from ..metrics.publisher import metrics_wanted
 

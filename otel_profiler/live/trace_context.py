@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from cuda_tracer.events import EventBatch, Kind
+from cuda_tracer.model.events import EventBatch, Kind
 
 from ..profiler_warnings import warn
 from ..spans.context import RUN_EVENT, TraceParent, parse_traceparent

@@ -1,7 +1,7 @@
 """Profile-derived metrics: aggregates every observed ``EventBatch`` into counters, gauges and histograms.
 
 Every figure is computed by the same functions as the summary (``analysis.breakdown``,
-``cuda_tracer.correlate``), so the metrics of one batch equal ``summarize_batch`` of that batch:
+``cuda_tracer.model.correlate``), so the metrics of one batch equal ``summarize_batch`` of that batch:
 
 - GPU busy ratio (gauge, latest batch) = merged GPU-op time / device span (HTA temporal breakdown);
   busy and span time are also counters, so ``rate(busy)/rate(span)`` gives it over any range.
@@ -27,8 +27,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from cuda_tracer.correlate import correlate, queue_depths
-from cuda_tracer.events import EventBatch, Kind, MemcpyKind, SyncKind
+from cuda_tracer.model.correlate import correlate, queue_depths
+from cuda_tracer.model.events import EventBatch, Kind, MemcpyKind, SyncKind
 
 from . import points as m
 from ..analysis.breakdown import class_times, temporal_breakdown

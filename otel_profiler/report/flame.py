@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from cuda_tracer.events import EventBatch
+from cuda_tracer.model.events import EventBatch
 from cuda_tracer.profile import Profile
 
 from ..analysis.stacks import samples, stack_model

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from cuda_tracer.events import Kind
+from cuda_tracer.model.events import Kind
 from cuda_tracer.profile import Profile
 
 from ..analysis.activity import annotation_durations, cpu_active, precision_times, utilization_over_time

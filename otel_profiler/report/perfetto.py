@@ -10,7 +10,7 @@ from typing import Any, BinaryIO
 
 import msgspec
 
-from cuda_tracer.events import Kind
+from cuda_tracer.model.events import Kind
 from cuda_tracer.profile import Profile
 
 from ..names import demangle

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cuda_tracer.correlate import correlate
-from cuda_tracer.events import EventBatch, Kind
+from cuda_tracer.model.correlate import correlate
+from cuda_tracer.model.events import EventBatch, Kind
 from cuda_tracer.profile import Profile
 from ..analysis.stats import unique_rows
 

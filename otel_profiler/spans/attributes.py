@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from cuda_tracer.events import GPU_OP_KINDS, MISSING, Kind, MemcpyKind, SyncKind
+from cuda_tracer.model.events import GPU_OP_KINDS, MISSING, Kind, MemcpyKind, SyncKind
 
 from ..analysis.breakdown import KERNEL_CLASSES, classify
 from ..analysis.step_figures import root_figures

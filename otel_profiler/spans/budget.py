@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cuda_tracer.events import EventBatch, Kind
+from cuda_tracer.model.events import EventBatch, Kind
 
 
 def select(batch: EventBatch, budget: int, trace_row: np.ndarray, n_traces: int, annot_rows: np.ndarray,

@@ -59,8 +59,8 @@ from typing import Any
 
 import numpy as np
 
-from cuda_tracer.correlate import correlate
-from cuda_tracer.events import GPU_OP_KINDS, LAUNCH_KINDS, MISSING, EventBatch, Kind
+from cuda_tracer.model.correlate import correlate
+from cuda_tracer.model.events import GPU_OP_KINDS, LAUNCH_KINDS, MISSING, EventBatch, Kind
 
 from ..names import demangled
 from .attributes import (KIND_NAMES, AttrColumn, Columns, event_attributes, figure_attributes, resource_attributes,

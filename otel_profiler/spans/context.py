@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from cuda_tracer.events import EventBatch, Kind
+from cuda_tracer.model.events import EventBatch, Kind
 
 from .ids import hash64
 

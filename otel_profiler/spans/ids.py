@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from cuda_tracer.events import EventBatch, Kind
+from cuda_tracer.model.events import EventBatch, Kind
 
 
 def mix64(x: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cuda_tracer.events import MISSING, EventBatch
+from cuda_tracer.model.events import MISSING, EventBatch
 
 
 def innermost(starts: np.ndarray, ends: np.ndarray, parent: np.ndarray, t: np.ndarray) -> np.ndarray:

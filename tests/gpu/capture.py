@@ -7,8 +7,8 @@ MODE is one of ``kineto``, ``cupti``, ``overhead-kineto``, ``overhead-cupti``, `
 merges a summary under its name into ``DIR/results.json``; the capture modes also save their event
 batches (``DIR/<results key>_capture.batch.zip``, EventBatch.save format) for use as CPU fixtures in
 tests/data/. ``kineto`` runs torch.profiler twice: once exported to a Chrome trace that
-cuda_tracer.trace_files reads (raw trace kept as ``DIR/kineto_trace.json.gz``), once through the
-live ``cuda_tracer.kineto.KinetoSource`` (``kineto_live``).
+cuda_tracer.trace_json.files reads (raw trace kept as ``DIR/kineto_trace.json.gz``), once through the
+live ``cuda_tracer.capture.kineto.KinetoSource`` (``kineto_live``).
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ def summarize(batch: Any) -> dict[str, Any]:
     """What the checks look at in a captured batch: kinds, copies, memsets, syncs, launch linkage."""
     import numpy as np
 
-    from cuda_tracer.correlate import correlate
-    from cuda_tracer.events import Kind, SyncKind
+    from cuda_tracer.model.correlate import correlate
+    from cuda_tracer.model.events import Kind, SyncKind
 
     def names_of(kind: Kind) -> dict[str, int]:
         rows = np.flatnonzero(batch.kind == kind)
@@ -101,10 +101,10 @@ def captured_work(trainer: Any, annotate: bool) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- modes
 def mode_kineto(out: Path) -> None:
-    """torch.profiler (Kineto) with CPU + CUDA activities → Chrome trace → cuda_tracer.trace_files."""
+    """torch.profiler (Kineto) with CPU + CUDA activities → Chrome trace → cuda_tracer.trace_json.files."""
     import torch
 
-    from cuda_tracer.trace_files import read_trace
+    from cuda_tracer.trace_json.files import read_trace
 
     trainer = workload.Trainer()
     trainer.timed_steps(3)  # warm-up: cuBLAS handles, allocator
@@ -124,7 +124,7 @@ def mode_kineto(out: Path) -> None:
     rank_profile.batch.save(out / "kineto_capture.batch.zip")
     summary = summarize(rank_profile.batch)
     summary.update(workload=info, versions=rank_profile.meta.get("versions"),
-                   live_module_present=(REPO / "cuda_tracer" / "kineto.py").exists())
+                   live_module_present=(REPO / "cuda_tracer" / "capture" / "kineto.py").exists())
     merge_result(out, "kineto", summary)
     try:
         live_kineto(out, trainer)
@@ -133,9 +133,9 @@ def mode_kineto(out: Path) -> None:
 
 
 def live_kineto(out: Path, trainer: Any) -> None:
-    """The project's live Kineto source (cuda_tracer.kineto.KinetoSource), read without JSON."""
+    """The project's live Kineto source (cuda_tracer.capture.kineto.KinetoSource), read without JSON."""
     try:
-        from cuda_tracer.kineto import GPU_ACTIVITIES, KinetoSource
+        from cuda_tracer.capture.kineto import GPU_ACTIVITIES, KinetoSource
     except ImportError as exc:
         merge_result(out, "kineto_live", {"available": False, "reason": f"no live source: {exc}"})
         return
@@ -157,8 +157,8 @@ def mode_cupti(out: Path) -> None:
     """
     import torch
 
-    from cuda_tracer.cupti import CuptiSource, load_cupti
-    from cuda_tracer.cupti_records import enum_mismatches
+    from cuda_tracer.capture.cupti import CuptiSource, load_cupti
+    from cuda_tracer.capture.cupti_records import enum_mismatches
 
     key = "cupti_nvtx" if os.environ.get("NVTX_INJECTION64_PATH") else "cupti"
     module, reason = load_cupti()
@@ -223,7 +223,7 @@ def mode_overhead_kineto(out: Path) -> None:
 
 
 def mode_overhead_cupti(out: Path) -> None:
-    from cuda_tracer.cupti import CuptiSource, load_cupti
+    from cuda_tracer.capture.cupti import CuptiSource, load_cupti
 
     if load_cupti()[0] is None:
         merge_result(out, "overhead_cupti", {"available": False, "reason": load_cupti()[1]})

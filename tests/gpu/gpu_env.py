@@ -50,7 +50,7 @@ def prerequisites() -> dict:
     except Exception as exc:
         missing.append(f"torch ({type(exc).__name__}: {exc})")
     sys.path.insert(0, str(REPO))
-    from cuda_tracer.cupti import load_cupti
+    from cuda_tracer.capture.cupti import load_cupti
 
     module, reason = load_cupti()
     if module is None:
@@ -72,7 +72,7 @@ def libcupti_for_nvtx() -> str | None:
     import torch  # noqa: F401  (first, as in tests/gpu/capture.py)
 
     sys.path.insert(0, str(REPO))
-    from cuda_tracer.cupti import libcupti_path, load_cupti, loaded_libcupti
+    from cuda_tracer.capture.cupti import libcupti_path, load_cupti, loaded_libcupti
 
     module, reason = load_cupti()
     if module is None:

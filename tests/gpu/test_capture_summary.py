@@ -11,8 +11,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import capture  # noqa: E402  (tests/gpu/capture.py)
 from conftest import trace  # noqa: E402
-from cuda_tracer.events import EventBatch  # noqa: E402
-from cuda_tracer.trace_files import read_trace  # noqa: E402
+from cuda_tracer.model.events import EventBatch  # noqa: E402
+from cuda_tracer.trace_json.files import read_trace  # noqa: E402
 
 ALEXNET = "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"
 

@@ -113,7 +113,7 @@ def test_timestamps_are_unix_epoch_and_inside_the_work(results, name):
 
 @pytest.mark.parametrize("name", SOURCES)
 def test_saved_batch_loads(run_dir, results, name):
-    from cuda_tracer.events import EventBatch
+    from cuda_tracer.model.events import EventBatch
 
     s = source(results, name)
     batch = EventBatch.load(run_dir / f"{name}_capture.batch.zip")

@@ -55,7 +55,7 @@ def _run(code: str, *args: str, **env: str) -> subprocess.CompletedProcess:
 
 
 def test_cuda_memory_per_step_events_and_snapshot(tmp_path):
-    from cuda_tracer.events import Kind
+    from cuda_tracer.model.events import Kind
     from cuda_tracer.loading import load_profile
     from otel_profiler.analysis.summary import summarize
 

@@ -19,8 +19,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from .trace_columns import int_triples, ints, to_int
-from .trace_schema import NO_ARGS, Event, decode_args
+from cuda_tracer.trace_json.columns import int_triples, ints, to_int
+from cuda_tracer.trace_json.schema import NO_ARGS, Event, decode_args
 
 try:
     from . import _scan

@@ -1,7 +1,7 @@
 """Live GPU capture through NVIDIA's cupti-python (optional extra ``cupti``), for frameworks other than torch.
 
 Lifecycle (:class:`CuptiSource`): ``start()`` checks that no other profiler owns CUPTI
-(``cuda_tracer.subscriber``), imports ``cupti`` lazily, registers the buffer callbacks, enables the
+(``cuda_tracer.capture.subscriber``), imports ``cupti`` lazily, registers the buffer callbacks, enables the
 activity kinds and calibrates the clock; ``collect()`` flushes completed buffers and converts them;
 ``stop()`` disables the kinds, force-flushes and converts the rest. Any failure turns capture off
 with one warning and a reason in :attr:`CuptiSource.reason`; nothing raises into the host program.
@@ -39,10 +39,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .cupti_records import (ACTIVITY_KIND, RecordConverter, overhead_names_from,
+from cuda_tracer.capture.cupti_records import (ACTIVITY_KIND, RecordConverter, overhead_names_from,
                             strip_api_version)
-from .events import EventBatch
-from .subscriber import (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS, ProfilerBusy, back_off,
+from cuda_tracer.model.events import EventBatch
+from cuda_tracer.capture.subscriber import (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS, ProfilerBusy, back_off,
                          other_profiler_active, reason_from_cupti_error)
 
 log = logging.getLogger("otel_profiler." + __name__)  # a child of the otel_profiler logger

@@ -460,7 +460,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_scan",
-    "Trace events scanned straight into columns (see cuda_tracer/trace_scan.py).", -1, methods,
+    "Trace events scanned straight into columns (see cuda_tracer/trace_json/scan.py).", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__scan(void) {

@@ -22,9 +22,9 @@ from typing import Any, Callable, Iterable
 
 import msgspec
 
-from .profile import TraceError
-from .trace_scan import scan_piece
-from .trace_schema import LOOSE_DECODER, LOOSE_EVENTS, TAGGED_DECODER, TAGGED_EVENTS, TraceFile
+from cuda_tracer.profile import TraceError
+from cuda_tracer.trace_json.scan import scan_piece
+from cuda_tracer.trace_json.schema import LOOSE_DECODER, LOOSE_EVENTS, TAGGED_DECODER, TAGGED_EVENTS, TraceFile
 
 PIECE_BYTES = 8 << 20
 TAIL_BYTES = 64 << 10  # a smaller rest of the event list is decoded with the file's own fields

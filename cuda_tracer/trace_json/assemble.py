@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .events import COLUMNS, EventBatch
+from cuda_tracer.model.events import COLUMNS, EventBatch
 
 
 def _malloc_trim():

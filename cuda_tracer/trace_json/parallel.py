@@ -16,10 +16,10 @@ from typing import Callable
 
 import msgspec
 
-from .profile import TraceError
-from .trace_assemble import Part
-from .trace_schema import TraceFile
-from .trace_stream import read_stream
+from cuda_tracer.profile import TraceError
+from cuda_tracer.trace_json.assemble import Part
+from cuda_tracer.trace_json.schema import TraceFile
+from cuda_tracer.trace_json.stream import read_stream
 
 MIN_PARALLEL_TEXT = 48 << 20
 
@@ -31,8 +31,8 @@ def can_fork() -> bool:
 
 def convert_piece(piece: bytes) -> Part | str:
     """In a reader process: one piece's events as columns, or what makes them unusable."""
-    from .trace_convert import convert_part  # imported by the parent before the fork: no cost
-    from .trace_stream import decode_events
+    from cuda_tracer.trace_json.convert import convert_part  # imported by the parent before the fork: no cost
+    from cuda_tracer.trace_json.stream import decode_events
 
     try:
         events = decode_events(piece)

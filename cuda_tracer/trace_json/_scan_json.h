@@ -1,4 +1,4 @@
-/* JSON values read from a trace's text, with no Python object (cuda_tracer/_scan.c uses these):
+/* JSON values read from a trace's text, with no Python object (cuda_tracer/trace_json/_scan.c uses these):
  * whitespace, strings (checked, their escapes not decoded), numbers (checked against the JSON
  * grammar), any value skipped to its end, and the values the scanner reads: plain integers, pids
  * and tids as trace_columns.to_int reads them, exact decimal times, [x, y, z] triples.

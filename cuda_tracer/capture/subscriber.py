@@ -32,7 +32,7 @@ import sys
 import threading
 from typing import Any, Iterator, Mapping
 
-from .terminal_lines import say_once
+from cuda_tracer.terminal_lines import say_once
 
 
 class ProfilerBusy(RuntimeError):

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Sequence, Union
 import msgspec
 import numpy as np
 
-from .events import MISSING
+from cuda_tracer.model.events import MISSING
 
 
 class HostArgs(msgspec.Struct, gc=False):

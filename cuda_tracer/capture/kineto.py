@@ -37,12 +37,12 @@ from typing import Any, Iterable
 
 import msgspec
 
-from .events import MISSING, EventBatch, Kind, kinds_in
-from .profile import RankProfile
-from .stderr_filter import kineto_lines_dropped
-from .subscriber import ProfilerBusy, other_profiler_active, own_session
+from cuda_tracer.model.events import MISSING, EventBatch, Kind, kinds_in
+from cuda_tracer.profile import RankProfile
+from cuda_tracer.capture.stderr_filter import kineto_lines_dropped
+from cuda_tracer.capture.subscriber import ProfilerBusy, other_profiler_active, own_session
 # One conversion for files and live events: the reader's typed event and its public converter.
-from .trace_files import TraceEvent, events_to_profile, read_trace
+from cuda_tracer.trace_json.files import TraceEvent, events_to_profile, read_trace
 
 log = logging.getLogger("otel_profiler." + __name__)  # a child of the otel_profiler logger
 
@@ -83,7 +83,7 @@ def unavailable_reason(activities: Iterable[str]) -> str | None:
 
 
 def other_profiler() -> str | None:
-    """Why Kineto must not start now (``cuda_tracer.subscriber`` rules), or None."""
+    """Why Kineto must not start now (``cuda_tracer.capture.subscriber`` rules), or None."""
     return other_profiler_active()
 
 

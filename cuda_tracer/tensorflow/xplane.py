@@ -37,9 +37,9 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .events import COLUMNS, MISSING, EventBatch, Kind, MemcpyKind
-from .profile import RankProfile, TraceError
-from .trace_input import open_regular
+from cuda_tracer.model.events import COLUMNS, MISSING, EventBatch, Kind, MemcpyKind
+from cuda_tracer.profile import RankProfile, TraceError
+from cuda_tracer.trace_input import open_regular
 
 XPLANE_SUFFIX = ".xplane.pb"
 _GPU_DEVICE = re.compile(r"^/device:GPU:(\d+)$")

@@ -18,15 +18,15 @@ from typing import Any, cast
 import msgspec
 import numpy as np
 
-from .events import COLUMNS, MISSING, Kind, kinds_in, memcpy_kind_from_name
-from .trace_assemble import Part
-from .trace_columns import (Extras, call_stacks, collectives, compress_columns, field_columns,
+from cuda_tracer.model.events import COLUMNS, MISSING, Kind, kinds_in, memcpy_kind_from_name
+from cuda_tracer.trace_json.assemble import Part
+from cuda_tracer.trace_json.columns import (Extras, call_stacks, collectives, compress_columns, field_columns,
                             gpu_columns, ints, memory_columns, string_ids, string_index, times,
                             typed, usable_time)
-from .trace_scan import ScannedArgsSource, ScannedPiece, StructArgsSource
-from .trace_schema import (GPU_ARGS, HOST_ARGS, MEMORY_ARGS, METADATA_ARGS, PHASE_CODE, Event,
+from cuda_tracer.trace_json.scan import ScannedArgsSource, ScannedPiece, StructArgsSource
+from cuda_tracer.trace_json.schema import (GPU_ARGS, HOST_ARGS, MEMORY_ARGS, METADATA_ARGS, PHASE_CODE, Event,
                            phase_codes, time_values)
-from .trace_times import decimal_ns
+from cuda_tracer.trace_json.times import decimal_ns
 
 
 _KIND_BY_CATEGORY = {

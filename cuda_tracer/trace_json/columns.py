@@ -12,8 +12,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .events import COLUMNS, MISSING, Kind, sync_kind_from_name
-from .trace_schema import PHASE_CODE
+from cuda_tracer.model.events import COLUMNS, MISSING, Kind, sync_kind_from_name
+from cuda_tracer.trace_json.schema import PHASE_CODE
 
 
 def to_int(value: Any, default: int = MISSING) -> int:

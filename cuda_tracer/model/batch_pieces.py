@@ -19,8 +19,8 @@ from typing import Iterator
 
 import numpy as np
 
-from .correlate import correlate
-from .events import EventBatch, Kind
+from cuda_tracer.model.correlate import correlate
+from cuda_tracer.model.events import EventBatch, Kind
 
 PIECE_ROWS = 250_000
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterable
 
-from .events import MISSING, BatchBuilder, EventBatch, Kind, MemcpyKind, SyncKind
+from cuda_tracer.model.events import MISSING, BatchBuilder, EventBatch, Kind, MemcpyKind, SyncKind
 
 # ---------------------------------------------------------------- CUPTI C ABI values (cupti_activity.h)
 ACTIVITY_KIND = {
@@ -105,7 +105,7 @@ class RecordConverter:
 
     State kept across :meth:`convert` calls: NVTX range starts whose end has not arrived yet,
     the context → device map (synchronization records carry only a context), and object names.
-    Times become Unix-epoch ns by adding ``clock_offset_ns`` (see ``cuda_tracer.cupti.calibrate``).
+    Times become Unix-epoch ns by adding ``clock_offset_ns`` (see ``cuda_tracer.capture.cupti.calibrate``).
     """
 
     def __init__(self, clock_offset_ns: int = 0, api_name: ApiNamer | None = None,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .events import GPU_OP_KINDS, LAUNCH_KINDS, MISSING, EventBatch, Kind, kinds_in
+from cuda_tracer.model.events import GPU_OP_KINDS, LAUNCH_KINDS, MISSING, EventBatch, Kind, kinds_in
 
 _KEY_SHIFT = 40  # correlation ids stay far below 2**40; the rank goes in the bits above
 

@@ -29,17 +29,17 @@ import threading
 from contextlib import closing
 from typing import Any, Callable
 
-from .events import MISSING
-from .profile import RankProfile, TraceError
-from .trace_assemble import Part, assemble
-from .trace_columns import NS_PER_UNIT, TIME_LIMIT_NS, to_int
-from .trace_convert import convert_part
-from .read_ahead import ahead, read_ahead
-from .trace_input import read_text, text_chunks, text_size
-from .trace_parallel import MIN_PARALLEL_TEXT, can_fork, read_parallel
-from .trace_scan import native_scanner
-from .trace_schema import Complete, TraceFile
-from .trace_stream import read_stream
+from cuda_tracer.model.events import MISSING
+from cuda_tracer.profile import RankProfile, TraceError
+from cuda_tracer.trace_json.assemble import Part, assemble
+from cuda_tracer.trace_json.columns import NS_PER_UNIT, TIME_LIMIT_NS, to_int
+from cuda_tracer.trace_json.convert import convert_part
+from cuda_tracer.trace_json.read_ahead import ahead, read_ahead
+from cuda_tracer.trace_input import read_text, text_chunks, text_size
+from cuda_tracer.trace_json.parallel import MIN_PARALLEL_TEXT, can_fork, read_parallel
+from cuda_tracer.trace_json.scan import native_scanner
+from cuda_tracer.trace_json.schema import Complete, TraceFile
+from cuda_tracer.trace_json.stream import read_stream
 
 
 THREADED_TEXT = 32 << 20  # less JSON text is read faster without the threads' hand-offs

@@ -1,0 +1,2 @@
+"""TensorFlow (and JAX) profiler output, ``*.xplane.pb``, read into an ``EventBatch``.
+"""
