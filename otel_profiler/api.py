@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import functools
 from time import perf_counter_ns
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from .live import markers
+
+if TYPE_CHECKING:
+    from .live.session import Session
 
 __all__ = ["Profiler", "annotate", "annotation_begin", "annotation_end", "step", "step_context"]
 
@@ -169,17 +172,19 @@ class step_context:
         from .live.session import current
 
         self._start = perf_counter_ns()
-        session = current() if self.number is not None else None
-        if session is not None:
-            session.step_begin(self.number)
+        number = self.number
+        session = current() if number is not None else None
+        if session is not None and number is not None:
+            session.step_begin(number)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         from .live.session import current
 
-        session = current() if self.number is not None else None
-        if session is not None:
-            session.step_end(self.number, self._start, perf_counter_ns())
+        number = self.number
+        session = current() if number is not None else None
+        if session is not None and number is not None:
+            session.step_end(number, self._start, perf_counter_ns())
 
 
 class Profiler:
@@ -187,14 +192,15 @@ class Profiler:
 
     Keyword options override the matching ``OTEL_PROFILER_*`` variables (``steps="100:110"`` is
     ``OTEL_PROFILER_STEPS``; ``activities="gpu,cpu_op"`` is ``OTEL_PROFILER_ACTIVITIES``) and are
-    validated the same way. When a zero-code session already runs, the profiler joins it and
+    validated the same way. A step range may be given as a value: ``steps=(100, 110)`` (``None``
+    for none) reaches the session as that pair. When a zero-code session already runs, the profiler joins it and
     ``stop()`` only flushes.
     """
 
     def __init__(self, **options: Any) -> None:
         self.options = options
         self._owned = False
-        self._session = None
+        self._session: Session | None = None
         self.folder: str | None = None
         """The profile folder this run writes to (None before ``start`` or when profiling is off)."""
 

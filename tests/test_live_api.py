@@ -354,3 +354,27 @@ def test_a_long_window_is_handed_over_in_parts(tmp_path):
     ops = rank.batch.of_kind(Kind.CPU_OP).names()
     assert ops.count("aten::ones") == 10  # one per captured step: no gap, no overlap between parts
     assert len(rank.batch.of_kind(Kind.PROFILER)) == 1
+
+
+def test_a_step_range_given_as_a_value_replaces_the_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("OTEL_PROFILER_STEPS", "not a range")  # replaced by the value: no warning
+    opts = dict(QUIET, steps=(2, 4))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with api.Profiler(profile_dir=str(tmp_path), **opts):
+            for _ in range(6):
+                api.step()
+    assert not [w for w in caught if issubclass(w.category, ProfilerWarning)]
+    windows = _load(tmp_path).meta["windows"]
+    assert [(w["reason"], w["first_step"], w["last_step"]) for w in windows] == [("range", 2, 3)]
+
+
+@pytest.mark.parametrize("steps", [(5, 1), (1, 2, 3), ("a", "b"), (True, 4)])
+def test_a_bad_step_range_value_gives_one_warning_and_no_profiling(tmp_path, steps):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        prof = api.Profiler(profile_dir=str(tmp_path), **dict(QUIET, steps=steps)).start()
+        assert prof.stop() is None
+    ours = [str(w.message) for w in caught if issubclass(w.category, ProfilerWarning)]
+    assert len(ours) == 1 and f"steps={steps!r}" in ours[0], ours
+    assert not any(tmp_path.iterdir())

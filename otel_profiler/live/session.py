@@ -29,14 +29,17 @@ from __future__ import annotations
 
 import atexit
 import logging
+import operator
 import os
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Any, Mapping
 
 from .. import config
+from ..config.parsers import StepRange
 from ..logs import enable_from_env
 from ..profiler_warnings import ProfilerWarning, warn  # noqa: F401 (ProfilerWarning: part of this module's API)
 from . import markers
@@ -81,7 +84,7 @@ def start_session(origin: str, overrides: Mapping[str, Any] | None = None,
         try:
             env = dict(os.environ if environ is None else environ)
             enable_from_env(env)
-            problems = _apply_overrides(env, overrides or {})
+            problems, steps = _apply_overrides(env, overrides or {})
             settings = config.load(env)
             problems += settings.warnings
             for notice in settings.notices:  # one feature off or a name unknown: profiling goes on
@@ -93,7 +96,7 @@ def start_session(origin: str, overrides: Mapping[str, Any] | None = None,
                 return None
             for line in config.exporter_warnings(settings.values) + _upload_warnings(settings):
                 warn(line)
-            session = Session(settings, origin)
+            session = Session(settings, origin, steps)
             session.start()
         except Exception as exc:  # never into user code
             warn(f"profiling is off: could not start ({type(exc).__name__}: {exc})")
@@ -117,28 +120,58 @@ def _upload_warnings(settings: config.Settings) -> list[str]:
     return [f"OTEL_PROFILER_UPLOAD: {problem}; the profile will not be uploaded"] if problem else []
 
 
-def _apply_overrides(env: dict[str, str], overrides: Mapping[str, Any]) -> list[str]:
-    """``Profiler(steps="1:5")`` → ``OTEL_PROFILER_STEPS=1:5`` in ``env``; unknown names are problems."""
+@dataclass(frozen=True)
+class StepRangeOption:
+    """A step range given as a value (``Profiler(steps=(100, 110))``, ``steps=None`` for none): it
+    replaces ``OTEL_PROFILER_STEPS``, whose text form is for the environment only."""
+
+    step_range: StepRange | None
+
+
+def step_range_option(value: Any) -> StepRangeOption | str:
+    """``value`` (a pair of step numbers, or None) as a step range; a problem (one line) otherwise."""
+    if value is None:
+        return StepRangeOption(None)
+    try:
+        if len(value) == 2 and not any(isinstance(n, bool) for n in value):
+            first, stop = operator.index(value[0]), operator.index(value[1])
+            if 0 <= first < stop:
+                return StepRangeOption(StepRange((first, stop)))
+    except TypeError:
+        pass
+    return f"steps={value!r}: expected (START, STOP) step numbers with 0 <= START < STOP, e.g. (100, 110)"
+
+
+def _apply_overrides(env: dict[str, str], overrides: Mapping[str, Any]) -> tuple[list[str], StepRangeOption | None]:
+    """``Profiler(every_steps=10)`` → ``OTEL_PROFILER_EVERY_STEPS=10`` in ``env``; unknown names are
+    problems. A step range given as a value (a pair, or None) is returned as one, not written."""
     problems = []
+    steps = None
     for key, value in overrides.items():
         name = "OTEL_PROFILER_" + key.upper()
         if name not in config.VARIABLES:
             problems.append(f"unknown option {key!r}")
             continue
+        if name == "OTEL_PROFILER_STEPS" and (value is None or isinstance(value, (tuple, list))):
+            env.pop(name, None)  # the value replaces the variable
+            option = step_range_option(value)
+            if isinstance(option, str):
+                problems.append(option)
+            else:
+                steps = option
+            continue
         if isinstance(value, bool):
             text = "true" if value else "false"
-        elif isinstance(value, tuple) and len(value) == 2 and name == "OTEL_PROFILER_STEPS":
-            text = f"{value[0]}:{value[1]}"
         elif isinstance(value, (list, tuple, set, frozenset)):
             text = ",".join(map(str, value))
         else:
             text = str(value)
         env[name] = text
-    return problems
+    return problems, steps
 
 
 class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene, ExportWiring):
-    def __init__(self, settings: config.Settings, origin: str) -> None:
+    def __init__(self, settings: config.Settings, origin: str, steps: StepRangeOption | None = None) -> None:
         v = settings.values
         self.settings = settings
         self.origin = origin
@@ -149,7 +182,8 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
         self.folder = os.path.abspath(folder)
         self.activities = frozenset(v["OTEL_PROFILER_ACTIVITIES"])
         self._part_steps = v["OTEL_PROFILER_WINDOW_PART_STEPS"]
-        self.policy = WindowPolicy(v["OTEL_PROFILER_STEPS"], v["OTEL_PROFILER_EVERY_STEPS"],
+        step_range = v["OTEL_PROFILER_STEPS"] if steps is None else steps.step_range
+        self.policy = WindowPolicy(step_range, v["OTEL_PROFILER_EVERY_STEPS"],
                                    v["OTEL_PROFILER_WINDOW_STEPS"], v["OTEL_PROFILER_DURATION_S"],
                                    v["OTEL_PROFILER_SLOW_STEP_FACTOR"], perf_counter_ns())
         self.writer = RankWriter(self.folder, self.rank)
