@@ -43,8 +43,9 @@ HEAVY = ("numpy", "torch", "otel_profiler.analysis", "otel_profiler.report", "ot
          "cuda_tracer.model.events", "cuda_tracer.loading")
 """Modules (and their submodules) that must not be loaded before the job starts."""
 
-ALLOWED = ("otel_profiler.export", "otel_profiler.export.sinks")
-"""The OTLP target rules the settings check reads (``config``), until they live on a lower floor."""
+ALLOWED: tuple[str, ...] = ()
+"""Heavy modules allowed anyway (none: the settings check reads the OTLP target rules from
+``otel_profiler.shared``, not from ``export``)."""
 
 
 def clean_env() -> dict[str, str]:

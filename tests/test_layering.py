@@ -23,13 +23,13 @@ PACKAGES = ("cuda_tracer", "otel_profiler")
 FLOORS: list[tuple[str, ...]] = [
     ("cuda_tracer",),  # capture and the event model: never imports otel_profiler
     ("otel_profiler.version", "otel_profiler.names", "otel_profiler.profiler_warnings",
-     "otel_profiler.logs"),
+     "otel_profiler.logs", "otel_profiler.shared"),  # shared: OTLP target rules, span defaults
+    ("otel_profiler.config",),  # typed settings every stage may import
     ("otel_profiler.analysis",),  # never imports export, live, bootstrap, commands or the CLI
     ("otel_profiler.cluster",),  # multi-rank map/reduce on local processes or a Dask cluster
     ("otel_profiler.spans", "otel_profiler.report"),
     ("otel_profiler.metrics",),
     ("otel_profiler.export",),
-    ("otel_profiler.config",),  # typed settings; resolves OTLP targets with export's rules
     ("otel_profiler.live",),
     ("otel_profiler.api",),
     ("otel_profiler", "otel_profiler.integrations", "otel_profiler.compat"),
@@ -234,11 +234,11 @@ def test_allowed_upward_imports_are_used_and_explained():
     ("cuda_tracer/model/events.py", "from otel_profiler.names import demangle",
      "cuda_tracer/model/events.py:{n}: cuda_tracer.model.events (cuda_tracer, floor 0) imports otel_profiler.names"),
     ("otel_profiler/analysis/stats.py", "    from ..export import exporter",
-     "otel_profiler.analysis.stats (otel_profiler.analysis, floor 2) imports otel_profiler.export"),
+     "otel_profiler.analysis.stats (otel_profiler.analysis, floor 3) imports otel_profiler.export"),
     ("otel_profiler/analysis/stats.py", "    from otel_profiler.commands import summary",
      "imports otel_profiler.commands"),
     ("otel_profiler/spans/build.py", "    from ..live import session",
-     "otel_profiler.spans.build (otel_profiler.spans, floor 4) imports otel_profiler.live"),
+     "otel_profiler.spans.build (otel_profiler.spans, floor 5) imports otel_profiler.live"),
     ("otel_profiler/metrics/points.py", "    from ..commands import run",
      "imports otel_profiler.commands"),
 ])

@@ -28,11 +28,12 @@ from cuda_tracer.model.batch_pieces import step_pieces
 
 from .. import config
 from ..export.exporter import Counters, ExportConfig, Pipeline
-from ..export.sinks import PROTOCOLS, resolve_target, safe_text, unreachable
+from ..export.sinks import unreachable
 from ..spans.ids import hash_bytes, run_id_of_sources
 from ..spans.options import options_from_settings
 from ..names import terminal_safe
 from ..profiler_warnings import print_warning
+from ..shared.otlp_target import PROTOCOLS, resolve_target, safe_text
 from . import add_inputs, load_inputs, progress_bar
 from .summary import add_scheduler, scheduler_of
 

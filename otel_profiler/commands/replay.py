@@ -16,10 +16,11 @@ import os
 import sys
 
 from .. import config
-from ..export.sinks import PROTOCOLS, deliver, endpoint_problem, open_sink, resolve_target, safe_text
+from ..export.sinks import deliver, open_sink
 from ..export.sinks.files import DOWN, REFUSED, SENT, drain_file, spool_files
 from ..names import terminal_safe
 from ..profiler_warnings import print_error, print_warning
+from ..shared.otlp_target import PROTOCOLS, endpoint_problem, resolve_target, safe_text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

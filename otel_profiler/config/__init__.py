@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from ..spans.options import DEFAULT_SPAN_BUDGET, DEFAULT_WINDOW_NS
+from ..shared.span_defaults import DEFAULT_SPAN_BUDGET, DEFAULT_WINDOW_NS
 from .parsers import (  # noqa: F401  (the parsers and their errors are part of this module's interface)
     ACTIVITIES, ACTIVITY_GROUPS, Activities, ConfigError, FeatureOff, OutOfRange, StepRange,
     local_rank, parse_activities, parse_basic_auth, parse_bool, parse_choice, parse_compression,
@@ -274,7 +274,7 @@ class Settings:
 
 def load(environ: Mapping[str, str] | None = None) -> Settings:
     """Read and validate every defined variable, resolve the OTLP targets. Never raises."""
-    from ..export.sinks import resolve_target
+    from ..shared.otlp_target import resolve_target
 
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {}
@@ -349,7 +349,7 @@ def script_name() -> str:
 
 def _shown(raw: str) -> str:
     """A value as a warning may show it: quoted, printable, short."""
-    from ..export.sinks import safe_text
+    from ..shared.otlp_target import safe_text
 
     return repr(safe_text(raw, 80))
 

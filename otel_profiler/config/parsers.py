@@ -101,7 +101,7 @@ def parse_or_default(default: str) -> Callable[[str], str]:
 
 def parse_endpoint(text: str) -> str:
     """An OTLP endpoint: empty (unset), an http(s):// URL with a host, or host:port for gRPC."""
-    from ..export.sinks import INVALID_ENDPOINT, endpoint_problem
+    from ..shared.otlp_target import INVALID_ENDPOINT, endpoint_problem
 
     value = text.strip()
     problem = endpoint_problem(value) if value else None

@@ -439,7 +439,7 @@ class Exporter:
         """The command that sends what was lost: the profile folder keeps every batch."""
         if self.profile_folder is None or self.config.target is None:
             return " (the profile folder keeps them: `otel-profiler export FOLDER` sends them)"
-        from .sinks import redact_url
+        from ..shared.otlp_target import redact_url
 
         command = (f"otel-profiler export {_shell_arg(self.profile_folder)} "
                    f"--endpoint {_shell_arg(redact_url(self.config.target.endpoint))}")
@@ -466,7 +466,7 @@ def _shell_arg(text: str) -> str:
 
 def replay_hint(config: ExportConfig, spooled: int) -> str:
     """The line at exit when spans wait in the spool: where, and the command that sends them."""
-    from .sinks import redact_url
+    from ..shared.otlp_target import redact_url
 
     arg = _shell_arg
     command = f"otel-profiler replay {arg(config.spool_dir)} --endpoint {arg(redact_url(config.target.endpoint))}"

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..profiler_warnings import print_warning
 from ..spans.options import SpanOptions
-from .sinks import OtlpTarget
+from ..shared.otlp_target import OtlpTarget
 
 HTTP_PATH = "/v1development/profiles"
 """Where an OTLP/HTTP receiver takes profiles."""

@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULT_SPAN_BUDGET = 2000
-DEFAULT_WINDOW_NS = 10_000_000_000
+from ..shared.span_defaults import DEFAULT_SPAN_BUDGET, DEFAULT_WINDOW_NS
 
 
 @dataclass
