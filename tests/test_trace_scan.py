@@ -66,7 +66,7 @@ IDS = st.one_of(st.integers(-5, 2**40), st.sampled_from(
     ['"25738"', '"stream 7"', '"Traces"', '""', '"0x1A"', '" 12 "', '"inf"', '"nan"', '"1e3"',
      "1.5", "null", "true", '"12345678901234567"', '"-3"', '"7\\u0030"', "[1]", '{"a": 1}']))
 ARG_VALUES = st.one_of(st.integers(-2**63, 2**63 - 1), st.sampled_from(
-    ['"7"', "1.5", "null", "[1, 2, 3]", "[1, 2]", '[1, "2", 3]', "[]", '{"x": [1, {"y": 2}]}',
+    ['"7"', "-1", "1.5", "null", "[1, 2, 3]", "[1, 2]", '[1, "2", 3]', "[]", '{"x": [1, {"y": 2}]}',
      '"\\u00e9\\n"', "true", "99999999999999999999"]))
 ARG_KEYS = ["External id", "external id", "correlation", "device", "stream", "bytes", "grid",
             "block", "registers per thread", "shared memory", "graph id", "Collective name",

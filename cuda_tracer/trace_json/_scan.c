@@ -29,7 +29,8 @@
 
 /* The integer args columns, in this order (trace_scan.ARG_COLUMNS names them). */
 enum { A_EXTERNAL, A_EXTERNAL_LEGACY, A_CORRELATION, A_DEVICE, A_STREAM, A_BYTES, A_REGISTERS,
-       A_SHARED_MEMORY, A_GRAPH_ID, A_GRID, A_BLOCK = A_GRID + 3, N_ARGS = A_BLOCK + 3 };
+       A_SHARED_MEMORY, A_GRAPH_ID, A_GRID, A_BLOCK = A_GRID + 3, A_MEMORY = A_BLOCK + 3,
+       N_ARGS = A_MEMORY + 5 };
 
 /* Phase codes: trace_schema.PHASE_CODE ("XiIMsftBEC" from 1; 0 for any other phase). */
 static uint8_t phase_code(const char *s, Py_ssize_t n) {
@@ -221,8 +222,12 @@ static const Key EVENT_KEYS[] = {KEY("ph"), KEY("cat"), KEY("name"), KEY("pid"),
 static const Key ARG_KEYS[] = {KEY("External id"), KEY("external id"), KEY("correlation"),
                                KEY("device"), KEY("stream"), KEY("bytes"),
                                KEY("registers per thread"), KEY("shared memory"), KEY("graph id"),
-                               KEY("grid"), KEY("block"), KEY("Collective name"), KEY("Call stack")};
-enum { N_EVENT_KEYS = 8, K_GRID = 9, K_BLOCK, K_COLLECTIVE, K_CALL_STACK, N_ARG_KEYS };
+                               KEY("grid"), KEY("block"), KEY("Collective name"), KEY("Call stack"),
+                               /* [memory] events' fields, into the columns from A_MEMORY on */
+                               KEY("Bytes"), KEY("Device Id"), KEY("Total Allocated"),
+                               KEY("Total Reserved"), KEY("Device Type")};
+enum { N_EVENT_KEYS = 8, K_GRID = 9, K_BLOCK, K_COLLECTIVE, K_CALL_STACK, K_MEMORY,
+       N_ARG_KEYS = K_MEMORY + 5 };
 
 static int find_key(const char *k, Py_ssize_t n, const Key *keys, int count) {
     for (int i = 0; i < count; i++)
@@ -232,7 +237,8 @@ static int find_key(const char *k, Py_ssize_t n, const Key *keys, int count) {
 
 
 /* The args object of row r: its integer fields into the args columns; anything it does not read
- * whole marks the row slow. */
+ * whole marks the row slow. A [memory] field's column holds MISSING only where the field is
+ * absent (Python adds a side-table entry for any value present): an explicit -1 marks it slow. */
 static Status scan_args(Text *t, Columns *c, Strings *strings, Py_ssize_t r) {
     int64_t *a = c->args + r * N_ARGS;
     t->p++;
@@ -242,7 +248,8 @@ static Status scan_args(Text *t, Columns *c, Strings *strings, Py_ssize_t r) {
         const char *k; Py_ssize_t n; int esc, more; Status s;
         if ((s = member_key(t, &k, &n, &esc))) return s;
         int key = esc ? -1 : find_key(k, n, ARG_KEYS, N_ARG_KEYS);
-        int column = key >= 0 && key < K_GRID ? key : -1;
+        int memory = key >= K_MEMORY;
+        int column = key >= 0 && key < K_GRID ? key : memory ? A_MEMORY + key - K_MEMORY : -1;
         int triple = key == K_GRID ? A_GRID : key == K_BLOCK ? A_BLOCK : -1;
         if (esc) c->slow[r] = 1;
         else if (key == K_COLLECTIVE) c->slow[r] = 1;
@@ -259,7 +266,7 @@ static Status scan_args(Text *t, Columns *c, Strings *strings, Py_ssize_t r) {
             int is_int;
             int64_t v = MISSING;
             if ((s = read_int(t, &v, &is_int))) return s;
-            if (is_int) a[column] = v; else c->slow[r] = 1;
+            if (is_int && !(memory && v == MISSING)) a[column] = v; else c->slow[r] = 1;
         } else if (triple >= 0) {
             int ok;
             if ((s = read_triple(t, a + triple, &ok))) return s;

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -84,7 +85,7 @@ def assemble(parts: list[Part]) -> tuple[EventBatch, Part]:
         sort = np.lexsort((rows, np.asarray(p.extra_order, np.int64))) if len(rows) else rows
         return EventBatch(p.columns, p.strings, rows[sort],
                           np.asarray(p.extra_key, np.int32)[sort],
-                          [p.extra_value[i] for i in sort.tolist()]), facts
+                          list(map(p.extra_value.__getitem__, sort.tolist()))), facts
     strings: list[str] = []
     index: dict[str, int] = {}
 
@@ -103,7 +104,7 @@ def assemble(parts: list[Part]) -> tuple[EventBatch, Part]:
     order = np.concatenate([np.asarray(p.extra_order, np.int64) for p in parts])
     local_keys = np.concatenate([np.asarray(p.extra_key, np.int64) for p in parts])
     part_of = np.repeat(np.arange(len(parts)), [len(p.extra_row) for p in parts])
-    values = [v for p in parts for v in p.extra_value]
+    values = list(chain.from_iterable(p.extra_value for p in parts))
     sort = np.lexsort((rows, order)) if len(rows) else np.zeros(0, np.int64)
     width = max(len(p.strings) for p in parts) + 1
     code = part_of[sort] * width + local_keys[sort]  # (part, local key) of each entry, in order
@@ -124,6 +125,6 @@ def assemble(parts: list[Part]) -> tuple[EventBatch, Part]:
         del pieces
         if offsets[-1] >= TRIM_ROWS:
             release_freed_memory()  # the parts' copies, in the C heap's holes: back to the system
-    batch = EventBatch(columns, strings, rows[sort], keys, [values[i] for i in sort.tolist()])
+    batch = EventBatch(columns, strings, rows[sort], keys, list(map(values.__getitem__, sort.tolist())))
     parts.clear()
     return batch, facts

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from itertools import compress, repeat
-from operator import attrgetter, is_, is_not
+from operator import attrgetter, is_
 from typing import Any, Sequence
 
 import numpy as np
@@ -168,16 +168,16 @@ def gpu_columns(col: dict[str, np.ndarray], extra: "Extras", rows: np.ndarray, a
         extra.add_int(i, "wait_on_event_id", a.wait_on_event_id)
 
 
-def memory_columns(col: dict[str, np.ndarray], extra: "Extras", rows: np.ndarray,
-                    args: list) -> None:
-    """Bytes, device and allocator totals of ``[memory]`` events at ``rows``."""
-    col["bytes"][rows] = ints(list(map(attrgetter("mem_bytes"), args)))
-    col["device"][rows] = ints(list(map(attrgetter("mem_device_id"), args)))
+def memory_columns(col: dict[str, np.ndarray], extra: "Extras", rows: np.ndarray, args: Any) -> None:
+    """Bytes, device and allocator totals of ``[memory]`` events at ``rows``; ``args`` reads their
+    args field by field (``trace_scan.DecodedArgs`` or ``ScannedArgs``)."""
+    col["bytes"][rows] = args.ints("mem_bytes")
+    col["device"][rows] = args.ints("mem_device_id")
     extra.step += 1
     for sub, (key, attr) in enumerate((("total_allocated", "total_allocated"),
                                        ("total_reserved", "total_reserved"),
                                        ("device_type", "mem_device_type"))):
-        extra.add_ints(rows, key, list(map(attrgetter(attr), args)), sub)
+        extra.add_present(rows, key, *args.present_ints(attr), sub)
 
 
 def int_triples(values: list[Any]) -> np.ndarray:
@@ -263,13 +263,13 @@ class Extras:
         if value is not None:
             self.add(row, key, to_int(value))
 
-    def add_ints(self, rows: np.ndarray, key: str, values: list[Any], sub: int = 0) -> None:
-        """One attribute for many rows at once (the ``sub``-th such key of this step); rows whose
-        value is None get none."""
-        present = np.fromiter(map(is_not, values, repeat(None)), bool, len(values))
+    def add_present(self, rows: np.ndarray, key: str, present: np.ndarray, values: np.ndarray,
+                    sub: int = 0) -> None:
+        """One attribute for the ``present`` rows at once (``values``: theirs, in order; the
+        ``sub``-th such key of this step)."""
         kept = rows[present].tolist()
         if kept:
             self.rows.extend(kept)
             self.keys.extend([self.key(key)] * len(kept))
-            self.values.extend(ints(list(compress(values, present))).tolist())
+            self.values.extend(values.tolist())
             self.order.extend([self.step * 8 + sub] * len(kept))

@@ -188,8 +188,7 @@ def _arg_columns(col: dict[str, np.ndarray], extra: "Extras", args: Any, pids: n
     groups = ((np.flatnonzero(gpu), GPU_ARGS), (np.flatnonzero(memory), MEMORY_ARGS),
               (np.flatnonzero(~gpu & ~memory), HOST_ARGS))
     for group, (group_rows, decoder) in enumerate(groups, 1):
-        # sync ops and [memory] events need fields only a decoded struct holds
-        decode_all = (kinds[group_rows] == Kind.SYNC) | (decoder is MEMORY_ARGS)
+        decode_all = kinds[group_rows] == Kind.SYNC  # sync ops need fields only a struct holds
         for rows, view in args.views(group_rows, decoder, decode_all):
             extra.step = 10 * group  # the order of side-table entries (trace_assemble)
             external, legacy, correlation = (view.ints(field) for field in
@@ -203,7 +202,7 @@ def _arg_columns(col: dict[str, np.ndarray], extra: "Extras", args: Any, pids: n
             if decoder is GPU_ARGS:
                 gpu_columns(col, extra, rows, view, pids[rows], tids[rows], name_ids, strings)
             elif decoder is MEMORY_ARGS:
-                memory_columns(col, extra, rows, view.items)
+                memory_columns(col, extra, rows, view)
     return gpu
 
 

@@ -27,6 +27,7 @@ import os
 import re
 import threading
 from contextlib import closing
+from itertools import compress, repeat
 from typing import Any, Callable
 
 from cuda_tracer.model.events import MISSING
@@ -183,9 +184,13 @@ def finish(path: str, doc: TraceFile, parts: list[Part]) -> RankProfile:
 
 
 def _cut(values: list | dict, keys: Any) -> int:
-    """Cut the strings of ``values`` at ``keys`` (indexes or dict keys) that are longer than
-    ``MAX_STRING_CHARS``; returns how many."""
-    long = [k for k in keys if isinstance(values[k], str) and len(values[k]) > MAX_STRING_CHARS]
+    """Cut the strings of ``values`` (a list: all of them; a dict: those at ``keys``) that are
+    longer than ``MAX_STRING_CHARS``; returns how many."""
+    if isinstance(values, list):  # all of it (a side table holds mostly numbers): C-level passes
+        texts: Any = compress(range(len(values)), map(isinstance, values, repeat(str)))
+    else:
+        texts = [k for k in keys if isinstance(values[k], str)]
+    long = [k for k in texts if len(values[k]) > MAX_STRING_CHARS]
     for k in long:
         values[k] = values[k][:MAX_STRING_CHARS]
     return len(long)
@@ -194,8 +199,7 @@ def _cut(values: list | dict, keys: Any) -> int:
 def _cut_long_strings(batch: Any, meta: dict[str, Any]) -> int:
     """Cut every string of a rank longer than ``MAX_STRING_CHARS`` (names and keys, ``args``
     values, process, thread and host names); returns how many were cut."""
-    cut = _cut(batch.strings, range(len(batch.strings))) + \
-        _cut(batch.extra_value, range(len(batch.extra_value)))
+    cut = _cut(batch.strings, None) + _cut(batch.extra_value, None)
     for names in (meta["processes"], meta["threads"]):
         cut += _cut(names, list(names))
     return cut + _cut(meta, ["host_name"])

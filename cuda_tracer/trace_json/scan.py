@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from operator import attrgetter
+from itertools import compress, repeat
+from operator import attrgetter, is_not
 from typing import Any
 
 import msgspec
 import numpy as np
 
+from cuda_tracer.model.events import MISSING
 from cuda_tracer.trace_json.columns import int_triples, ints, to_int
 from cuda_tracer.trace_json.schema import NO_ARGS, Event, decode_args
 
@@ -29,7 +31,8 @@ except ImportError:  # built without a C compiler: the Python path reads everyth
 
 ARG_COLUMNS = ("external_id", "external_id_legacy", "correlation", "device", "stream", "bytes",
                "registers", "shared_memory", "graph_id", "grid", "grid_y", "grid_z", "block",
-               "block_y", "block_z")
+               "block_y", "block_z", "mem_bytes", "mem_device_id", "total_allocated", "total_reserved",
+               "mem_device_type")
 _ARG_INDEX = {name: i for i, name in enumerate(ARG_COLUMNS)}
 _DECODE_STRING = msgspec.json.Decoder(str).decode
 _JSON_VALUE = msgspec.json.Decoder().decode
@@ -136,6 +139,12 @@ class DecodedArgs:
     def triples(self, field: str, at: np.ndarray) -> np.ndarray:
         return int_triples(list(map(attrgetter(field), self._at(at))))
 
+    def present_ints(self, field: str) -> tuple[np.ndarray, np.ndarray]:
+        """Which rows have ``field`` (not None), and its values there as integers."""
+        values = list(map(attrgetter(field), self.items))
+        present = np.fromiter(map(is_not, values, repeat(None)), bool, len(values))
+        return present, ints(list(compress(values, present)))
+
     def _at(self, at: np.ndarray | None):
         """The structs at positions ``at`` (all of them for None), with no Python loop."""
         return self.items if at is None else map(self.items.__getitem__, at.tolist())
@@ -167,6 +176,13 @@ class ScannedArgs:
     def triples(self, field: str, at: np.ndarray) -> np.ndarray:
         first = _ARG_INDEX[field]
         return self.columns[self.rows[at], first:first + 3]
+
+    def present_ints(self, field: str) -> tuple[np.ndarray, np.ndarray]:
+        """Which rows have ``field``, and its values there (the scanner leaves MISSING only where
+        a ``[memory]`` field is absent: an explicit -1 marks the row slow)."""
+        values = self.ints(field)
+        present = values != MISSING
+        return present, values[present]
 
     def call_stacks(self) -> tuple[list[int], list[str]]:
         """Positions and texts of the rows' non-empty ``Call stack`` strings."""
