@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from otel_profiler.analysis.insights_context import is_dataloader_next  # noqa: E402
+from otel_profiler.analysis.insights.context import is_dataloader_next  # noqa: E402
 
 
 def _best(fn, name: str, repeat: int = 3) -> float:

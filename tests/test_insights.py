@@ -6,6 +6,7 @@ a default threshold (GPU memory growth), the firing case lowers that threshold a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -187,10 +188,43 @@ def test_sync_in_step_counts_blocking_copies():
 
 
 def test_insights_page_in_docs_is_current():
-    from otel_profiler.analysis.insights_doc import markdown
+    """The page's generated tables are those the code prints now, and name every threshold with its
+    unit (scripts/gen_docs.py writes them; tests/test_repository.py runs its --check on every page)."""
     from conftest import REPO
+    from otel_profiler.analysis.insights.doc import markdown
+    from otel_profiler.analysis.insights.thresholds import UNIT
 
     page = (REPO / "docs" / "insights.md").read_text()
-    assert page == markdown(), "regenerate: python -m otel_profiler.analysis.insights_doc > docs/insights.md"
+    assert markdown() in page, "regenerate: python scripts/gen_docs.py"
+    units = {f.name: f.metadata[UNIT] for f in dataclasses.fields(Thresholds)}
     for t in thresholds_doc():
-        assert f"`{t['name']}`" in page
+        assert f"| `{t['name']}` | {t['default']:g} | {units[t['name']]} |" in page
+    for name in RULES:
+        assert f"| `{name}` |" in page
+
+def test_every_threshold_is_declared_with_its_unit_and_help():
+    """Each rule module's thresholds and the cluster's carry their help and unit as field metadata;
+    a field declared without them is refused by every reader (so --help and the docs never miss one)."""
+    from otel_profiler.analysis.insights.thresholds import HELP, UNIT, parse_thresholds, threshold
+    from otel_profiler.analysis.insights.thresholds import thresholds_doc as documented
+    from otel_profiler.cluster.stragglers import StragglerThresholds, split_thresholds
+
+    for cls in (Thresholds, StragglerThresholds):
+        for f in dataclasses.fields(cls):
+            assert f.metadata[HELP] and f.metadata[UNIT], f.name
+    assert [t["name"] for t in thresholds_doc()] == [f.name for f in dataclasses.fields(Thresholds)]
+
+    @dataclasses.dataclass(frozen=True)
+    class Half:
+        kept: float = threshold(1.0, "%", "a documented one")
+        bare: int = 3
+
+    with pytest.raises(TypeError, match="Half.bare"):
+        documented(Half)
+    with pytest.raises(TypeError, match="Half.bare"):
+        parse_thresholds(Half, ["kept=2"])
+    stragglers, rest = split_thresholds(["excess_pct=20", "top_ranks=5", "gpu_util_low_pct=60"])
+    assert (stragglers.excess_pct, stragglers.top_ranks, rest) == (20.0, 5, ["gpu_util_low_pct=60"])
+    assert isinstance(stragglers.top_ranks, int)
+    with pytest.raises(ValueError):
+        split_thresholds(["excess_pct=lots"])

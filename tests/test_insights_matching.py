@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from otel_profiler.analysis.insights_context import is_dataloader_next
+from otel_profiler.analysis.insights.context import is_dataloader_next
 
 MB20 = 20_000_000
 

@@ -18,7 +18,7 @@ from cuda_tracer.model.correlate import Correlation
 from cuda_tracer.model.events import GPU_OP_KINDS, EventBatch, Kind, kinds_in
 
 from ..analysis.breakdown import COMMUNICATION, COMPUTE, KERNEL_CLASSES, classify, merged_length
-from ..analysis.insights_context import is_dataloader_next
+from ..analysis.insights.context import is_dataloader_next
 
 MAX_COLLECTIVES = 4096
 """The most collective kernels a rank hands on for clock alignment (its first ones, by end time):

@@ -19,50 +19,42 @@ arrived (start times on the aligned clocks) and how often it was that last rank.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
+from ..analysis.insights.thresholds import markdown_table, parse_thresholds, threshold
+from ..analysis.insights.thresholds import thresholds_doc as documented_thresholds
 from .align import offset_ns
 
 
 @dataclass(frozen=True)
 class StragglerThresholds:
-    """The thresholds of the straggler analysis; each field's ``doc`` metadata says what it bounds."""
+    """The thresholds of the straggler analysis; each field's metadata holds its unit and help text
+    (``analysis.insights.thresholds``), from which ``--help`` and docs/cluster.md list them."""
 
-    excess_pct: float = field(default=10.0, metadata={
-        "doc": "a rank is a straggler in a step when its own work (step time less communication) "
-               "is at least this % over the step's median across ranks"})
-    top_ranks: int = field(default=3, metadata={
-        "doc": "slowest ranks listed per step"})
-    host_busy_pct: float = field(default=50.0, metadata={
-        "doc": "GPU idle time counts as host/launch-bound when the host was busy at least this % "
-               "of the step, else as stalled"})
-    heatmap_ranks: int = field(default=64, metadata={
-        "doc": "ranks shown in the rank x step heatmap and the aligned timeline (the most useful: "
-               "stragglers first, then by own work)"})
+    excess_pct: float = threshold(
+        10.0, "%", "a rank is a straggler in a step when its own work (step time less communication) "
+        "is at least this % over the step's median across ranks")
+    top_ranks: int = threshold(3, "ranks", "slowest ranks listed per step")
+    host_busy_pct: float = threshold(
+        50.0, "%", "GPU idle time counts as host/launch-bound when the host was busy at least this % "
+        "of the step, else as stalled")
+    heatmap_ranks: int = threshold(
+        64, "ranks", "ranks shown in the rank x step heatmap and the aligned timeline (the most useful: "
+        "stragglers first, then by own work)")
 
 
 def split_thresholds(items: list[str]) -> tuple[StragglerThresholds, list[str]]:
     """The straggler thresholds among ``name=value`` items, and the other items; raises
     ``ValueError`` for a value that is not a number."""
-    names = {f.name: f.type for f in fields(StragglerThresholds)}
-    values: dict[str, Any] = {}
-    rest = []
-    for item in items:
-        name, sep, value = item.partition("=")
-        if sep and name.strip() in names:
-            kind = names[name.strip()]
-            values[name.strip()] = int(value) if kind in ("int", int) else float(value)
-        else:
-            rest.append(item)
-    return StragglerThresholds(**values), rest
+    return parse_thresholds(StragglerThresholds, items)
 
 
 def thresholds_doc() -> list[dict[str, Any]]:
-    return [{"name": f.name, "default": f.default, "meaning": f.metadata["doc"]}
-            for f in fields(StragglerThresholds)]
+    """Every straggler threshold with its default and meaning (``--help``)."""
+    return documented_thresholds(StragglerThresholds)
 
 
 _PARTS = ("compute", "communication wait", "data loading", "host/launch-bound", "stalled")
@@ -160,3 +152,7 @@ def _heatmap(by_step: dict[int, dict[int, dict]], ranking: list[dict], th: Strag
     cells = [[(by_step[s][r]["duration_us"] - by_step[s][r]["communication_us"]) if r in by_step[s] else None
               for s in step_ids] for r in ranks]
     return {"ranks": ranks, "steps": step_ids, "own_us": cells}
+
+
+if __name__ == "__main__":  # the thresholds table of docs/cluster.md (scripts/gen_docs.py)
+    print(markdown_table(StragglerThresholds))

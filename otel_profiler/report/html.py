@@ -27,7 +27,7 @@ from ..analysis.activity import annotation_durations, cpu_active, precision_time
 from ..analysis.compute import cpu_timelines
 from ..analysis.document import SummaryDocument
 from ..analysis.insights import Thresholds, thresholds_doc
-from ..analysis.insights_context import step_label
+from ..analysis.insights.context import step_label
 from ..analysis.memory import memory_timeline
 from ..names import demangle, short_names
 from .flame import flame_data

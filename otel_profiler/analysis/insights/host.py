@@ -7,11 +7,38 @@ records); trace files carry none, and those rules stay silent on them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from cuda_tracer.model.events import Kind
 
-from .insights_context import Context, insight
+from .context import Context, insight
+from .thresholds import threshold
+
+
+@dataclass(frozen=True)
+class HostThresholds:
+    """The thresholds of the host rules; ``threshold`` keeps each one's help and unit."""
+
+    contention_machine_pct: float = threshold(
+        90.0, "%", "cpu_contention: the machine busy at least this % (mean of the CPU samples while steps "
+        "ran), ...")
+    contention_others_cores: float = threshold(
+        1.0, "cores", "cpu_contention: ... other processes using at least this many cores, ...")
+    contention_job_cores: float = threshold(
+        0.5, "cores", "cpu_contention: ... and the training process getting less than this many cores (high: "
+        "half).")
+    contention_min_samples: int = threshold(
+        3, "samples", "cpu_contention, host_bound: fewer CPU samples than this say nothing.")
+    host_bound_cores: float = threshold(
+        0.9, "cores", "host_bound: the training process keeps at least this many cores busy, with no busy "
+        "GPU.")
+    loader_min_cores: int = threshold(
+        2, "cores", "dataloader_workers: a machine with at least this many cores can load in worker "
+        "processes, ...")
+    loader_workers_pct: float = threshold(
+        2.0, "%", "dataloader_workers: ... and a loader without workers takes at least this % of step time.")
 
 
 def _gpu_util(ctx: Context, rank: str) -> float | None:

@@ -3,11 +3,56 @@ outliers, load balance, stragglers, memory growth, batch size, the data loader."
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from cuda_tracer.profile import Profile
 
-from .insights_context import CUDA_DEVICE_TYPE, Context, device_label, insight, step_label
+from .context import CUDA_DEVICE_TYPE, Context, device_label, insight, step_label
+from .thresholds import threshold
+
+
+@dataclass(frozen=True)
+class UsageThresholds:
+    """The thresholds of the rules on how busy the GPUs are; ``threshold`` keeps each one's help and unit."""
+
+    gpu_util_low_pct: float = threshold(
+        70.0, "%", "low_gpu_utilization: a device busy less than this % of its span is underutilized "
+        "(SageMaker p95 70).")
+    host_wait_pct: float = threshold(
+        20.0, "%", "cpu_bottleneck: GPU idle waiting for the CPU (host wait) for at least this % of the "
+        "device span.")
+    step_outlier_mads: float = threshold(
+        3.0, "scaled MADs", "step_outliers: a step slower than median + this many scaled MADs (robust sigmas)"
+        " is an outlier.")
+    step_outlier_min_excess_pct: float = threshold(
+        20.0, "%", "step_outliers: ... and at least this % slower than the median step, ...")
+    step_outlier_min_excess_ms: float = threshold(
+        5.0, "ms", "step_outliers: ... and at least this many ms slower (jitter of a few ms, as under DDP, is"
+        " no finding).")
+    min_steps: int = threshold(
+        3, "steps", "step_outliers: fewer steps than this say nothing about outliers.")
+    warmup_steps: int = threshold(
+        1, "steps", "step_outliers: a rank's first this many steps are warm-up (named so; when only they, or "
+        "the steps where a profiler window starts or stops, are slow: low severity).")
+    load_imbalance_points: float = threshold(
+        20.0, "% points", "load_balancing: utilization of the most and least busy GPU this many % points "
+        "apart.")
+    straggler_pct: float = threshold(
+        5.0, "%", "straggler_ranks: a rank whose median step is this % above the median of all ranks.")
+    memory_growth_pct_points: float = threshold(
+        10.0, "% points", "gpu_memory_growth: allocated memory rising by this many points of device memory "
+        "(SageMaker 10).")
+    memory_window_fraction: float = threshold(
+        0.1, "fraction", "gpu_memory_growth: first and last fraction of memory samples averaged "
+        "(moving-average window).")
+    batch_gpu_util_pct: float = threshold(
+        70.0, "%", "batch_size_too_small: GPU busy below this %, ... (SageMaker BatchSize 70).")
+    batch_memory_pct: float = threshold(
+        70.0, "%", "batch_size_too_small: ... and peak allocated GPU memory below this % of device memory.")
+    dataloader_pct: float = threshold(
+        10.0, "%", "dataloader: time in DataLoader ``__next__`` at least this % of step (or profile) time.")
 
 
 def low_gpu_utilization(ctx: Context) -> list[dict]:

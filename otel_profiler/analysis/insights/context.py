@@ -1,12 +1,12 @@
-"""What the insight rules share: their thresholds (``Thresholds``), the profile facts several rules
-read (``Context``, computed once) and the shape of one finding (``insight``)."""
+"""What the insight rules share: the profile facts several rules read (``Context``, computed once, with
+the run's ``Thresholds``) and the shape of one finding (``insight``)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,84 +14,10 @@ from cuda_tracer.model.correlate import Correlation, correlate
 from cuda_tracer.model.events import EventBatch, Kind, kinds_in
 from cuda_tracer.profile import Profile
 
-from .breakdown import merged_length
+from ..breakdown import merged_length
 
-
-@dataclass(frozen=True)
-class Thresholds:
-    """Every threshold the rules use. Override any with ``Thresholds(name=value)`` or ``--threshold``."""
-
-    gpu_util_low_pct: float = 70.0
-    """low_gpu_utilization: a device busy less than this % of its span is underutilized (SageMaker p95 70)."""
-    host_wait_pct: float = 20.0
-    """cpu_bottleneck: GPU idle waiting for the CPU (host wait) for at least this % of the device span."""
-    step_outlier_mads: float = 3.0
-    """step_outliers: a step slower than median + this many scaled MADs (robust sigmas) is an outlier."""
-    step_outlier_min_excess_pct: float = 20.0
-    """step_outliers: ... and at least this % slower than the median step, ..."""
-    step_outlier_min_excess_ms: float = 5.0
-    """step_outliers: ... and at least this many ms slower (jitter of a few ms, as under DDP, is no finding)."""
-    min_steps: int = 3
-    """step_outliers: fewer steps than this say nothing about outliers."""
-    warmup_steps: int = 1
-    """step_outliers: a rank's first this many steps are warm-up (named so; when only they, or the steps where a profiler window starts or stops, are slow: low severity)."""
-    load_imbalance_points: float = 20.0
-    """load_balancing: utilization of the most and least busy GPU this many % points apart."""
-    straggler_pct: float = 5.0
-    """straggler_ranks: a rank whose median step is this % above the median of all ranks."""
-    memory_growth_pct_points: float = 10.0
-    """gpu_memory_growth: allocated memory rising by this many points of device memory (SageMaker 10)."""
-    memory_window_fraction: float = 0.1
-    """gpu_memory_growth: first and last fraction of memory samples averaged (moving-average window)."""
-    batch_gpu_util_pct: float = 70.0
-    """batch_size_too_small: GPU busy below this %, ... (SageMaker BatchSize 70)."""
-    batch_memory_pct: float = 70.0
-    """batch_size_too_small: ... and peak allocated GPU memory below this % of device memory."""
-    dataloader_pct: float = 10.0
-    """dataloader: time in DataLoader ``__next__`` at least this % of step (or profile) time."""
-    short_kernel_us: float = 10.0
-    """launch_bound: kernels shorter than this are 'short'."""
-    short_kernel_fraction: float = 0.5
-    """launch_bound: at least this fraction of kernels are short, ..."""
-    launch_bound_util_pct: float = 70.0
-    """launch_bound: ... the GPU is busy less than this %, and a launch call takes as long as a kernel."""
-    sync_in_step_pct: float = 1.0
-    """sync_in_step: blocking syncs and device-to-host copies take at least this % of step time."""
-    pageable_pct: float = 10.0
-    """pageable_copies: pageable host memory copies take at least this % of all memcpy time."""
-    comm_min_pct: float = 5.0
-    """comm_overlap: communication kernels run for at least this % of the device span, ..."""
-    comm_overlap_pct: float = 50.0
-    """comm_overlap: ... and less than this % of it overlaps compute kernels."""
-    queue_depth: int = 960
-    """deep_stream_queue: a stream queue this deep is near CUDA's ~1024-entry launch queue limit."""
-    contention_machine_pct: float = 90.0
-    """cpu_contention: the machine busy at least this % (mean of the CPU samples while steps ran), ..."""
-    contention_others_cores: float = 1.0
-    """cpu_contention: ... other processes using at least this many cores, ..."""
-    contention_job_cores: float = 0.5
-    """cpu_contention: ... and the training process getting less than this many cores (high: half)."""
-    contention_min_samples: int = 3
-    """cpu_contention, host_bound: fewer CPU samples than this say nothing."""
-    host_bound_cores: float = 0.9
-    """host_bound: the training process keeps at least this many cores busy, with no busy GPU."""
-    loader_min_cores: int = 2
-    """dataloader_workers: a machine with at least this many cores can load in worker processes, ..."""
-    loader_workers_pct: float = 2.0
-    """dataloader_workers: ... and a loader without workers takes at least this % of step time."""
-
-    @classmethod
-    def parse(cls, items: list[str]) -> "Thresholds":
-        """From ``name=value`` strings (e.g. ``gpu_util_low_pct=60``); raises ``ValueError``."""
-        types = {f.name: f.type for f in fields(cls)}
-        values: dict[str, Any] = {}
-        for item in items:
-            name, sep, value = item.partition("=")
-            name = name.strip()
-            if not sep or name not in types:
-                raise ValueError(f"unknown threshold {item!r}; known: {', '.join(types)}")
-            values[name] = int(value) if types[name] in ("int", int) else float(value)
-        return cls(**values)
+if TYPE_CHECKING:
+    from . import Thresholds
 
 
 SCALAR_READ_OPS = ("aten::item", "aten::_local_scalar_dense")

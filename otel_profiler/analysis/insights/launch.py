@@ -3,13 +3,40 @@ communication overlap, deep stream queues."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from cuda_tracer.model.events import Kind, MemcpyKind
 
-from .breakdown import COMMUNICATION, COMPUTE, KERNEL_CLASSES, classify, merged_length
-from .insights_context import LAUNCH_API, SCALAR_READ_OPS, Context, device_label, insight
-from .platform import blocking_call
+from ..breakdown import COMMUNICATION, COMPUTE, KERNEL_CLASSES, classify, merged_length
+from ..platform import blocking_call
+from .context import LAUNCH_API, SCALAR_READ_OPS, Context, device_label, insight
+from .thresholds import threshold
+
+
+@dataclass(frozen=True)
+class LaunchThresholds:
+    """The thresholds of the rules on how work reaches the GPU; ``threshold`` keeps each one's help and unit."""
+
+    short_kernel_us: float = threshold(
+        10.0, "µs", "launch_bound: kernels shorter than this are 'short'.")
+    short_kernel_fraction: float = threshold(
+        0.5, "fraction", "launch_bound: at least this fraction of kernels are short, ...")
+    launch_bound_util_pct: float = threshold(
+        70.0, "%", "launch_bound: ... the GPU is busy less than this %, and a launch call takes as long as a "
+        "kernel.")
+    sync_in_step_pct: float = threshold(
+        1.0, "%", "sync_in_step: blocking syncs and device-to-host copies take at least this % of step time.")
+    pageable_pct: float = threshold(
+        10.0, "%", "pageable_copies: pageable host memory copies take at least this % of all memcpy time.")
+    comm_min_pct: float = threshold(
+        5.0, "%", "comm_overlap: communication kernels run for at least this % of the device span, ...")
+    comm_overlap_pct: float = threshold(
+        50.0, "%", "comm_overlap: ... and less than this % of it overlaps compute kernels.")
+    queue_depth: int = threshold(
+        960, "entries", "deep_stream_queue: a stream queue this deep is near CUDA's ~1024-entry launch queue "
+        "limit.")
 
 
 def launch_bound(ctx: Context) -> list[dict]:

@@ -5,28 +5,48 @@
     {"rule": "low_gpu_utilization", "severity": "high"|"medium"|"low", "scope": "device 1",
      "title": "...", "evidence": "...", "recommendation": "...", "metrics": {...}}
 
-Thresholds live in one dataclass, ``Thresholds``; each field documents what it bounds. Defaults follow
+Each rule module declares its rules' thresholds beside them (``UsageThresholds``, ``LaunchThresholds``,
+``HostThresholds``: fields made with ``thresholds.threshold``, whose metadata holds the help text and
+unit); ``Thresholds`` is all of them in one frozen dataclass, in that order. Defaults follow
 the SageMaker Debugger profiler rules where one exists (``LowGPUUtilization`` p95 70 %, ``StepOutlier``,
 ``LoadBalancing``, ``GPUMemoryIncrease`` 10 points, ``BatchSize`` 70/70/70, ``Dataloader``); the
 others are the first things a GPU performance engineer checks; the host rules (CPU contention, a
-host-bound job, DataLoader workers, recording operators) hold on any machine. Rules that need data a trace lacks
-(steps, CPU-side events, memory samples, several ranks) stay silent rather than guess.
+host-bound job, DataLoader workers, recording operators) hold on any machine. Rules that need data a
+trace lacks (steps, CPU-side events, memory samples, several ranks) stay silent rather than guess.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 from cuda_tracer.profile import Profile
 
-from .insights_context import Context, Thresholds
-from .insights_host import cpu_contention, dataloader_workers, host_bound, record_operators
-from .insights_launch import comm_overlap, deep_stream_queue, launch_bound, pageable_copies, sync_in_step
-from .insights_usage import (batch_size_too_small, cpu_bottleneck, dataloader, gpu_memory_growth,
-                             load_balancing, low_gpu_utilization, step_outliers, straggler_ranks)
+from .context import Context
+from .host import HostThresholds, cpu_contention, dataloader_workers, host_bound, record_operators
+from .launch import (LaunchThresholds, comm_overlap, deep_stream_queue, launch_bound, pageable_copies,
+                     sync_in_step)
+from .usage import (UsageThresholds, batch_size_too_small, cpu_bottleneck, dataloader, gpu_memory_growth,
+                    load_balancing, low_gpu_utilization, step_outliers, straggler_ranks)
+from .thresholds import parse_thresholds
+from .thresholds import thresholds_doc as documented_thresholds
 
 __all__ = ["RULES", "Thresholds", "insights", "thresholds_doc"]
+
+
+@dataclass(frozen=True)
+class Thresholds(HostThresholds, LaunchThresholds, UsageThresholds):
+    """Every threshold the rules use (fields in base order: usage, launch, host). Override any with
+    ``Thresholds(name=value)`` or ``--threshold``."""
+
+    @classmethod
+    def parse(cls, items: list[str]) -> "Thresholds":
+        """From ``name=value`` strings (e.g. ``gpu_util_low_pct=60``); raises ``ValueError``."""
+        found, unknown = parse_thresholds(cls, items)
+        if unknown:
+            known = ", ".join(f.name for f in fields(cls))
+            raise ValueError(f"unknown threshold {unknown[0]!r}; known: {known}")
+        return found
 
 
 RULES: dict[str, Callable[[Context], list[dict]]] = {
@@ -61,17 +81,6 @@ def insights(profile: Profile, summary: dict, thresholds: Thresholds | None = No
 
 
 def thresholds_doc(code: str = "") -> list[dict[str, Any]]:
-    """Every threshold with its default and meaning (for documentation and the report). Names the
-    docstrings mark as ````code```` are written between ``code`` (plain text by default; "`" for
-    Markdown)."""
-    import inspect
-    import re
-
-    source = inspect.getsource(Thresholds)
-    out = []
-    for name, value in asdict(Thresholds()).items():
-        after = source.split(f"    {name}:", 1)[1]
-        doc = after.split('"""')[1] if '"""' in after else ""
-        meaning = re.sub(r"``(.+?)``", lambda m: code + m.group(1) + code, " ".join(doc.split()))
-        out.append({"name": name, "default": value, "meaning": meaning})
-    return out
+    """Every threshold with its default and meaning (for ``--help`` and the report). Names the help
+    marks as ````code```` are written between ``code`` (plain text by default; "`" for Markdown)."""
+    return documented_thresholds(Thresholds, code)
