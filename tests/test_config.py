@@ -208,3 +208,75 @@ def test_a_job_with_out_of_range_settings_and_ports_runs_profiled_with_one_line_
                  "OTEL_PROFILER_SLOW_STEP_FACTOR='0.0001'", "OTEL_PROFILER_WINDOW_STEPS='0'"):
         assert any(said in line for line in lines), (said, lines)
     assert list((tmp_path / "prof").glob("rank-*.events"))  # profiling ran
+
+
+# ------------------------------------------------------------------- the typed settings object
+def test_every_variable_is_one_typed_field_named_by_the_rule():
+    """One field per variable, named as ``attribute_name`` says, read by attribute or (older
+    callers) by the variable's name, with the same value."""
+    from dataclasses import fields
+
+    named = [f.name for f in fields(config.Settings) if "variable" in f.metadata]
+    assert len(named) == len(set(named)) == len(config.VARIABLES)
+    assert [config.attribute_name(name) for name in config.VARIABLES] == named
+    loaded = config.load({"OTEL_PROFILER_SPAN_BUDGET": "300", "OTEL_SERVICE_NAME": "trainer",
+                          "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces",
+                          "OTEL_PROFILER_STEPS": "off"})
+    assert (loaded.span_budget, loaded.otel_service_name, loaded.steps) == (300, "trainer", None)
+    assert loaded.otel_exporter_otlp_traces_endpoint == "http://collector:4318/v1/traces"
+    for name in config.VARIABLES:
+        assert getattr(loaded, config.attribute_name(name)) is loaded[name] is loaded.values[name]
+
+
+def _conforms(value, hint) -> bool:
+    import types
+    import typing
+    from collections.abc import Mapping
+
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_conforms(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if origin is tuple:
+        return isinstance(value, tuple) and all(isinstance(x, str) for x in value)
+    if origin is Mapping or hint is Mapping:
+        return isinstance(value, Mapping) and all(isinstance(k, str) and isinstance(v, str)
+                                                  for k, v in value.items())
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
+@pytest.mark.parametrize("env", [
+    {},
+    {"OTEL_PROFILER_STEPS": "off", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318",
+     "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT": "5", "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "a=b",
+     "OTEL_PROFILER_ACTIVITIES": "cpu_op", "OTEL_TRACES_EXPORTER": "console,zipkin",
+     "OTEL_EXPORTER_OTLP_TRACES_INSECURE": "true", "OTEL_PROFILER_SLOW_STEP_FACTOR": "0"},
+    {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "ftp://x", "OTEL_PROFILER_WINDOW_STEPS": "0",
+     "OTEL_PROFILER_SPAN_WINDOW_S": "2", "OTEL_RESOURCE_ATTRIBUTES": "service.name=job,team=ml"},
+], ids=["defaults", "set", "out-of-range"])
+def test_each_field_holds_a_value_of_its_declared_type(env):
+    """What ``load`` puts in each field (parsed, default, or the value that turns a feature off)
+    is of the type the field declares, so the type checker's view of the settings holds."""
+    import typing
+
+    loaded = config.load(env)
+    hints = typing.get_type_hints(config.Settings)
+    for name in config.VARIABLES:
+        attribute = config.attribute_name(name)
+        assert _conforms(getattr(loaded, attribute), hints[attribute]), (name, getattr(loaded, attribute))
+    assert _conforms(loaded.traces_target, hints["traces_target"])
+
+
+def test_settings_cannot_be_changed():
+    import dataclasses
+
+    loaded = config.load({})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        loaded.span_budget = 5  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        loaded.values["OTEL_PROFILER_SPAN_BUDGET"] = 5  # type: ignore[index]

@@ -192,6 +192,44 @@ def parse_basic_auth(text: str) -> str:
     return value
 
 
+class Exporters(tuple):
+    """The exporter names of ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER`` that the profiler
+    knows (``unknown``: the others, each ignored with one warning, never an error)."""
+
+    unknown: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return ",".join(self) or "none"
+
+
+EXPORTER_NAMES = {"OTEL_TRACES_EXPORTER": ("otlp", "console", "none"),
+                  "OTEL_METRICS_EXPORTER": ("otlp", "prometheus", "console", "none")}
+
+
+def exporter_parser(known: tuple[str, ...]) -> Callable[[str], Exporters]:
+    """The parser of a comma list of exporter names, ``known`` being those the profiler supports."""
+    def parse(text: str) -> Exporters:
+        names = [n.strip().lower() for n in text.split(",") if n.strip()]
+        out = Exporters(n for n in dict.fromkeys(names) if n in known and n != "none")
+        out.unknown = tuple(n for n in dict.fromkeys(names) if n not in known)
+        return out
+    return parse
+
+
+def exporter_warnings(values: Mapping[str, Any]) -> list[str]:
+    """One line per exporter name the profiler ignores (it turns off only what it names)."""
+    out = []
+    for name, known in EXPORTER_NAMES.items():
+        for unknown in getattr(values.get(name), "unknown", ()):
+            out.append(f"{name}: exporter {unknown!r} is not supported here (supported: "
+                       f"{', '.join(known)}); it is ignored, the other settings still apply")
+    return out
+
+
+parse_exporters = exporter_parser(EXPORTER_NAMES["OTEL_METRICS_EXPORTER"])
+parse_traces_exporters = exporter_parser(EXPORTER_NAMES["OTEL_TRACES_EXPORTER"])
+
+
 LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK")
 """Where launchers put the local rank (torchrun, SLURM, Open MPI), first found wins."""
 
