@@ -19,7 +19,7 @@ from otel_profiler.spans import attributes as span_attrs
 
 STEP_SPAN = "train.step"
 RANK_ATTR = "otel_profiler.rank"
-assert RANK_ATTR in span_attrs.ATTRIBUTES and STEP_SPAN  # names shared with the span model
+assert RANK_ATTR in span_attrs.ATTRIBUTE_NAMES and STEP_SPAN  # names shared with the span model
 TRACE_VAR = "traces"
 STORES = ("jaeger", "tempo")
 

@@ -1,239 +1,226 @@
-"""Span attributes: their names (``ATTRIBUTES``), how they are collected into columns, and the
-resource of a rank.
+"""The span attributes: ``ATTRIBUTES``, the list the span builder emits them from (in this order),
+and the resource of a rank. ``python -m otel_profiler.spans.attributes`` prints the attribute table
+of docs/spans.md.
 
 Names follow the OpenTelemetry semantic conventions where one exists (``service.name``,
 ``host.name``, ``process.pid``, ``thread.id``); no ``gpu.*`` or ``cuda.*`` convention exists,
-so ``gpu.*`` here is this project's namespace for GPU
-facts and ``otel_profiler.*`` for profiler bookkeeping. Used by ``otel_profiler.spans.build``.
+so ``gpu.*`` here is this project's namespace for GPU facts and ``otel_profiler.*`` for profiler
+bookkeeping.
+
+An entry with a ``column`` copies that EventBatch column onto the individual spans of its
+``carriers`` where the value is not missing: a kernel-span attribute from a new column is one entry.
+Any other entry names the function of ``derived`` that sets it.
 """
 
 from __future__ import annotations
 
-import re
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from cuda_tracer.model.events import GPU_OP_KINDS, MISSING, Kind, MemcpyKind, SyncKind
+from cuda_tracer.model.events import Kind
 
-from ..analysis.breakdown import KERNEL_CLASSES, classify
-from ..analysis.step_figures import root_figures
-from ..names import demangle
+from . import derived
+from .columns import KIND_NAMES, AttrColumn, Columns
+from .layout import SpanLayout
 from .options import SpanOptions
 
-ATTRIBUTES = {
-    "otel_profiler.kind": "what the span is: step, window, annotation, runtime, driver, kernel, memcpy, "
-                          "memset, sync, gpu_annotation",
-    "otel_profiler.step": "training step number (root span of a step trace)",
-    "otel_profiler.rank": "distributed rank (root span; also a resource attribute)",
-    "otel_profiler.run.id": "run id shared by all ranks of a job (root span; also resource)",
-    "otel_profiler.window.start_ns": "start of the window (root span of a window trace)",
-    "otel_profiler.span_budget": "the span budget of the trace (root span)",
-    "otel_profiler.spans.individual": "events exported as individual spans in this trace (root span)",
-    "otel_profiler.spans.aggregated_events": "events counted in aggregate spans of this trace (root span)",
-    "otel_profiler.span_selection": "how individual spans were chosen (root span)",
-    "otel_profiler.top_kernels": "names of the kernels with the most GPU time in the trace (root span)",
-    "otel_profiler.top_operators": "PyTorch operators whose kernels took the most GPU time in the trace, "
-                                   "innermost operator that launched each kernel (root span)",
-    "otel_profiler.top_operator": "the first of otel_profiler.top_operators, as one string a trace search "
-                                  "can match (root span)",
-    "gpu.memory.peak_allocated_bytes": "largest allocated GPU memory in the trace, from [memory] events "
-                                       "(root span; needs memory recording)",
-    "gpu.memory.peak_reserved_bytes": "largest GPU memory reserved by the caching allocator in the trace "
-                                      "(root span; needs memory recording)",
-    "otel_profiler.raw_name": "the name as the trace recorded it, where the span name is its demangled "
-                              "form (C++ symbols such as _ZN7ck_tile6kentry...)",
-    "otel_profiler.aggregated": "true on aggregate spans",
-    "otel_profiler.aggregate.count": "events counted in an aggregate span",
-    "otel_profiler.aggregate.duration_ns": "summed duration of those events",
-    "otel_profiler.aggregate.max_duration_ns": "longest of those events",
-    "thread.id": "(semconv) CPU thread of an annotation or API call",
-    "gpu.device.id": "GPU index",
-    "gpu.stream.id": "CUDA stream",
-    "gpu.correlation.id": "CUPTI correlation id linking a GPU op to its launch call",
-    "gpu.launch.delay_ns": "launch delay (HTA): gpu start - launch call end, clipped at 0",
-    "gpu.launch.latency_ns": "launch latency (Nsight): gpu start - launch call start",
-    "gpu.kernel.class": "compute, communication or memory",
-    "gpu.kernel.grid.x/y/z, gpu.kernel.block.x/y/z": "launch geometry",
-    "gpu.kernel.registers": "registers per thread",
-    "gpu.kernel.shared_memory": "shared memory bytes",
-    "gpu.graph.id": "CUDA graph that ran the kernel",
-    "gpu.memory.bytes": "bytes copied or set",
-    "gpu.memory.bandwidth_gbps": "bytes / duration, in GB/s (1e9 bytes per second)",
-    "gpu.memcpy.kind": "copy direction: HtoD, DtoH, DtoD, PtoP, HtoH",
-    "gpu.sync.kind": "what a sync waited for: stream, event, context, stream_wait_event",
-    "gpu.api.synchronizing": "true on runtime/driver calls that block the CPU until the GPU is done",
-}
+__all__ = ["ATTRIBUTES", "ATTRIBUTE_NAMES", "AttrColumn", "Columns", "KIND_NAMES", "SpanAttribute", "emit_attributes",
+           "resource_attributes", "version"]
 
-_SYNC_CALL = re.compile(r"Synchronize")
-
-KIND_NAMES = {k: k.name.lower() for k in Kind}
-KIND_NAMES[Kind.USER_ANNOTATION] = "annotation"
-KIND_NAMES[Kind.GPU_USER_ANNOTATION] = "gpu_annotation"
+EVENT_SPANS = ("annotation", "gpu_annotation", "cpu_op", "runtime", "driver", "kernel", "memcpy", "memset",
+               "sync")
+"""``otel_profiler.kind`` of the spans of single events."""
+ROOTS = ("step", "window")
+AGGREGATE = "aggregate"
+"""Carrier name of aggregate spans (``otel_profiler.aggregated``; their kind is the events' kind)."""
+RUN = "run"
+"""Carrier name of a rank's run span (``context``: joined traces only)."""
+GPU_OPS = ("kernel", "memcpy", "memset")
+_KIND_OF_NAME = {name: kind for kind, name in KIND_NAMES.items()}
 
 
-@dataclass
-class AttrColumn:
-    """One attribute over all spans: ``values`` per span, set where ``present`` (None: everywhere).
+@dataclass(frozen=True)
+class SpanAttribute:
+    """One span attribute: its name and type, the spans that carry it (``otel_profiler.kind`` values,
+    ``aggregate``, ``run``), where its value comes from and what it means.
 
-    ``type`` is ``int`` (int64), ``double`` (float64), ``bool`` or ``value`` (int index into
-    ``SpanTable.values``: any string / list value, encoded once per distinct value).
+    ``type``: ``int``, ``double``, ``bool``, ``string`` or ``string[]``. ``column``: the EventBatch
+    column copied onto individual spans of the carriers; else ``derive`` sets it and ``how`` says
+    from what. ``when``: a condition beyond the span kind (empty: always there on its carriers).
     """
 
-    key: str
+    name: str
     type: str
-    values: np.ndarray
-    present: np.ndarray | None = None
+    carriers: tuple[str, ...]
+    description: str
+    column: str = ""
+    derive: derived.Derivation | None = None
+    how: str = ""
+    when: str = ""
 
+    @property
+    def source(self) -> str:
+        return f"column `{self.column}`" if self.column else self.how
 
-
-class Columns:
-    """Collects the attribute columns of a span table under construction."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.attrs: list[AttrColumn] = []
-        self.values: list[Any] = []
-        self._value_index: dict[Any, int] = {}
-
-    def value_id(self, value: Any) -> int:
-        key = (type(value).__name__, tuple(value) if isinstance(value, list) else value)
-        i = self._value_index.get(key)
-        if i is None:
-            i = self._value_index[key] = len(self.values)
-            self.values.append(value)
-        return i
-
-    def add(self, key: str, type_: str, rows: np.ndarray, values: np.ndarray) -> None:
-        """Set ``key`` on spans ``rows`` (skips empty ones)."""
-        if not len(rows):
+    def emit(self, layout: SpanLayout, columns: Columns) -> None:
+        """Set this attribute on the spans of ``layout`` that carry it."""
+        if self.derive is not None:
+            self.derive(self.name, layout, columns)
             return
-        dtype = {"int": np.int64, "double": np.float64, "bool": np.bool_, "value": np.int64}[type_]
-        col = np.zeros(self.n, dtype)
-        col[rows] = values
-        present = np.zeros(self.n, bool)
-        present[rows] = True
-        self.attrs.append(AttrColumn(key, type_, col, None if present.all() else present))
-
-    def add_present(self, key: str, rows: np.ndarray, values: np.ndarray) -> None:
-        """Integer attribute on ``rows`` where the value is not ``MISSING``."""
-        ok = values != MISSING
-        self.add(key, "int", rows[ok], values[ok])
-
-    def add_values(self, key: str, rows: np.ndarray, per_row: list[Any]) -> None:
-        self.add(key, "value", rows, np.array([self.value_id(v) for v in per_row], np.int64))
+        kinds = np.asarray([_KIND_OF_NAME[c] for c in self.carriers if c in _KIND_OF_NAME], np.uint8)
+        rows = layout.event_rows
+        mine = np.flatnonzero(np.isin(layout.batch.kind[rows], kinds))
+        columns.add_present(self.name, layout.event_spans[mine],
+                            layout.batch.columns[self.column][rows][mine].astype(np.int64))
 
 
-
-def root_attributes(cols, batch, opt, run_id, rank, traces, roots, trace_row, keep, a_trace, a_count,
-                dev_rows) -> None:
-    """Attributes of the root spans (span positions 0..len(roots)-1; ``roots`` are trace indexes)."""
-    n_traces, pos = len(traces.numbers), np.arange(len(roots))
-    step = traces.is_step[roots]
-    cols.add("otel_profiler.step", "int", pos[step], traces.numbers[roots][step])
-    cols.add("otel_profiler.window.start_ns", "int", pos[~step], traces.window_start[roots][~step])
-    cols.add("otel_profiler.rank", "int", pos, np.full(len(roots), rank))
-    cols.add_values("otel_profiler.run.id", pos, [run_id] * len(roots))
-    cols.add("otel_profiler.span_budget", "int", pos, np.full(len(roots), opt.budget))
-    individual = np.bincount(trace_row[keep & (trace_row >= 0)], minlength=n_traces)
-    cols.add("otel_profiler.spans.individual", "int", pos, individual[roots])
-    aggregated = np.bincount(a_trace, weights=a_count, minlength=n_traces).astype(np.int64)
-    cols.add("otel_profiler.spans.aggregated_events", "int", pos, aggregated[roots])
-    cols.add_values("otel_profiler.span_selection", pos,
-                    [f"costliest GPU ops (with launch calls) and API calls by duration within "
-                     f"{opt.budget} spans; the rest aggregated per (trace, kind, name)"] * len(roots))
-    # Top kernels by total GPU time per trace.
-    kern = dev_rows[batch.kind[dev_rows] == Kind.KERNEL]
-    tops: list[list[str]] = [[] for _ in range(n_traces)]
-    if len(kern) and opt.top_kernels > 0:
-        tr = trace_row[kern]
-        key = tr * (len(batch.strings) + 1) + batch.name[kern]
-        ukey, inv = np.unique(key, return_inverse=True)
-        total = np.bincount(inv, weights=batch.duration_ns[kern])
-        order = np.lexsort((-total, ukey // (len(batch.strings) + 1)))
-        for k in order.tolist():
-            t = int(ukey[k] // (len(batch.strings) + 1))
-            if len(tops[t]) < opt.top_kernels:
-                tops[t].append(demangle(batch.strings[int(ukey[k] % (len(batch.strings) + 1))]))
-    has = [p for p, t in enumerate(roots.tolist()) if tops[t]]
-    cols.add_values("otel_profiler.top_kernels", np.asarray(has, np.int64), [tops[roots[p]] for p in has])
+def _column(name: str, column: str, carriers: tuple[str, ...], description: str, when: str = "") -> SpanAttribute:
+    return SpanAttribute(name, "int", carriers, description, column=column, when=when)
 
 
-def figure_attributes(cols, batch, corr, opt, traces, roots, trace_row) -> None:
-    """Top operators and the GPU memory peak of each root span (``analysis.step_figures``)."""
-    fig = root_figures(batch, corr, trace_row, traces.start, traces.end, opt.top_kernels)
-    has = [p for p, t in enumerate(roots.tolist()) if fig.top_operators[t]]
-    cols.add_values("otel_profiler.top_operators", np.asarray(has, np.int64),
-                    [fig.top_operators[roots[p]] for p in has])
-    cols.add_values("otel_profiler.top_operator", np.asarray(has, np.int64),
-                    [fig.top_operators[roots[p]][0] for p in has])
-    pos = np.arange(len(roots))
-    for key, values in (("gpu.memory.peak_allocated_bytes", fig.peak_allocated[roots]),
-                        ("gpu.memory.peak_reserved_bytes", fig.peak_reserved[roots])):
-        cols.add(key, "int", pos[values >= 0], values[values >= 0])
+def _derived(name: str, type_: str, carriers: tuple[str, ...], derive: derived.Derivation, how: str,
+             description: str, when: str = "") -> SpanAttribute:
+    return SpanAttribute(name, type_, carriers, description, derive=derive, how=how, when=when)
 
 
-def event_attributes(cols, batch, ev, ev_span, launch_row, corr) -> None:
-    kind = batch.kind[ev]
-    cpu = np.flatnonzero(batch.tid[ev] != MISSING)
-    cols.add("thread.id", "int", ev_span[cpu], batch.tid[ev][cpu])
-    gpu = np.flatnonzero(np.isin(kind, np.asarray(GPU_OP_KINDS + (Kind.SYNC, Kind.GPU_USER_ANNOTATION),
-                                                  np.uint8)))
-    cols.add_present("gpu.device.id", ev_span[gpu], batch.device[ev][gpu].astype(np.int64))
-    cols.add_present("gpu.stream.id", ev_span[gpu], batch.stream[ev][gpu])
-    cols.add_present("gpu.correlation.id", ev_span, batch.correlation[ev])
-    # Blocking synchronization calls (cudaStreamSynchronize, cuCtxSynchronize, cudaEventSynchronize...;
-    # not cudaStreamWaitEvent, which only enqueues a wait on the GPU).
-    calls = np.flatnonzero(np.isin(kind, np.asarray([Kind.RUNTIME, Kind.DRIVER], np.uint8)))
-    if len(calls):
-        is_sync = np.array([bool(_SYNC_CALL.search(n)) for n in batch.strings] or [False])
-        blocking = calls[is_sync[batch.name[ev][calls]]]
-        cols.add("gpu.api.synchronizing", "bool", ev_span[blocking], np.ones(len(blocking), bool))
-    # Launch delay/latency of GPU ops and syncs with a launch call (HTA / Nsight definitions).
-    l_row = launch_row[ev]
-    has_launch = np.flatnonzero(l_row >= 0)
-    g_start = batch.start_ns[ev][has_launch]
-    lr = l_row[has_launch]
-    cols.add("gpu.launch.latency_ns", "int", ev_span[has_launch], g_start - batch.start_ns[lr])
-    cols.add("gpu.launch.delay_ns", "int", ev_span[has_launch], np.maximum(g_start - batch.end_ns[lr], 0))
-    kern = np.flatnonzero(kind == Kind.KERNEL)
-    for key, col in (("gpu.kernel.grid.x", "grid_x"), ("gpu.kernel.grid.y", "grid_y"),
-                     ("gpu.kernel.grid.z", "grid_z"), ("gpu.kernel.block.x", "block_x"),
-                     ("gpu.kernel.block.y", "block_y"), ("gpu.kernel.block.z", "block_z"),
-                     ("gpu.kernel.registers", "registers"), ("gpu.kernel.shared_memory", "shared_mem")):
-        cols.add_present(key, ev_span[kern], batch.columns[col][ev][kern].astype(np.int64))
-    cols.add_present("gpu.graph.id", ev_span[kern], batch.graph_id[ev][kern])
-    ops = np.flatnonzero(np.isin(kind, np.asarray(GPU_OP_KINDS, np.uint8)))
-    if len(ops):
-        # Classify each distinct (kind, name) once, then map back to every op.
-        op_rows = ev[ops]
-        keys = (batch.kind[op_rows].astype(np.int64) << 32) | batch.name[op_rows].astype(np.int64)
-        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        klass = classify(batch, op_rows[first])[inverse]
-        class_ids = np.array([cols.value_id(c) for c in KERNEL_CLASSES], np.int64)
-        cols.add("gpu.kernel.class", "value", ev_span[ops], class_ids[klass])
-    mem = np.flatnonzero(np.isin(kind, np.asarray([Kind.MEMCPY, Kind.MEMSET], np.uint8)))
-    nbytes = batch.bytes[ev][mem]
-    cols.add_present("gpu.memory.bytes", ev_span[mem], nbytes)
-    d = batch.duration_ns[ev][mem]
-    bw = np.flatnonzero((nbytes >= 0) & (d > 0))
-    cols.add("gpu.memory.bandwidth_gbps", "double", ev_span[mem][bw], nbytes[bw] / d[bw])
-    copy = np.flatnonzero(kind == Kind.MEMCPY)
-    sub = batch.subkind[ev][copy]
-    copy_ids = np.array([cols.value_id(m.name) for m in MemcpyKind], np.int64)
-    cols.add("gpu.memcpy.kind", "value", ev_span[copy], copy_ids[np.minimum(sub, len(MemcpyKind) - 1)])
-    sync = np.flatnonzero(kind == Kind.SYNC)
-    sub = batch.subkind[ev][sync]
-    sync_ids = np.array([cols.value_id(s.name.lower()) for s in SyncKind], np.int64)
-    cols.add("gpu.sync.kind", "value", ev_span[sync], sync_ids[np.minimum(sub, len(SyncKind) - 1)])
+_LAUNCH_HOW = "start of the event and of its launch call"
+_KERNEL = ("kernel",)
+_DEVICE_SIDE = GPU_OPS + ("sync", "gpu_annotation")
+
+ATTRIBUTES: tuple[SpanAttribute, ...] = (
+    _derived("otel_profiler.kind", "string", ROOTS + EVENT_SPANS + (AGGREGATE, RUN), derived.span_kind,
+             "column `kind`", "what the span is: step, window, annotation, gpu_annotation, cpu_op, runtime, "
+             "driver, kernel, memcpy, memset, sync, run (an aggregate span: the kind of its events)"),
+    # root spans
+    _derived("otel_profiler.step", "int", ("step",), derived.step_number, "the STEP event's name",
+             "training step number"),
+    _derived("otel_profiler.window.start_ns", "int", ("window",), derived.window_start,
+             "`OTEL_PROFILER_SPAN_WINDOW_S`", "start of the window of a window trace"),
+    _derived("otel_profiler.rank", "int", ROOTS + (RUN,), derived.rank, "metadata, else column `rank`",
+             "distributed rank (also a resource attribute)"),
+    _derived("otel_profiler.run.id", "string", ROOTS + (RUN,), derived.run_id,
+             "`OTEL_PROFILER_RUN_ID` or the metadata", "run id shared by all ranks of a job (also a resource "
+             "attribute)"),
+    _derived("otel_profiler.span_budget", "int", ROOTS, derived.span_budget, "`OTEL_PROFILER_SPAN_BUDGET`",
+             "the span budget of the trace"),
+    _derived("otel_profiler.spans.individual", "int", ROOTS, derived.individual_spans, "the span budget",
+             "events exported as individual spans in this trace (and batch)"),
+    _derived("otel_profiler.spans.aggregated_events", "int", ROOTS, derived.aggregated_events,
+             "the span budget", "events counted in aggregate spans of this trace (and batch)"),
+    _derived("otel_profiler.span_selection", "string", ROOTS, derived.span_selection, "the span budget",
+             "how individual spans were chosen"),
+    _derived("otel_profiler.top_kernels", "string[]", ROOTS, derived.top_kernels,
+             "columns `name`, `start_ns`, `end_ns` of kernels", "names of the kernels with the most GPU time "
+             "in the trace (demangled)", when="the trace has kernels"),
+    _derived("otel_profiler.top_operators", "string[]", ROOTS, derived.top_operators,
+             "CPU ops and their kernels (`analysis.step_figures`)", "PyTorch operators whose kernels took the "
+             "most GPU time in the trace, innermost operator that launched each kernel",
+             when="the trace has CPU ops that launched kernels"),
+    _derived("otel_profiler.top_operator", "string", ROOTS, derived.top_operator,
+             "CPU ops and their kernels (`analysis.step_figures`)", "the first of otel_profiler.top_operators, "
+             "as one string a trace search can match", when="the trace has CPU ops that launched kernels"),
+    _derived("gpu.memory.peak_allocated_bytes", "int", ROOTS, derived.peak_allocated, "[memory] events",
+             "largest allocated GPU memory in the trace", when="memory is recorded"),
+    _derived("gpu.memory.peak_reserved_bytes", "int", ROOTS, derived.peak_reserved, "[memory] events",
+             "largest GPU memory reserved by the caching allocator in the trace", when="memory is recorded"),
+    # individual spans
+    _column("thread.id", "tid", EVENT_SPANS, "(semantic convention) CPU thread of an annotation, CPU op or "
+            "API call", when="the event has a thread"),
+    _column("gpu.device.id", "device", _DEVICE_SIDE, "GPU index"),
+    _column("gpu.stream.id", "stream", _DEVICE_SIDE, "CUDA stream"),
+    _column("gpu.correlation.id", "correlation", EVENT_SPANS, "CUPTI correlation id linking a GPU op to its "
+            "launch call", when="the event has one"),
+    _derived("gpu.api.synchronizing", "bool", ("runtime", "driver"), derived.synchronizing, "column `name`",
+             "true on runtime/driver calls that block the CPU until the GPU is done "
+             "(`cuda*Synchronize`, `cu*Synchronize`)", when="the call synchronizes"),
+    _derived("gpu.launch.latency_ns", "int", GPU_OPS + ("sync",), derived.launch_latency, _LAUNCH_HOW,
+             "launch latency (Nsight): GPU start - launch call start", when="the launch call is known"),
+    _derived("gpu.launch.delay_ns", "int", GPU_OPS + ("sync",), derived.launch_delay, _LAUNCH_HOW,
+             "launch delay (HTA): GPU start - launch call end, clipped at 0", when="the launch call is known"),
+    _column("gpu.kernel.grid.x", "grid_x", _KERNEL, "launch geometry: grid size in x"),
+    _column("gpu.kernel.grid.y", "grid_y", _KERNEL, "launch geometry: grid size in y"),
+    _column("gpu.kernel.grid.z", "grid_z", _KERNEL, "launch geometry: grid size in z"),
+    _column("gpu.kernel.block.x", "block_x", _KERNEL, "launch geometry: block size in x"),
+    _column("gpu.kernel.block.y", "block_y", _KERNEL, "launch geometry: block size in y"),
+    _column("gpu.kernel.block.z", "block_z", _KERNEL, "launch geometry: block size in z"),
+    _column("gpu.kernel.registers", "registers", _KERNEL, "registers per thread"),
+    _column("gpu.kernel.shared_memory", "shared_mem", _KERNEL, "shared memory bytes (static + dynamic)"),
+    _column("gpu.graph.id", "graph_id", _KERNEL, "CUDA graph that ran the kernel", when="run by a CUDA graph"),
+    _derived("gpu.kernel.class", "string", GPU_OPS, derived.kernel_class, "columns `kind`, `name`",
+             "compute, communication or memory"),
+    _column("gpu.memory.bytes", "bytes", ("memcpy", "memset"), "bytes copied or set"),
+    _derived("gpu.memory.bandwidth_gbps", "double", ("memcpy", "memset"), derived.bandwidth,
+             "columns `bytes`, `start_ns`, `end_ns`", "bytes / duration, in GB/s (1e9 bytes per second)",
+             when="bytes are known"),
+    _derived("gpu.memcpy.kind", "string", ("memcpy",), derived.memcpy_kind, "column `subkind`",
+             "copy direction: HtoD, DtoH, DtoD, PtoP, HtoH (UNKNOWN when not recorded)"),
+    _derived("gpu.sync.kind", "string", ("sync",), derived.sync_kind, "column `subkind`",
+             "what a sync waited for: stream, event, context, stream_wait_event (unknown when not recorded)"),
+    # aggregate spans
+    _derived("otel_profiler.aggregated", "bool", (AGGREGATE,), derived.aggregated, "the span budget",
+             "true on aggregate spans"),
+    _derived("otel_profiler.aggregate.count", "int", (AGGREGATE,), derived.aggregate_count, "the span budget",
+             "events counted in an aggregate span"),
+    _derived("otel_profiler.aggregate.duration_ns", "int", (AGGREGATE,), derived.aggregate_duration,
+             "columns `start_ns`, `end_ns`", "summed duration of those events"),
+    _derived("otel_profiler.aggregate.max_duration_ns", "int", (AGGREGATE,), derived.aggregate_max_duration,
+             "columns `start_ns`, `end_ns`", "longest of those events"),
+    _derived("gpu.memory.bytes", "int", (AGGREGATE,), derived.aggregate_bytes, "column `bytes`, summed",
+             "bytes copied or set, summed over the aggregated copies or memsets",
+             when="the events are copies or memsets"),
+    # every span with a name from the trace
+    _derived("otel_profiler.raw_name", "string", EVENT_SPANS + (AGGREGATE,), derived.raw_name, "column `name`",
+             "the name as the trace recorded it, where the span name is its demangled form (C++ symbols "
+             "such as _ZN7ck_tile6kentry...)", when="the name is a mangled C++ symbol"),
+)
+"""Every attribute a span can carry, in the order the builder sets them (one name may appear twice, on
+disjoint carriers: ``gpu.memory.bytes`` on copies and on their aggregates)."""
+ATTRIBUTE_NAMES = frozenset(attribute.name for attribute in ATTRIBUTES)
 
 
-def resource_attributes(meta: dict[str, Any], opt: SpanOptions, run_id: str, rank: int) -> dict[str, Any]:
+def emit_attributes(layout: SpanLayout) -> Columns:
+    """The attribute columns of every span of ``layout``, set from :data:`ATTRIBUTES` in order."""
+    columns = Columns(len(layout))
+    for attribute in ATTRIBUTES:
+        attribute.emit(layout, columns)
+    return columns
+
+
+def _carriers_text(carriers: tuple[str, ...]) -> str:
+    rest = list(carriers)
+    words = []
+    for group, text in ((ROOTS + EVENT_SPANS + (AGGREGATE, RUN), "every span"), (EVENT_SPANS, "every event span")):
+        if all(c in rest for c in group):
+            words.append(text)
+            rest = [c for c in rest if c not in group]
+    return ", ".join(words + rest)
+
+
+def markdown_table() -> str:
+    """The attribute table of docs/spans.md: one row per name (entries of one name merged)."""
+    rows: dict[str, list[SpanAttribute]] = {}
+    for attribute in ATTRIBUTES:
+        rows.setdefault(attribute.name, []).append(attribute)
+    lines = ["| Attribute | Type | Spans | From | Meaning |", "|---|---|---|---|---|"]
+    for name, entries in rows.items():
+        carriers = tuple(c for entry in entries for c in entry.carriers)
+        source = "; ".join(entry.source if len(entries) == 1 else f"{_carriers_text(entry.carriers)}: {entry.source}"
+                           for entry in entries)
+        meaning = entries[0].description + "".join(f" (only when {entry.when})" for entry in entries[:1]
+                                                   if entry.when)
+        lines.append(f"| `{name}` | {entries[0].type} | {_carriers_text(carriers)} | {source} | {meaning} |")
+    return "\n".join(lines)
+
+
+def resource_attributes(meta: Mapping[str, Any], opt: SpanOptions, run_id: str, rank: int) -> dict[str, Any]:
     """Resource of one rank: service, host, process, rank, run, framework and CUDA versions."""
     res: dict[str, Any] = {}
     res.update(opt.resource_attributes)
-    res.update(meta.get("resource") or {})  # what a live session recorded (otel_profiler.live.resource)
+    res.update(meta.get("resource") or {})  # what a live session recorded (otel_profiler.live.samples.resource)
     res["service.name"] = opt.service_name or res.get("service.name") or meta.get("service_name") or \
         opt.default_service or "otel-profiler"
     if meta.get("host_name"):
@@ -271,3 +258,7 @@ def version() -> str:
         return str(__version__)
     except ImportError:  # pragma: no cover
         return "0"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown_table() + "\n")

@@ -5,20 +5,33 @@ CPU ops enclosing kept launches), as the span model's docstring states.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from cuda_tracer.model.events import EventBatch, Kind
 
 
-def select(batch: EventBatch, budget: int, trace_row: np.ndarray, n_traces: int, annot_rows: np.ndarray,
-            gpu_annot_rows: np.ndarray, call_rows: np.ndarray, dev_rows: np.ndarray,
-            launch_of: np.ndarray, reserved: np.ndarray) -> np.ndarray:
+@dataclass(frozen=True)
+class EventRows:
+    """The batch rows that may become spans, by role."""
+
+    annotations: np.ndarray  # user annotations (CPU side)
+    gpu_annotations: np.ndarray
+    calls: np.ndarray  # runtime and driver calls
+    device: np.ndarray  # GPU ops and GPU-side syncs
+    launch_of_device: np.ndarray  # per device row: its launch call's row, -1: none
+
+
+def select(batch: EventBatch, budget: int, trace_row: np.ndarray, n_traces: int, rows: EventRows,
+           reserved: np.ndarray) -> np.ndarray:
     """Boolean per batch row: exported as an individual span (else aggregated). ``reserved``: room
     per trace kept free (for CPU-op context)."""
+    call_rows, device_rows, launch_of = rows.calls, rows.device, rows.launch_of_device
     keep = np.zeros(len(batch), bool)
     dur = batch.duration_ns
     # Annotations: the longest ``budget // 2`` of a trace are spans, the rest aggregated.
-    annots = np.concatenate([annot_rows, gpu_annot_rows])
+    annots = np.concatenate([rows.annotations, rows.gpu_annotations])
     a_trace = trace_row[annots]
     order = np.lexsort((-dur[annots], a_trace))
     rank_in_trace = np.arange(len(order)) - np.searchsorted(a_trace[order], a_trace[order], side="left")
@@ -27,7 +40,7 @@ def select(batch: EventBatch, budget: int, trace_row: np.ndarray, n_traces: int,
     launched = np.zeros(len(batch), bool)
     launched[launch_of[launch_of >= 0]] = True
     lone_calls = call_rows[~launched[call_rows]]
-    units = np.concatenate([dev_rows, lone_calls])
+    units = np.concatenate([device_rows, lone_calls])
     unit_launch = np.concatenate([launch_of, np.full(len(lone_calls), -1, np.int64)])
     if not len(units):
         return keep
@@ -58,29 +71,30 @@ def select(batch: EventBatch, budget: int, trace_row: np.ndarray, n_traces: int,
 
 
 def keep_launch_context(batch: EventBatch, keep: np.ndarray, parent_row: np.ndarray, trace_row: np.ndarray,
-                         call_rows: np.ndarray, dev_rows: np.ndarray, launch_of: np.ndarray,
-                         room: np.ndarray) -> np.ndarray:
+                        rows: EventRows, room: np.ndarray) -> np.ndarray:
     """Keep the CPU ops enclosing kept launch calls: each op weighs as much as the costliest GPU op
     launched inside it; the heaviest first (ancestors before descendants of equal weight), at most
     ``room`` per trace. Returns how many were kept per trace."""
+    call_rows, device_rows, launch_of = rows.calls, rows.device, rows.launch_of_device
     dur = batch.duration_ns
     weight = np.zeros(len(batch), np.int64)
     calls = call_rows[keep[call_rows]]
     weight[calls] = dur[calls]
     launched = launch_of >= 0
-    np.maximum.at(weight, launch_of[launched], dur[dev_rows[launched]])
-    ops, weights = [], []
+    np.maximum.at(weight, launch_of[launched], dur[device_rows[launched]])
+    ops_per_level: list[np.ndarray] = []
+    weights_per_level: list[np.ndarray] = []
     cur, w = parent_row[calls], weight[calls]
     while len(cur):  # one level of nesting per pass (a chain is rarely ten deep)
         up = cur >= 0
         cur, w = cur[up], w[up]
         is_op = batch.kind[cur] == Kind.CPU_OP
-        ops.append(cur[is_op])
-        weights.append(w[is_op])
+        ops_per_level.append(cur[is_op])
+        weights_per_level.append(w[is_op])
         cur = parent_row[cur]
-    if not ops or not sum(map(len, ops)):
+    if not ops_per_level or not sum(map(len, ops_per_level)):
         return np.zeros(len(room), np.int64)
-    ops, weights = np.concatenate(ops), np.concatenate(weights)
+    ops, weights = np.concatenate(ops_per_level), np.concatenate(weights_per_level)
     order = np.lexsort((-weights, ops))  # per op, its heaviest chain first
     ops, weights = ops[order], weights[order]
     first = np.r_[True, ops[1:] != ops[:-1]]

@@ -177,7 +177,7 @@ def _user_links(table: Any, roots: np.ndarray, user: dict[Any, Any]) -> LinkColu
 def _with_run_span(table: Any, parent: TraceParent, span_id: int, run_id: str, rank: int, start_ns: int,
                    end_ns: int) -> Any:
     """``table`` with the run span appended (one row; every attribute column grows by one)."""
-    from .attributes import AttrColumn
+    from .columns import AttrColumn
 
     n = len(table)
     hi, lo = _split(parent.trace_id)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -45,7 +46,7 @@ def hash64(*parts: Any) -> int:
     return int.from_bytes(hash_bytes(*parts), "big") or 1
 
 
-def run_id_of(meta: dict[str, Any]) -> str:
+def run_id_of(meta: Mapping[str, Any]) -> str:
     """The run id: ``meta['run_id']``, else one derived from where the events came from."""
     if meta.get("run_id"):
         return str(meta["run_id"])
@@ -59,7 +60,7 @@ def run_id_of_sources(sources: list[str]) -> str:
     return hashlib.blake2b(names.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()  # any file name
 
 
-def trace_rank(meta: dict[str, Any], batch: EventBatch) -> int:
+def trace_rank(meta: Mapping[str, Any], batch: EventBatch) -> int:
     """The rank a batch's traces are derived from: ``meta['rank']``, else the batch's, else 0."""
     rank = int(meta.get("rank", -1))
     if rank < 0:
@@ -72,8 +73,9 @@ def root_span_id(hi: int, lo: int) -> int:
     return hash64(hi, lo, "root")
 
 
-def trace_id(run_id: str, rank: int, what: str, number: int) -> tuple[int, int]:
-    """``(hi, lo)`` of the trace of step (``what="step"``) or window ``number`` of ``rank``."""
+def trace_id(run_id: str, rank: int, what: str, number: int | str) -> tuple[int, int]:
+    """``(hi, lo)`` of the trace of step (``what="step"``) or window ``number`` of ``rank`` (a window's
+    number is ``"<window>/<first anchor ns>"``)."""
     digest = hash_bytes(run_id, what, number, size=12)
     hi = int.from_bytes(digest[:8], "big")
     lo = (int.from_bytes(digest[8:12], "big") << 32) | (rank & 0xFFFFFFFF)
