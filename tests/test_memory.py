@@ -12,7 +12,7 @@ import pytest
 
 from cuda_tracer.loading import load_profile
 from otel_profiler.analysis.diff import diff
-from otel_profiler.analysis.memory import memory_timeline
+from otel_profiler.analysis.memory.allocator import memory_timeline
 from otel_profiler.analysis.summary import summarize
 from otel_profiler.report.console import render_table
 

@@ -15,9 +15,9 @@ from decimal import Decimal
 import pytest
 
 from cuda_tracer.loading import load_profile
-from otel_profiler.analysis.modules import PREFIX, modules
-from otel_profiler.analysis.operators import STEP_ROW, TOP_STACKS
-from otel_profiler.analysis.python_stacks import MAX_FRAMES
+from otel_profiler.analysis.attribution.modules import PREFIX, modules
+from otel_profiler.analysis.attribution.operators import STEP_ROW, TOP_STACKS
+from otel_profiler.analysis.attribution.python_stacks import MAX_FRAMES
 from otel_profiler.analysis.summary import summarize
 from otel_profiler.report.console import render_table
 

@@ -13,7 +13,7 @@ import pytest
 
 from cuda_tracer.model.events import Kind
 from cuda_tracer.loading import load_profile
-from otel_profiler.analysis.operators import STEP_ROW, operator_rows, operators, parents
+from otel_profiler.analysis.attribution.operators import STEP_ROW, operator_rows, operators, parents
 from otel_profiler.analysis.summary import summarize
 from otel_profiler.report.console import render_table
 

@@ -25,9 +25,9 @@ from conftest import trace
 from cuda_tracer.model.correlate import correlate
 from cuda_tracer.model.events import Kind
 from cuda_tracer.loading import load_profile
-from otel_profiler.analysis.modules import PREFIX, modules
-from otel_profiler.analysis.operators import OPERATOR_KINDS, STEP_ROW, kernel_operators
-from otel_profiler.analysis.stacks import stack_model
+from otel_profiler.analysis.attribution.modules import PREFIX, modules
+from otel_profiler.analysis.attribution.operators import OPERATOR_KINDS, STEP_ROW, kernel_operators
+from otel_profiler.analysis.attribution.stacks import stack_model
 from otel_profiler.export import pprof
 
 TRACES = {

@@ -162,7 +162,7 @@ def test_a_flame_graph_past_the_budget_says_what_it_leaves_out(page, tmp_path):
 def outermost_operator_time(batch) -> int:
     """Operators' CPU time recounted plainly: per thread, the durations of the operators that no
     other operator holds from start to end (self times add up to these)."""
-    from otel_profiler.analysis.operators import operator_rows
+    from otel_profiler.analysis.attribution.operators import operator_rows
 
     ops = operator_rows(batch)
     total = 0

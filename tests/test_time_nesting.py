@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from otel_profiler.analysis.time_nesting import _start_order
+from otel_profiler.analysis.attribution.time_nesting import _start_order
 
 
 @pytest.mark.parametrize("seed", range(4))

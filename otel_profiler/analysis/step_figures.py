@@ -13,8 +13,8 @@ import numpy as np
 from cuda_tracer.model.correlate import Correlation
 from cuda_tracer.model.events import MISSING, EventBatch, Kind
 
-from .memory import gpu_memory_rows
-from .operators import kernel_operators
+from .memory.allocator import gpu_memory_rows
+from .attribution.operators import kernel_operators
 
 
 @dataclass

@@ -70,9 +70,10 @@ stream waits (``null``: the host does not wait); ``host_blocked_us`` sums the ho
 ``platform`` names the GPU API of the trace (``runtime_api`` lists ``cuda*`` or ``hip*`` calls).
 ``operators``: the operator view, each kernel's time given to the innermost operator that launched
 it (``self_gpu_us``; ``total_gpu_us`` adds the operator's descendants); definitions in
-``otel_profiler.analysis.operators``; ``operators.modules``: the ``nn.Module`` hierarchy
-(``otel_profiler.analysis.modules``). ``memory``: GPU memory from the allocator's ``[memory]``
-events (bytes; empty without ``profile_memory``); definitions in ``otel_profiler.analysis.memory``. ``cpu``: the machine's and the training process's CPU
+``otel_profiler.analysis.attribution.operators``; ``operators.modules``: the ``nn.Module`` hierarchy
+(``otel_profiler.analysis.attribution.modules``). ``memory``: GPU memory from the allocator's
+``[memory]`` events (bytes; empty without ``profile_memory``); definitions in
+``otel_profiler.analysis.memory.allocator``. ``cpu``: the machine's and the training process's CPU
 utilization while the steps ran, from a live run's samples (definitions in
 ``otel_profiler.analysis.host_cpu``).
 """
@@ -90,10 +91,10 @@ from cuda_tracer.profile import Profile
 from ..names import demangle, short_names
 from .compute import compute_overview
 from .host_cpu import cpu_usage
-from .memory import memory
+from .memory.allocator import memory
 from .memory_snapshot import snapshots_in
-from .modules import modules
-from .operators import operators
+from .attribution.modules import modules
+from .attribution.operators import operators
 from .breakdown import class_times, classify, idle_breakdown, temporal_breakdown, KERNEL_CLASSES
 from .platform import SYNC_API, blocking_call, platform_of
 from .stats import describe_us, group_durations, launch_geometry, percentiles_us

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..analysis.modules import TOP_KERNELS as MODULE_TOP_KERNELS
-from ..analysis.modules import _by_type, _tree_order
-from ..analysis.operators import TOP_KERNELS, TOP_STACKS
+from ..analysis.attribution.modules import TOP_KERNELS as MODULE_TOP_KERNELS
+from ..analysis.attribution.modules import _by_type, _tree_order
+from ..analysis.attribution.operators import TOP_KERNELS, TOP_STACKS
 from .sketch import Sketch
 
 
@@ -89,8 +89,8 @@ _MODULE_HEAD = ("calls", "kernel_total_us", "attributed_us", "outside")
 
 
 class OperatorFold:
-    """The operator view (``analysis.operators``) and ``nn.Module`` view (``analysis.modules``) of
-    many ranks, folded in one rank at a time from their uncut tables (``add``), cut to the summary's
+    """The operator view (``analysis.attribution.operators``) and ``nn.Module`` view
+    (``analysis.attribution.modules``) of many ranks, folded in one rank at a time from their uncut tables (``add``), cut to the summary's
     top lists at the end (``result``)."""
 
     def __init__(self) -> None:

@@ -1,6 +1,6 @@
-"""A profile as a gzipped pprof ``profile.proto`` file: the stack model (``analysis.stacks``) with GPU
-time, operators' CPU time and GPU operation counts per stack, for ``go tool pprof``, speedscope or
-Pyroscope.
+"""A profile as a gzipped pprof ``profile.proto`` file: the stack model
+(``analysis.attribution.stacks``) with GPU time, operators' CPU time and GPU operation counts per
+stack, for ``go tool pprof``, speedscope or Pyroscope.
 
 The message classes are built at run time from a descriptor of the documented ``profile.proto``
 schema (package ``perftools.profiles``, proto3; field numbers and types as that format defines
@@ -27,8 +27,8 @@ from cuda_tracer.model.events import Kind
 from cuda_tracer.private_files import open_private
 from cuda_tracer.profile import Profile
 
-from ..analysis.stacks import (OPERATOR, Samples, StackModel, class_name, copy_name, frame_paths, samples,
-                               stack_model, used_frames)
+from ..analysis.attribution.stacks import (OPERATOR, Samples, StackModel, class_name, copy_name, frame_paths,
+                                           samples, stack_model, used_frames)
 from ..names import demangle
 
 SAMPLE_TYPES = (("gpu_time", "nanoseconds"), ("cpu_time", "nanoseconds"), ("launches", "count"))

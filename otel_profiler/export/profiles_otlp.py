@@ -5,7 +5,7 @@ the pinned Collector's OTLP receiver takes), and their delivery.
 One request per rank and piece of at most ``MAX_SAMPLES`` samples holds a ``ProfilesDictionary``
 (strings, functions, locations, stacks, attributes, links; entry 0 of each table is the empty one,
 as the format asks) and three profiles, one per sample type: ``gpu_time`` (ns), ``cpu_time`` (ns)
-and ``launches`` (count). Samples are those of ``analysis.stacks.samples`` split by step: a sample
+and ``launches`` (count). Samples are those of ``analysis.attribution.stacks.samples`` split by step: a sample
 of a step links (``Link``) to that step's trace and its root span, the ids the span pipeline gives
 it (``spans.ids``), so a backend can go from a step's trace to its profile. Attributes are the
 pprof file's labels (``kind``, ``rank``, ``device``, ``stream``, ``kernel_class``, ``copy``).
@@ -14,7 +14,8 @@ pprof file's labels (``kind``, ``rank``, ``device``, ``stream``, ``kernel_class`
 HTTP ``/v1development/profiles``) through :class:`export.delivery.Delivery`, with its retries and
 close deadline; profiles are not spooled: what is not delivered is counted and said in one line
 (the profile folder keeps the trace, ``otel-profiler export --format otlp-profiles`` sends it).
-The target and the exporter process's settings are in ``export.profiles_config``.
+The target and what a sender needs are in ``export.profiles_target``; whether the settings ask for
+profiles, and the exporter process's sender, in ``export.profiles_config``.
 """
 
 from __future__ import annotations
@@ -26,13 +27,13 @@ import numpy as np
 
 from cuda_tracer.model.events import EventBatch, Kind
 
-from ..analysis.stacks import OPERATOR, class_name, copy_name, frame_paths, samples, stack_model, step_rows, \
-    used_frames
+from ..analysis.attribution.stacks import (OPERATOR, class_name, copy_name, frame_paths, samples,
+                                           stack_model, step_rows, used_frames)
 from ..spans.attributes import resource_attributes
 from ..spans.ids import hash_bytes, root_span_id, run_id_of, trace_id, trace_rank
 from ..spans.options import SpanOptions
 from .pprof import KIND_LABELS, SAMPLE_TYPES, function_of_frame
-from .profiles_config import ProfilesConfig
+from .profiles_target import ProfilesConfig
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ Every figure is computed by the same functions as the summary (``analysis.breakd
   each step's observation carries an exemplar with the step's trace id, derived
   exactly as ``spans.trace_id(run_id, rank, "step", n)`` derives the exported ``train.step`` trace.
 - GPU memory peak (allocated, reserved) per device of the latest step with ``[memory]`` events
-  (``analysis.memory.step_peaks``), or of the latest step the live ``torch.cuda`` statistics of
+  (``analysis.memory.allocator.step_peaks``), or of the latest step the live ``torch.cuda`` statistics of
   the rank's metadata read (``live.cuda_memory``).
 - Dropped events from the batch metadata (CUPTI's dropped records, records the reader skipped).
 
@@ -32,7 +32,7 @@ from cuda_tracer.model.events import EventBatch, Kind, MemcpyKind, SyncKind
 
 from . import points as m
 from ..analysis.breakdown import class_times, temporal_breakdown
-from ..analysis.memory import step_peaks
+from ..analysis.memory.allocator import step_peaks
 from .points import HistogramValue, Point, Spec
 from ..spans.ids import batch_steps, run_id_of, trace_id, trace_rank
 

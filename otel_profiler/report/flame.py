@@ -1,6 +1,6 @@
-"""The HTML report's flame graph data: the stack model (``analysis.stacks``) as a tree of call stacks
-with, per node, the GPU time, operators' CPU time and GPU operations (launches) of everything under
-it, in nanoseconds and counts, exact.
+"""The HTML report's flame graph data: the stack model (``analysis.attribution.stacks``) as a tree of
+call stacks with, per node, the GPU time, operators' CPU time and GPU operations (launches) of
+everything under it, in nanoseconds and counts, exact.
 
 Each node is one stack of the model (its innermost frame, under the node of its caller), merged over
 ranks. A trace can hold hundreds of thousands of distinct stacks, so the page holds at most
@@ -19,7 +19,7 @@ import numpy as np
 from cuda_tracer.model.events import EventBatch
 from cuda_tracer.profile import Profile
 
-from ..analysis.stacks import samples, stack_model
+from ..analysis.attribution.stacks import samples, stack_model
 from ..names import demangle
 
 MAX_FLAME_NODES = 20_000

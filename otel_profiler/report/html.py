@@ -28,7 +28,7 @@ from ..analysis.compute import cpu_timelines
 from ..analysis.document import SummaryDocument
 from ..analysis.insights import Thresholds, thresholds_doc
 from ..analysis.insights.context import step_label
-from ..analysis.memory import memory_timeline
+from ..analysis.memory.allocator import memory_timeline
 from ..names import demangle, short_names
 from .flame import flame_data
 from .timeline_budget import left_out_note, thin

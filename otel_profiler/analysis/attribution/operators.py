@@ -32,7 +32,7 @@ import numpy as np
 from cuda_tracer.model.correlate import Correlation, correlate
 from cuda_tracer.model.events import MISSING, EventBatch, Kind, kinds_in
 
-from ..names import demangle
+from ...names import demangle
 from .python_stacks import top_stacks
 from .time_nesting import depths, parents
 

@@ -32,9 +32,9 @@ import numpy as np
 from cuda_tracer.model.correlate import Correlation, _keys, _lookup, correlate
 from cuda_tracer.model.events import LAUNCH_KINDS, MISSING, EventBatch, Kind, MemcpyKind, kinds_in
 
-from .breakdown import KERNEL_CLASSES, classify
+from ..breakdown import KERNEL_CLASSES, classify
+from ..stats import unique_rows
 from .operators import STEP_ROW, operator_of_gpu_op, operator_rows
-from .stats import unique_rows
 from .time_nesting import depths, parents
 
 NO_LAUNCH = "[no launch call in the trace]"

@@ -26,7 +26,7 @@ import numpy as np
 
 from cuda_tracer.model.events import MISSING, EventBatch, Kind
 
-from .operators import operator_rows
+from ..attribution.operators import operator_rows
 
 LARGEST = 10
 TIMELINE_POINTS = 1500

@@ -7,7 +7,7 @@ import numpy as np
 
 from cuda_tracer.model.events import EventBatch
 
-from .stats import unique_rows
+from ..stats import unique_rows
 
 
 def parents(batch: EventBatch, ops: np.ndarray, points: np.ndarray | None = None

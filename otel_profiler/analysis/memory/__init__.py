@@ -1,0 +1,1 @@
+"""GPU memory: the allocator's ``[memory]`` events of a trace (``allocator``)."""
