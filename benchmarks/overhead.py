@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from otel_profiler import Profiler, annotate
-from otel_profiler.live import markers
+from otel_profiler.live.steps import markers
 
 
 def make_step() -> Callable[[], None]:

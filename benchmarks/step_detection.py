@@ -1,4 +1,4 @@
-"""Cost of finding steps without code (the torch hooks of ``live.torch_steps``), and of NVTX mirroring.
+"""Cost of finding steps without code (the torch hooks of ``live.steps.torch_steps``), and of NVTX mirroring.
 
 1. What each hook costs per call, in process (best of many runs, so load on the machine hardly
    matters): an optimizer step ending a step, a backward pass that is ignored, a backward pass
@@ -23,7 +23,7 @@ import time
 import torch
 
 from otel_profiler import Profiler, annotate
-from otel_profiler.live import markers
+from otel_profiler.live.steps import markers
 
 
 def optimizer_step():

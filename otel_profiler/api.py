@@ -1,7 +1,7 @@
 """The Python API a training script touches: ``Profiler``, ``annotate``, ``step``, ``step_context``.
 
 ``annotate`` is the hot path: entering pushes one ``perf_counter_ns`` on the calling thread's stack,
-leaving pops it and appends one tuple to that thread's log (``otel_profiler.live.markers``). No lock, no
+leaving pops it and appends one tuple to that thread's log (``otel_profiler.live.steps.markers``). No lock, no
 OpenTelemetry span object. When no session records, the same calls cost a few hundred ns and keep
 nothing. With ``OTEL_PROFILER_NVTX=true`` on a GPU, ``annotate`` ranges are also NVTX ranges
 (``markers.nvtx``), so Nsight Systems shows them. Nothing here raises into user code once profiling is on; a failing session turns itself off
@@ -14,7 +14,7 @@ import functools
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from .live import markers
+from .live.steps import markers
 
 if TYPE_CHECKING:
     from .live.session import Session

@@ -26,7 +26,7 @@ from time import perf_counter_ns
 from typing import Iterator
 
 from otel_profiler import config
-from otel_profiler.live import markers
+from otel_profiler.live.steps import markers
 from otel_profiler.export.exporter import exporter_from_env
 from otel_profiler.metrics.publisher import MetricsService
 from otel_profiler.live.resource import attributes

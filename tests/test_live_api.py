@@ -17,10 +17,10 @@ from cuda_tracer.model.events import Kind, MemcpyKind
 from cuda_tracer.capture.kineto import convert_events, keep_activities
 from cuda_tracer.loading import load_profile
 from otel_profiler import api
-from otel_profiler.live import markers
+from otel_profiler.live.steps import markers
 from otel_profiler.live.resource import attributes, distributed_position, run_id
 from otel_profiler.live.session import ProfilerWarning, current
-from otel_profiler.live.windows import WindowPolicy
+from otel_profiler.live.windows.policy import WindowPolicy
 
 QUIET = dict(summary_at_exit=False, auto_steps=False, signal=False, steps="off")
 
@@ -159,7 +159,7 @@ def test_a_slow_step_captures_its_successors():
 def test_slow_windows_keep_to_their_budget_on_a_job_that_stalls_periodically():
     """A 30 ms stall every 10 steps of 10 ms: without a budget nearly every step would be captured.
     Driven as the session drives it: want() at each step's start, step_finished() at its end."""
-    from otel_profiler.live.windows import SLOW_COOLDOWN_STEPS, SLOW_SHARE
+    from otel_profiler.live.windows.policy import SLOW_COOLDOWN_STEPS, SLOW_SHARE
 
     p = WindowPolicy(window_steps=5, slow_factor=3.0, start_ns=0)
     now, previous, starts, captured_steps = 0, None, [], 0
@@ -311,7 +311,7 @@ def test_sigusr2_and_the_udp_trigger_open_windows_on_demand(tmp_path):
             time.sleep(0.02)
         for _ in range(4):
             api.step()
-    from otel_profiler.live import triggers
+    from otel_profiler.live.windows import triggers
 
     assert signal.getsignal(signal.SIGUSR2) is triggers._ended  # a late request is dropped, not fatal
     os.kill(os.getpid(), signal.SIGUSR2)

@@ -217,7 +217,7 @@ def test_trigger_reports_a_port_nobody_listens_on(capsys):
 
 
 def test_trigger_says_what_it_sent(capsys):
-    from otel_profiler.live.triggers import private_folder, socket_name, trigger_folder
+    from otel_profiler.live.windows.triggers import private_folder, socket_name, trigger_folder
 
     port = _free_udp_port()
     path = os.path.join(private_folder(trigger_folder()), socket_name(port))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import signal
 import warnings
 
-from otel_profiler.live import markers, session
+from otel_profiler.live import session
+from otel_profiler.live.steps import markers
 
 
 def test_a_failed_start_undoes_what_it_did(tmp_path, monkeypatch):

@@ -139,7 +139,7 @@ def test_a_connection_flood_leaves_the_job_running(tmp_path: Path) -> None:
 @pytest.fixture
 def trigger(monkeypatch):
     """A trigger on a free port and the requests it made; interval: 1 hour."""
-    from otel_profiler.live import triggers
+    from otel_profiler.live.windows import triggers
 
     monkeypatch.setattr(triggers, "MIN_INTERVAL_S", 3600.0)
     requests: list[float] = []
@@ -156,7 +156,7 @@ def test_a_trigger_folder_others_could_reach_is_refused(tmp_path, monkeypatch, h
     socket is made there, and the error names it."""
     import tempfile
 
-    from otel_profiler.live import triggers
+    from otel_profiler.live.windows import triggers
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     folder = triggers.trigger_folder()
@@ -185,7 +185,7 @@ def _received(t) -> int:
 
 
 def test_the_trigger_takes_one_request_per_interval(trigger) -> None:
-    from otel_profiler.live.triggers import send
+    from otel_profiler.live.windows.triggers import send
 
     t, requests = trigger
     for _ in range(30):
@@ -272,7 +272,7 @@ def test_trigger_floods_and_forked_workers_in_a_live_job(tmp_path: Path) -> None
     other user and with forged credentials, for 8 s after a request was taken) opens no window;
     the request of its own user does; DataLoader workers forked later hold neither socket."""
     from otel_profiler.cli import main
-    from otel_profiler.live.triggers import socket_name, trigger_folder
+    from otel_profiler.live.windows.triggers import socket_name, trigger_folder
 
     metrics_port, trigger_port = free_port(), free_port()
     path = os.path.join(trigger_folder(), socket_name(trigger_port))
@@ -305,7 +305,7 @@ def test_trigger_floods_and_forked_workers_in_a_live_job(tmp_path: Path) -> None
 
 def test_a_socket_left_by_a_killed_job_is_replaced_and_not_counted(capsys) -> None:
     from otel_profiler.cli import main
-    from otel_profiler.live.triggers import TriggerSocket, private_folder, socket_name, trigger_folder
+    from otel_profiler.live.windows.triggers import TriggerSocket, private_folder, socket_name, trigger_folder
 
     port = free_port()
     path = os.path.join(private_folder(trigger_folder()), socket_name(port))
@@ -326,7 +326,7 @@ def test_closing_in_a_forked_child_leaves_the_parents_sockets_alone() -> None:
     """A child that closes the trigger and the endpoint (as an inherited ``atexit`` would) returns
     at once, removes no socket file, and the parent's sockets go on serving."""
     from otel_profiler import config
-    from otel_profiler.live.triggers import TriggerSocket, send
+    from otel_profiler.live.windows.triggers import TriggerSocket, send
     from otel_profiler.metrics.publisher import MetricsService
     from test_metrics_endpoint import _scrape_soon
 

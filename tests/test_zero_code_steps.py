@@ -23,8 +23,8 @@ import pytest
 from cuda_tracer.model.events import Kind
 from cuda_tracer.loading import load_profile
 from otel_profiler import api
-from otel_profiler.live import markers
-from otel_profiler.live.step_evidence import StepEvidence
+from otel_profiler.live.steps import markers
+from otel_profiler.live.steps.evidence import StepEvidence
 
 torch = pytest.importorskip("torch")
 

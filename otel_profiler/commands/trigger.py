@@ -18,7 +18,7 @@ import signal
 import stat
 import sys
 
-from ..live.triggers import MIN_INTERVAL_S, is_private_folder, send, socket_name, trigger_folder
+from ..live.windows.triggers import MIN_INTERVAL_S, is_private_folder, send, socket_name, trigger_folder
 from ..names import terminal_safe
 from ..profiler_warnings import print_error
 

@@ -26,8 +26,8 @@ from cuda_tracer.profile import PROFILE_EVENTS, PROFILE_META, RankProfile, write
 
 from ..profiler_warnings import warn
 from ..version import __version__
-from . import markers
-from .compute import compute_resources
+from .steps import markers
+from .samples.compute import compute_resources
 
 log = logging.getLogger(__name__)
 

@@ -42,18 +42,18 @@ from .. import config
 from ..config.parsers import StepRange
 from ..logs import enable_from_env
 from ..profiler_warnings import ProfilerWarning, warn  # noqa: F401 (ProfilerWarning: part of this module's API)
-from . import markers
-from .capture import CaptureWindows
-from .cuda_memory import SNAPSHOT_NAME, CudaMemory
-from .host_samples import CpuTimeline
-from .flushing import Flushing
+from .steps import markers
+from .windows.capture import CaptureWindows
+from .samples.cuda_memory import SNAPSHOT_NAME, CudaMemory
+from .samples.host_samples import CpuTimeline
+from .windows.flushing import Flushing
 from .hygiene import ProcessHygiene, install_fork_hooks
 from . import summary_later
 from .output import RankOutput, RankWriter
 from .resource import attributes, distributed_position, run_id
-from .step_evidence import TIME_FALLBACK_S, StepEvidence, StepSources
+from .steps.evidence import TIME_FALLBACK_S, StepEvidence, StepSources
 from .trace_context import UserSpans, parent_from_settings
-from .windows import WindowPolicy
+from .windows.policy import WindowPolicy
 from .wiring import EXPORTER_CHILD_ENV, ExportWiring
 from .wiring import exporter_factory as _exporter_factory
 
@@ -259,7 +259,7 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
         atexit.register(self._close_at_exit)
         install_fork_hooks(_before_fork, _after_fork_parent, _after_fork_child)
         self._install_sigterm()
-        from .triggers import UdpTrigger, install_signal
+        from .windows.triggers import UdpTrigger, install_signal
 
         if v["OTEL_PROFILER_SIGNAL"]:
             self._restore_signal = install_signal(self.policy.request)
@@ -270,7 +270,7 @@ class Session(StepSources, CaptureWindows, Flushing, RankOutput, ProcessHygiene,
             except OSError as exc:
                 warn(f"trigger port unavailable ({exc}); on-demand capture by the trigger socket is off")
         if v["OTEL_PROFILER_AUTO_STEPS"]:
-            from .torch_steps import when_torch_imported
+            from .steps.torch_steps import when_torch_imported
 
             when_torch_imported(self, self._hook_installed)
         self._thread = threading.Thread(target=self._flush_loop, name="otel-profiler-flush", daemon=True)

@@ -26,7 +26,7 @@ from typing import Callable
 
 from cuda_tracer.private_files import check_private_dir, make_private_dir
 
-from ..metrics.sockets import close_in_forked_children
+from ...metrics.sockets import close_in_forked_children
 
 MIN_INTERVAL_S = 5.0
 """At most one request is taken per this many seconds; datagrams in between are dropped."""

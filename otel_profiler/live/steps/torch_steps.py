@@ -122,7 +122,7 @@ class TorchHooks:
             except Exception:
                 log.debug("noting a new optimizer failed", exc_info=True)
 
-        Optimizer.__init__ = init  # type: ignore[method-assign]
+        Optimizer.__init__ = init  # type: ignore[method-assign, assignment]  # the wrapper has the original's signature
         self._undo.append(lambda: _restore(Optimizer, "__init__", init, original_init))
 
         autograd = torch.autograd
@@ -188,7 +188,7 @@ def _restore(owner: Any, name: str, ours: Any, original: Any) -> None:
 
 def when_torch_imported(sink: Any, installed: Callable[[TorchHooks], None]) -> None:
     """Install the hooks as soon as ``torch.optim`` is loaded; hand them to ``installed``."""
-    from .import_hooks import when_imported
+    from ..import_hooks import when_imported
 
     def install(_module: ModuleType) -> None:
         hooks = TorchHooks(sink)

@@ -15,7 +15,7 @@ import logging
 import os
 import socket
 import sys
-from typing import Any
+from typing import Any, Mapping
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +60,12 @@ def _nvidia_driver() -> str | None:
     return words[0] if words else None
 
 
-def instance_type(env: dict[str, str] | None = None) -> dict[str, str] | None:
+def instance_type(env: Mapping[str, str] | None = None) -> dict[str, str] | None:
     """``{value, source}``: the first platform variable set, else the DMI product name."""
-    env = os.environ if env is None else env
+    variables: Mapping[str, str] = os.environ if env is None else env
     for name in INSTANCE_TYPE_VARIABLES:
-        if env.get(name):
-            return {"value": env[name][:100], "source": name}
+        if variables.get(name):
+            return {"value": variables[name][:100], "source": name}
     try:
         with open(DMI_PRODUCT, encoding="utf-8", errors="replace") as f:
             value = f.read().strip()
@@ -128,7 +128,8 @@ def _read() -> dict[str, Any]:
     except Exception:
         log.debug("psutil could not count cores or memory", exc_info=True)
         out["cpu_cores"] = {"logical": os.cpu_count(), "physical": None}
-    gpus, driver = [], None
+    gpus: list[dict[str, Any]] = []
+    driver: str | None = None
     try:
         gpus, driver = _gpus_nvml()
     except Exception:

@@ -54,14 +54,13 @@ def pending() -> int:
 
 def epoch_offset_ns() -> int:
     """``time_ns() - perf_counter_ns()``, taken from the tightest of three samples."""
-    best = None
+    samples = []
     for _ in range(3):
         a = time.perf_counter_ns()
         wall = time.time_ns()
         b = time.perf_counter_ns()
-        if best is None or b - a < best[0]:
-            best = (b - a, wall - (a + b) // 2)
-    return best[1]
+        samples.append((b - a, wall - (a + b) // 2))
+    return min(samples, key=lambda sample: sample[0])[1]
 
 
 def drain(rank: int = MISSING, forget_dead_threads: bool = True) -> EventBatch:

@@ -9,13 +9,13 @@ finished, or ``OTEL_PROFILER_FLUSH_INTERVAL_S`` passed. Each part goes to the pr
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 from cuda_tracer.model.events import EventBatch
 
-from . import markers
+from ..steps import markers
 from .capture import window_event
-from .trace_context import run_event
+from ..trace_context import run_event
 
 FLUSH_POLL_S = 0.2
 
@@ -45,6 +45,13 @@ class Flushing:
     _run_event_sent: bool
     _closing: bool
     user_spans: Any
+    _start_metrics: Callable[[], None]  # the rest: the session's other parts (until they are objects)
+    _settle_identity: Callable[[], bool]
+    _stop_quietly: Callable[[], None]
+    meta: Callable[[], dict[str, Any]]
+    _cannot_write: Callable[[OSError], None]
+    _watch_exporter: Callable[[], None]
+    _fail: Callable[[BaseException], None]
 
     def _flush_loop(self) -> None:
         interval = self.settings["OTEL_PROFILER_FLUSH_INTERVAL_S"]

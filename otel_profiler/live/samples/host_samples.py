@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any
 
-from ..metrics.system import process_cpu_share, usable_cores
+from ...metrics.system import process_cpu_share, usable_cores
 
 log = logging.getLogger(__name__)
 

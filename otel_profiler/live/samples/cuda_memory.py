@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from cuda_tracer.private_files import open_private
 
-from ..profiler_warnings import warn
+from ...profiler_warnings import warn
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class CudaMemory:
         try:
             import torch
 
-            torch._C._cuda_attach_out_of_memory_observer(self._on_oom)
+            torch._C._cuda_attach_out_of_memory_observer(self._on_oom)  # type: ignore[attr-defined]  # private, not in torch's stubs
         except Exception as exc:
             self._turn_off("snapshot on out-of-memory", exc)
         if self.history_entries > 0:

@@ -27,7 +27,7 @@ import numpy as np
 
 from cuda_tracer.model.events import EventBatch, Kind
 
-from ..profiler_warnings import warn
+from ...profiler_warnings import warn
 
 MAX_WINDOWS_IN_META = 1000
 
@@ -90,6 +90,8 @@ class CaptureWindows:
     def _next_window_part(self, step: int) -> None:
         """Hand over what a long window captured so far and go on capturing (bounded memory)."""
         window = self._window
+        if window is None:
+            return
         if self._start_fenced:  # the restart would land in the scope: hand over at the safe point
             window["deferred"] = "part"
             self._watch_for_safe_point()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import sys
 from time import perf_counter_ns
-from typing import Any
+from typing import Any, Callable
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +110,13 @@ class StepSources:
     _in_torch_scope: bool
     _start_fenced: bool
     _step_start: int | None
+    _advance: Callable[..., None]  # the rest: the session's other parts (until they are objects)
+    _fail: Callable[[BaseException], None]
+    safe_point: Callable[[], None]
+    _open_window: Callable[[str, int], None]
+    _close_window: Callable[[int], None]
+    _stop_source: Callable[[], Any]
+    _back_off: Callable[..., None]
 
     def optimizer_made(self) -> None:
         """An optimizer was constructed (``torch_steps``)."""
