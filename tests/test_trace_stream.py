@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from conftest import ALL_TRACES, trace
 from cuda_tracer.profile import TraceError
+from cuda_tracer.trace_json import files as trace_files
 from cuda_tracer.trace_json.convert import convert_part
 from cuda_tracer.trace_json.files import finish
 from cuda_tracer.trace_input import text_chunks
@@ -57,6 +58,23 @@ def test_every_trace_read_in_pieces_equals_it_read_whole(path):
     assert parts >= 3 or size < 40_000  # really cut into pieces
     assert_same(streamed, whole)
     assert len(whole.batch) > 0
+
+
+@pytest.mark.parametrize("bytes_per_row", [1, 1 << 20], ids=["room-to-spare", "columns-grow"])
+@pytest.mark.parametrize("path", ALL_TRACES, ids=lambda p: p.name[:40])
+def test_every_trace_read_by_threads_and_joined_as_it_comes_equals_it_read_whole(path, bytes_per_row,
+                                                                                 monkeypatch):
+    """The threaded read (one thread decompresses, one scans, this one converts each piece and
+    joins it at once), with the columns sized beyond the rows or growing past their estimate."""
+    size = len(b"".join(text_chunks(str(path))))
+    piece = max(4096, size // 7)
+    original = trace_files.read_stream
+    monkeypatch.setattr(trace_files, "THREADED_TEXT", 0)
+    monkeypatch.setattr(trace_files, "TEXT_BYTES_PER_ROW", bytes_per_row)
+    monkeypatch.setattr(trace_files, "read_stream",
+                        lambda path, chunks, emit: original(path, chunks, emit, piece_bytes=piece))
+    whole = read_whole(str(path))
+    assert_same(trace_files.read_trace(str(path)), whole)
 
 
 def test_pieces_cut_inside_strings_and_nested_values_are_not_taken(tmp_path):

@@ -8,9 +8,10 @@ carry an order code (which step of the conversion added them). Joining them:
 - the string table is every part's event names in first-seen order, then the side-table keys in
   the order the whole-file conversion would first use them;
 - side-table entries are ordered by (order code, row), as the whole-file conversion adds them;
-- each column is concatenated and the parts' copies freed one column at a time (their pages handed
-  back to the system at once, ``release_freed_memory``), so the peak is the columns plus one
-  column's parts, not twice the columns.
+- each part's columns are copied into the whole-file columns as the part arrives (``Assembly``,
+  while later pieces are still being read) and then dropped, so the peak is the columns plus a
+  part, not twice the columns; the freed pages are handed back to the system at the end
+  (``release_freed_memory``).
 """
 
 from __future__ import annotations
@@ -71,60 +72,109 @@ class Part:
 def assemble(parts: list[Part]) -> tuple[EventBatch, Part]:
     """One batch from ``parts`` (emptied as it goes), and a ``Part`` without columns holding the
     merged per-file facts (process and thread names, counts, profiler window)."""
-    facts = Part(columns={}, strings=[], names=0)
+    assembly = Assembly(sum(map(len, parts)))
     for p in parts:
-        facts.processes.update(p.processes)
-        facts.threads.update(p.threads)
-        facts.flows += p.flows
-        facts.skipped += p.skipped
-        if facts.window is None:
-            facts.window = p.window
-    if len(parts) == 1:  # a single part: its names are in whole-file order already
-        p = parts.pop()
-        rows = np.asarray(p.extra_row, np.int64)
-        sort = np.lexsort((rows, np.asarray(p.extra_order, np.int64))) if len(rows) else rows
-        return EventBatch(p.columns, p.strings, rows[sort],
-                          np.asarray(p.extra_key, np.int32)[sort],
-                          list(map(p.extra_value.__getitem__, sort.tolist()))), facts
-    strings: list[str] = []
-    index: dict[str, int] = {}
+        assembly.add(p)
+    parts.clear()
+    return assembly.join()
 
-    def intern(s: str) -> int:
-        i = index.get(s)
+
+class Assembly:
+    """Parts joined as they arrive, in file order: each part's names are interned (first-seen
+    order) and its columns copied into the whole-file columns at once, then dropped, so that a file
+    read in pieces is joined while later pieces are still being read, and memory holds the columns
+    and one part. ``capacity``: the rows expected (the columns grow past it if need be)."""
+
+    def __init__(self, capacity: int = 0) -> None:
+        self.capacity = capacity
+        self.columns: dict[str, np.ndarray] = {}
+        self.rows = 0
+        self.parts: list[Part] = []  # the parts added, their columns dropped but for a first one
+        self.lengths: list[int] = []
+        self.remaps: list[np.ndarray] = []
+        self.strings: list[str] = []
+        self.index: dict[str, int] = {}
+
+    def intern(self, s: str) -> int:
+        i = self.index.get(s)
         if i is None:
-            i = index[s] = len(strings)
-            strings.append(s)
+            i = self.index[s] = len(self.strings)
+            self.strings.append(s)
         return i
 
-    remaps = [np.array([intern(s) for s in p.strings[:p.names]] +
-                       [-1] * (len(p.strings) - p.names), np.int64) for p in parts]
-    # side table: global rows, then the whole-file order (order code, row; stable within a row)
-    offsets = np.cumsum([0] + [len(p) for p in parts])
-    rows = np.concatenate([np.asarray(p.extra_row, np.int64) + off for p, off in zip(parts, offsets)])
-    order = np.concatenate([np.asarray(p.extra_order, np.int64) for p in parts])
-    local_keys = np.concatenate([np.asarray(p.extra_key, np.int64) for p in parts])
-    part_of = np.repeat(np.arange(len(parts)), [len(p.extra_row) for p in parts])
-    values = list(chain.from_iterable(p.extra_value for p in parts))
-    sort = np.lexsort((rows, order)) if len(rows) else np.zeros(0, np.int64)
-    width = max(len(p.strings) for p in parts) + 1
-    code = part_of[sort] * width + local_keys[sort]  # (part, local key) of each entry, in order
-    distinct, first = np.unique(code, return_index=True)
-    for c in distinct[np.argsort(first)].tolist():  # keys interned in order of first use
-        p, k = divmod(c, width)
-        if remaps[p][k] < 0:
-            remaps[p][k] = intern(parts[p].strings[k])
-    flat = np.concatenate(remaps)
-    starts = np.cumsum([0] + [len(r) for r in remaps[:-1]])
-    keys = flat[starts[part_of[sort]] + local_keys[sort]].astype(np.int32)
-    columns = {}
-    for name in COLUMNS:
-        pieces = [p.columns.pop(name) for p in parts]
-        if name == "name":
-            pieces = [remap[piece].astype(np.int32) for remap, piece in zip(remaps, pieces)]
-        columns[name] = np.concatenate(pieces)
-        del pieces
-        if offsets[-1] >= TRIM_ROWS:
+    def add(self, part: Part) -> None:
+        """Take ``part`` (its columns are emptied). The first part is kept whole until a second
+        one comes: a single part is its own batch (``_single``)."""
+        self.parts.append(part)
+        self.lengths.append(len(part))
+        self.remaps.append(np.array([self.intern(s) for s in part.strings[:part.names]] +
+                                    [-1] * (len(part.strings) - part.names), np.int64))
+        if len(self.parts) == 2:
+            self._copy_columns(0)
+        if len(self.parts) >= 2:
+            self._copy_columns(len(self.parts) - 1)
+
+    def _copy_columns(self, at: int) -> None:
+        part, n = self.parts[at], self.lengths[at]
+        if not self.columns:
+            self.capacity = max(self.capacity, n)
+            self.columns = {name: np.empty(self.capacity, dt) for name, dt in COLUMNS.items()}
+        if self.rows + n > self.capacity:  # more rows than expected: grow (in place where it can)
+            self.capacity = max(self.rows + n, self.capacity + self.capacity // 2)
+            for column in self.columns.values():
+                column.resize(self.capacity, refcheck=False)
+        end = self.rows + n
+        for name, column in self.columns.items():
+            values = part.columns.pop(name)
+            column[self.rows:end] = self.remaps[at][values] if name == "name" else values
+        self.rows = end
+
+    def join(self) -> tuple[EventBatch, Part]:
+        """The batch of every part added, and the merged per-file facts (see ``assemble``)."""
+        parts = self.parts
+        facts = Part(columns={}, strings=[], names=0)
+        for p in parts:
+            facts.processes.update(p.processes)
+            facts.threads.update(p.threads)
+            facts.flows += p.flows
+            facts.skipped += p.skipped
+            if facts.window is None:
+                facts.window = p.window
+        if len(parts) == 1:
+            return _single(parts.pop()), facts
+        # side table: global rows, then the whole-file order (order code, row; stable within a row)
+        offsets = np.cumsum([0] + self.lengths)
+        rows = np.concatenate([np.asarray(p.extra_row, np.int64) + off for p, off in zip(parts, offsets)])
+        order = np.concatenate([np.asarray(p.extra_order, np.int64) for p in parts])
+        local_keys = np.concatenate([np.asarray(p.extra_key, np.int64) for p in parts])
+        part_of = np.repeat(np.arange(len(parts)), [len(p.extra_row) for p in parts])
+        values = list(chain.from_iterable(p.extra_value for p in parts))
+        sort = np.lexsort((rows, order)) if len(rows) else np.zeros(0, np.int64)
+        width = max(len(p.strings) for p in parts) + 1
+        code = part_of[sort] * width + local_keys[sort]  # (part, local key) of each entry, in order
+        distinct, first = np.unique(code, return_index=True)
+        remaps = self.remaps
+        for c in distinct[np.argsort(first)].tolist():  # keys interned in order of first use
+            p, k = divmod(c, width)
+            if remaps[p][k] < 0:
+                remaps[p][k] = self.intern(parts[p].strings[k])
+        flat = np.concatenate(remaps)
+        starts = np.cumsum([0] + [len(r) for r in remaps[:-1]])
+        keys = flat[starts[part_of[sort]] + local_keys[sort]].astype(np.int32)
+        for column in self.columns.values():
+            if self.capacity > self.rows:
+                column.resize(self.rows, refcheck=False)  # the unused rows handed back
+        if self.rows >= TRIM_ROWS:
             release_freed_memory()  # the parts' copies, in the C heap's holes: back to the system
-    batch = EventBatch(columns, strings, rows[sort], keys, list(map(values.__getitem__, sort.tolist())))
-    parts.clear()
-    return batch, facts
+        batch = EventBatch(self.columns, self.strings, rows[sort], keys,
+                           list(map(values.__getitem__, sort.tolist())))
+        self.parts, self.columns = [], {}
+        return batch, facts
+
+
+def _single(p: Part) -> EventBatch:
+    """The batch of a file read as one part: its names are in whole-file order already."""
+    rows = np.asarray(p.extra_row, np.int64)
+    sort = np.lexsort((rows, np.asarray(p.extra_order, np.int64))) if len(rows) else rows
+    return EventBatch(p.columns, p.strings, rows[sort], np.asarray(p.extra_key, np.int32)[sort],
+                      list(map(p.extra_value.__getitem__, sort.tolist())))

@@ -177,7 +177,8 @@ def memory_columns(col: dict[str, np.ndarray], extra: "Extras", rows: np.ndarray
     for sub, (key, attr) in enumerate((("total_allocated", "total_allocated"),
                                        ("total_reserved", "total_reserved"),
                                        ("device_type", "mem_device_type"))):
-        extra.add_present(rows, key, *args.present_ints(attr), sub)
+        present, values = args.present_ints(attr)
+        extra.add_present(rows, key, present, values, sub)
 
 
 def int_triples(values: list[Any]) -> np.ndarray:

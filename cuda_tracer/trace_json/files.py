@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from cuda_tracer.model.events import MISSING
 from cuda_tracer.profile import RankProfile, TraceError
-from cuda_tracer.trace_json.assemble import Part, assemble
+from cuda_tracer.trace_json.assemble import Assembly, Part, assemble
 from cuda_tracer.trace_json.columns import NS_PER_UNIT, TIME_LIMIT_NS, to_int
 from cuda_tracer.trace_json.convert import convert_part
 from cuda_tracer.trace_json.read_ahead import ahead, read_ahead
@@ -44,6 +44,7 @@ from cuda_tracer.trace_json.stream import read_stream
 
 
 THREADED_TEXT = 32 << 20  # less JSON text is read faster without the threads' hand-offs
+TEXT_BYTES_PER_ROW = 256  # about what a Kineto trace holds (flow events counted in): sizes the columns
 MAX_STRING_CHARS = 64 << 10
 """Longer strings of a trace are cut to this many characters (see the module docstring)."""
 _RANK_IN_FILENAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
@@ -67,6 +68,7 @@ def read_trace(path: str, max_text_bytes: int | None = None, workers: int = 1,
     ``max_text_bytes``: the most JSON text a gzip file may decompress to (``trace_input``).
     ``progress``: called with each count of the file's bytes read."""
     chunks = text_chunks(path, max_text_bytes, progress=progress)
+    parts: list[Part] | Assembly
     with _COLLECTOR_PAUSED:
         if workers > 1 and can_fork() and text_size(path) >= MIN_PARALLEL_TEXT:
             doc, parts = read_parallel(path, chunks, workers)
@@ -80,13 +82,15 @@ def read_trace(path: str, max_text_bytes: int | None = None, workers: int = 1,
     return rank
 
 
-def _read_serial(path: str, chunks) -> tuple[TraceFile, list[Part]]:
+def _read_serial(path: str, chunks) -> tuple[TraceFile, list[Part] | Assembly]:
     """The file's fields and its pieces' ``Part``s, read by this process. With the native scanner
     and a file of ``THREADED_TEXT`` or more, three threads overlap: one decompresses, one cuts and
-    scans pieces (without the GIL), and this one converts the scanned pieces into columns."""
+    scans pieces (without the GIL), and this one converts the scanned pieces into columns and joins
+    them (``Assembly``) while the next ones are scanned."""
     parts: list[Part] = []
     if not native_scanner() or text_size(path) < THREADED_TEXT:
         return read_stream(path, chunks, lambda events: parts.append(convert_part(events))), parts
+    assembly = Assembly(text_size(path) // TEXT_BYTES_PER_ROW)
     text = read_ahead(chunks)
     scanned = ahead(lambda emit: read_stream(path, text, emit))
     with closing(text), closing(scanned):
@@ -94,8 +98,8 @@ def _read_serial(path: str, chunks) -> tuple[TraceFile, list[Part]]:
             try:
                 events = next(scanned)
             except StopIteration as end:
-                return end.value, parts
-            parts.append(convert_part(events))
+                return end.value, assembly
+            assembly.add(convert_part(events))
 
 
 class _CollectorPause:
@@ -158,16 +162,21 @@ def _base_ns(doc: TraceFile, path: str) -> int:
     return value
 
 
-def finish(path: str, doc: TraceFile, parts: list[Part]) -> RankProfile:
-    """The rank of a file whose events were converted into ``parts``; ``doc`` holds the file's
-    other fields (and possibly its last events, converted here)."""
+def finish(path: str, doc: TraceFile, parts: list[Part] | Assembly) -> RankProfile:
+    """The rank of a file whose events were converted into ``parts`` (or joined already, in an
+    ``Assembly``); ``doc`` holds the file's other fields (and possibly its last events, converted
+    here)."""
     base_ns = _base_ns(doc, path)
-    if doc.traceEvents:
-        parts.append(convert_part(doc.traceEvents))
+    last = [convert_part(doc.traceEvents)] if doc.traceEvents else []
+    if last:
         doc.traceEvents = None
-    if not parts:
-        parts.append(convert_part([]))
-    batch, facts = assemble(parts)
+    if isinstance(parts, Assembly):
+        for part in last or ([] if parts.parts else [convert_part([])]):
+            parts.add(part)
+        batch, facts = parts.join()
+    else:
+        parts += last or ([] if parts else [convert_part([])])
+        batch, facts = assemble(parts)
     if len(batch):
         batch.columns["start_ns"] += base_ns
         batch.columns["end_ns"] += base_ns
