@@ -210,8 +210,7 @@ def markdown_table() -> str:
         carriers = tuple(c for entry in entries for c in entry.carriers)
         source = "; ".join(entry.source if len(entries) == 1 else f"{_carriers_text(entry.carriers)}: {entry.source}"
                            for entry in entries)
-        meaning = entries[0].description + "".join(f" (only when {entry.when})" for entry in entries[:1]
-                                                   if entry.when)
+        meaning = entries[0].description + (f"; only when {entries[0].when}" if entries[0].when else "")
         lines.append(f"| `{name}` | {entries[0].type} | {_carriers_text(carriers)} | {source} | {meaning} |")
     return "\n".join(lines)
 
@@ -220,7 +219,7 @@ def resource_attributes(meta: Mapping[str, Any], opt: SpanOptions, run_id: str, 
     """Resource of one rank: service, host, process, rank, run, framework and CUDA versions."""
     res: dict[str, Any] = {}
     res.update(opt.resource_attributes)
-    res.update(meta.get("resource") or {})  # what a live session recorded (otel_profiler.live.samples.resource)
+    res.update(meta.get("resource") or {})  # what a live session recorded (otel_profiler.live.resource)
     res["service.name"] = opt.service_name or res.get("service.name") or meta.get("service_name") or \
         opt.default_service or "otel-profiler"
     if meta.get("host_name"):
