@@ -12,7 +12,7 @@ import pytest
 
 from cuda_tracer.loading import load_profile
 from otel_profiler import api
-from otel_profiler.analysis.compute import compute_overview, cpu_timelines
+from otel_profiler.analysis.host.compute import compute_overview, cpu_timelines
 from otel_profiler.analysis.summary import summarize
 from otel_profiler.live.samples import host_samples
 from otel_profiler.live.samples.compute import compute_resources, instance_type

@@ -17,7 +17,7 @@ import pytest
 from cuda_tracer.model.events import Kind
 from cuda_tracer.loading import load_profile
 from otel_profiler import api, config
-from otel_profiler.analysis.memory_snapshot import read_snapshot, snapshots_in, summarize_snapshot
+from otel_profiler.analysis.memory.snapshots import read_snapshot, snapshots_in, summarize_snapshot
 from otel_profiler.analysis.summary import summarize
 from otel_profiler.live.samples.cuda_memory import CudaMemory
 from otel_profiler.report.console import render_table

@@ -75,7 +75,7 @@ it (``self_gpu_us``; ``total_gpu_us`` adds the operator's descendants); definiti
 ``[memory]`` events (bytes; empty without ``profile_memory``); definitions in
 ``otel_profiler.analysis.memory.allocator``. ``cpu``: the machine's and the training process's CPU
 utilization while the steps ran, from a live run's samples (definitions in
-``otel_profiler.analysis.host_cpu``).
+``otel_profiler.analysis.host.cpu``).
 """
 
 from __future__ import annotations
@@ -89,13 +89,13 @@ from cuda_tracer.model.events import EventBatch, Kind, MemcpyKind, SyncKind
 from cuda_tracer.profile import Profile
 
 from ..names import demangle, short_names
-from .compute import compute_overview
-from .host_cpu import cpu_usage
-from .memory.allocator import memory
-from .memory_snapshot import snapshots_in
 from .attribution.modules import modules
 from .attribution.operators import operators
 from .breakdown import class_times, classify, idle_breakdown, temporal_breakdown, KERNEL_CLASSES
+from .host.compute import compute_overview
+from .host.cpu import cpu_usage
+from .memory.allocator import memory
+from .memory.snapshots import snapshots_in
 from .platform import SYNC_API, blocking_call, platform_of
 from .stats import describe_us, group_durations, launch_geometry, percentiles_us
 

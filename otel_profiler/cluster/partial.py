@@ -24,11 +24,11 @@ from cuda_tracer.model.events import EventBatch, Kind, MemcpyKind, SyncKind
 from cuda_tracer.profile import Profile, RankProfile, TraceError
 from cuda_tracer.trace_json.files import is_trace_file, read_trace
 
-from ..analysis.compute import compute_overview
-from ..analysis.host_cpu import cpu_usage
-from ..analysis.insights import Thresholds, insights
 from ..analysis.attribution.modules import modules
 from ..analysis.attribution.operators import operators
+from ..analysis.host.compute import compute_overview
+from ..analysis.host.cpu import cpu_usage
+from ..analysis.insights import Thresholds, insights
 from ..analysis.platform import platform_of
 from ..analysis.summary import summarize
 from .rank_steps import collectives, step_figures

@@ -24,8 +24,8 @@ from cuda_tracer.model.events import Kind
 from cuda_tracer.profile import Profile
 
 from ..analysis.activity import annotation_durations, cpu_active, precision_times, utilization_over_time
-from ..analysis.compute import cpu_timelines
 from ..analysis.document import SummaryDocument
+from ..analysis.host.compute import cpu_timelines
 from ..analysis.insights import Thresholds, thresholds_doc
 from ..analysis.insights.context import step_label
 from ..analysis.memory.allocator import memory_timeline

@@ -83,7 +83,7 @@ def test_out_of_memory_leaves_a_snapshot_and_the_exit_code(tmp_path):
     profiled = _run(OOM_JOB, str(tmp_path / "on"), "on")
     assert plain.returncode == profiled.returncode == 1
     assert "OutOfMemoryError" in profiled.stderr
-    from otel_profiler.analysis.memory_snapshot import snapshots_in
+    from otel_profiler.analysis.memory.snapshots import snapshots_in
 
     (snap,) = snapshots_in([str(tmp_path / "on")])
     assert snap["reason"] == "oom" and "error" not in snap and snap["segments"] >= 1

@@ -1,7 +1,7 @@
 """Insight rules on the host, true on any machine and on GPU machines too: other processes taking the
 CPU (contention), a host-bound job, a data loader without workers, and a profile without operators.
 
-The CPU rules read the summary's ``cpu`` section (``host_cpu.cpu_usage``: the samples a live run
+The CPU rules read the summary's ``cpu`` section (``host.cpu.cpu_usage``: the samples a live run
 records); trace files carry none, and those rules stay silent on them.
 """
 
