@@ -52,7 +52,7 @@ class ScannedPiece:
     no plain integer as (row, field, JSON text); ``slow`` marks events whose args are to be decoded
     the Python way, from ``piece[args_start:args_end]`` (-1: no args)."""
 
-    piece: bytes
+    piece: bytes | memoryview
     strings: list[str]
     phase: np.ndarray
     name: np.ndarray
@@ -103,7 +103,7 @@ class ScannedPiece:
         return events
 
 
-def scan_piece(piece: bytes) -> ScannedPiece | None:
+def scan_piece(piece: bytes | memoryview) -> ScannedPiece | None:
     """The events of ``piece`` (``b"[...]"``) scanned into columns, or None: read the piece the
     Python way (no scanner, or something in it the scanner leaves to Python). Raises
     ``ValueError`` ending "(byte N)" when the text is not JSON."""

@@ -63,12 +63,12 @@ def read_stream(path: str, chunks: Iterable[bytes], on_events: Callable[[Any], N
     for chunk in it:
         buf += chunk
         while len(buf) > piece_bytes:
-            taken = _hand_on_piece(path, buf, consumed, on_events, decode)
+            taken, buf = _hand_on_piece(path, buf, consumed, on_events, decode)
             if not taken:
                 break  # one event longer than a piece: wait for more text
             consumed += taken
     if len(buf) > TAIL_BYTES:  # the rest but its last event is one more piece
-        _hand_on_piece(path, buf, consumed, on_events, decode)
+        _, buf = _hand_on_piece(path, buf, consumed, on_events, decode)
     del buf[0]
     return decode_document(path, head + buf)
 
@@ -114,16 +114,18 @@ def _boundaries(buf: bytearray, end: int):
 
 
 def _hand_on_piece(path: str, buf: bytearray, consumed: int, on_events: Callable[[Any], None],
-                   decode: bool) -> int:
-    """Decode and hand on the buffer's events up to its last boundary (``_decode_piece``) and drop
-    them from it, the comma after them becoming the rest's "["; returns the bytes dropped (0: no
-    boundary found yet)."""
+                   decode: bool) -> tuple[int, bytearray]:
+    """Decode and hand on the buffer's events up to its last boundary (``_decode_piece``); returns
+    the bytes handed on (0: no boundary found yet) and the buffer of the rest, whose "[" is the
+    comma after them. The events handed on keep the old buffer (not copied): the rest is a new
+    one."""
     cut = _decode_piece(path, buf, consumed, on_events, decode)
     if cut is None:
-        return 0
-    del buf[:cut]
-    buf[0] = ord("[")
-    return cut
+        return 0, buf
+    rest = bytearray(b"[")
+    with memoryview(buf) as view:
+        rest += view[cut + 1:]
+    return cut, rest
 
 
 def _decode_piece(path: str, buf: bytearray, consumed: int, on_events: Callable[[Any], None],
@@ -131,20 +133,20 @@ def _decode_piece(path: str, buf: bytearray, consumed: int, on_events: Callable[
     """Decode the events before the buffer's last boundary that is one (``buf`` starts with the
     ``[`` before them), and hand them on; returns the boundary's comma position, or None when none
     is found yet (more text may hold one; text that is not JSON is then reported by the decode of
-    the rest)."""
+    the rest). Decoded events are handed on as a view of ``buf`` (``buf[:cut + 1]``, the comma made
+    "]"), which the caller then leaves as it is; text for other processes as a copy."""
     error_at = len(buf) + 1  # boundaries at or after a JSON error are no use
     for attempt, cut in enumerate(_boundaries(buf, len(buf))):
         if attempt == _ATTEMPTS:
             return None
         if cut >= error_at:
             continue
-        buf[cut] = ord("]")  # buf[0] is "[": the piece is buf[:cut + 1], copied once
-        with memoryview(buf) as view:
-            piece = bytes(view[:cut + 1])
-        buf[cut] = ord(",")
+        buf[cut] = ord("]")  # buf[0] is "[": the piece is buf[:cut + 1]
+        piece = memoryview(buf)[:cut + 1]
         try:
             events = decode_events(piece) if decode else _JSON_LIST.decode(piece)
         except msgspec.DecodeError as exc:  # a cut inside a string or a nested value: go earlier
+            buf[cut] = ord(",")  # (the view of it is gone once this function returns)
             m = _ERROR_BYTE.search(str(exc))
             if m:
                 error_at = min(error_at, int(m.group(1)))
@@ -154,14 +156,13 @@ def _decode_piece(path: str, buf: bytearray, consumed: int, on_events: Callable[
                                    f"byte {consumed})") from None
         except RecursionError:
             raise TraceError(path, "not a Chrome/Kineto trace (JSON nested too deeply)") from None
-        if decode:
-            del piece
-        on_events(events if decode else piece)
+        del piece
+        on_events(events if decode else bytes(buf[:cut + 1]))
         return cut
     return None
 
 
-def decode_events(piece: bytes) -> Any:
+def decode_events(piece: bytes | memoryview) -> Any:
     """A piece of the event list (``b"[...]"``) as events: scanned into columns by the native
     scanner where it reads the piece (``trace_scan``), else decoded into structs."""
     try:
