@@ -121,7 +121,7 @@ def build_spans(meta: Mapping[str, Any], batch: EventBatch, options: SpanOptions
     """
     plan = plan_spans(meta, batch, options or SpanOptions(), known_steps or [])
     table = _table(lay_out(plan))
-    return join_context(table, dict(meta), batch, plan.run_id, plan.rank)
+    return join_context(table, meta, batch, plan.run_id, plan.rank)
 
 
 def split_open_tail(batch: EventBatch, closed_until_ns: int, max_hold_ns: int,

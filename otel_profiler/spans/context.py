@@ -19,14 +19,18 @@ Without a context and user spans the table is returned as it is.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cuda_tracer.model.events import EventBatch, Kind
 
 from .ids import hash64
+
+if TYPE_CHECKING:  # build imports this module
+    from .build import SpanTable
 
 RUN_EVENT = "otel-profiler run"
 """Name of the PROFILER event, from the start of the session to its close, that carries the run span."""
@@ -84,7 +88,7 @@ def _shown(text: str) -> str:
     return repr(clean if len(clean) <= 80 else clean[:77] + "...")
 
 
-def context_meta(meta: dict[str, Any]) -> tuple[TraceParent | None, int]:
+def context_meta(meta: Mapping[str, Any]) -> tuple[TraceParent | None, int]:
     """The parent context recorded in a rank's metadata (``trace_parent``) and the start of the
     session that recorded it (``since_ns``, 0 if unknown); ``(None, 0)`` without one."""
     tp = meta.get("trace_parent")
@@ -128,7 +132,8 @@ def _split(trace_hex: str) -> tuple[int, int]:
     return int(trace_hex[:16], 16), int(trace_hex[16:32], 16)
 
 
-def join_context(table: Any, meta: dict[str, Any], batch: EventBatch, run_id: str, rank: int) -> Any:
+def join_context(table: SpanTable, meta: Mapping[str, Any], batch: EventBatch, run_id: str,
+                 rank: int) -> SpanTable:
     """``table`` (a ``build.SpanTable``) with the links to the run span and to the user's spans, and
     the run span when ``batch`` holds the run event (module docstring)."""
     parent, since_ns = context_meta(meta)
@@ -155,7 +160,7 @@ def join_context(table: Any, meta: dict[str, Any], batch: EventBatch, run_id: st
     return table
 
 
-def _user_links(table: Any, roots: np.ndarray, user: dict[Any, Any]) -> LinkColumn:
+def _user_links(table: SpanTable, roots: np.ndarray, user: dict[Any, Any]) -> LinkColumn:
     """Each step root's link to the user span that was current as its step began."""
     col = _link_column(len(table))
     try:
@@ -174,8 +179,8 @@ def _user_links(table: Any, roots: np.ndarray, user: dict[Any, Any]) -> LinkColu
     return col
 
 
-def _with_run_span(table: Any, parent: TraceParent, span_id: int, run_id: str, rank: int, start_ns: int,
-                   end_ns: int) -> Any:
+def _with_run_span(table: SpanTable, parent: TraceParent, span_id: int, run_id: str, rank: int,
+                   start_ns: int, end_ns: int) -> SpanTable:
     """``table`` with the run span appended (one row; every attribute column grows by one)."""
     from .columns import AttrColumn
 
