@@ -21,8 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from cuda_tracer.model.events import Kind
-
 from . import derived
 from .columns import KIND_NAMES, AttrColumn, Columns
 from .layout import SpanLayout
