@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..analysis.diff import NO_GPU_NOTE, diff, has_gpu, tables
+from ..analysis.diff import diff
 from ..analysis.summary import summarize
-from ..names import terminal_safe
-from ..report.console import render_json, table_text, unicode_escaped
+from ..report.diff_renderers import DIFF_RENDERERS
+from ..report.formats import DIFF_FORMATS
+from ..report.renderers import RenderOptions
 from . import count, load_inputs
 from .summary import add_scheduler, cluster_inputs, scheduler_of
 
@@ -21,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "figure with its base and new value, the change and the change in percent.")
     p.add_argument("base", metavar="BASE", help="the run to compare against (trace file or folder)")
     p.add_argument("new", metavar="NEW", help="the run to compare (trace file or folder)")
-    p.add_argument("--format", choices=("table", "json", "html"), default="table",
+    p.add_argument("--format", choices=DIFF_FORMATS, default="table",
                    help="table: text for a person (changed rows only); json: every figure (the "
                         "documented diff schema); html: a self-contained comparison page")
     p.add_argument("--top", type=int, default=20,
@@ -56,18 +57,7 @@ def compare(base: str, new: str, jobs: int | None = None, scheduler: str | None 
 
 def run(args: argparse.Namespace) -> int:
     d, code = compare(args.base, args.new, args.jobs, scheduler_of(args, [args.base, args.new]))
-    if args.format == "json":
-        text = render_json(d)
-    elif args.format == "html":
-        from ..report.diff_html import render_diff_html
-
-        text = unicode_escaped(render_diff_html(d, top=args.top))  # may go to a terminal
-    else:
-        width = max(args.name_width, 0)
-        text = "\n".join([terminal_safe(f"base: {', '.join(d['base']['sources'])}"),
-                          terminal_safe(f"new:  {', '.join(d['new']['sources'])}"), ""] +
-                         ([] if has_gpu(d) else [f"note: {NO_GPU_NOTE}", ""]) +
-                         [table_text(t, h, rows, width) for t, h, rows in tables(d, args.top) if rows])
+    text = DIFF_RENDERERS[args.format](d, RenderOptions(top=args.top, name_width=args.name_width))
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text + "\n")

@@ -1,7 +1,8 @@
 """Every output of a summary document behind one interface: ``RENDERERS[name](document, options)``
 returns what to write (text, or bytes for Perfetto). ``table``, ``csv`` and ``json`` render the
 summary (``console``), ``html`` the self-contained report (``html``), ``perfetto`` the events as a
-Chrome trace (``perfetto``). The document (``analysis.document.SummaryDocument``) computes its
+Chrome trace (``perfetto``); ``SUMMARY_RENDERERS`` and ``REPORT_RENDERERS`` are the ones the
+``summary`` and ``report`` commands offer (their ``--format`` choices). The document (``analysis.document.SummaryDocument``) computes its
 summary and insights once, on first use.
 """
 
@@ -49,4 +50,13 @@ def perfetto(doc: SummaryDocument, options: RenderOptions) -> bytes:
 
 
 Renderer = Callable[[SummaryDocument, RenderOptions], "str | bytes"]
-RENDERERS: dict[str, Renderer] = {"table": table, "csv": csv, "json": json, "html": html, "perfetto": perfetto}
+
+SUMMARY_RENDERERS: dict[str, Renderer] = {"table": table, "json": json, "csv": csv}
+"""``otel-profiler summary --format``: the summary as text, JSON or CSV (``console``); the command
+line's choices are these names, in this order."""
+
+REPORT_RENDERERS: dict[str, Renderer] = {"html": html, "perfetto": perfetto}
+"""``otel-profiler report --format``: the self-contained HTML report, or a Chrome trace for Perfetto."""
+
+RENDERERS: dict[str, Renderer] = {**SUMMARY_RENDERERS, **REPORT_RENDERERS}
+"""Every renderer of a summary document, by name."""
