@@ -29,14 +29,15 @@ def select(batch: EventBatch, budget: int, trace_row: np.ndarray, n_traces: int,
     per trace kept free (for CPU-op context)."""
     call_rows, device_rows, launch_of = rows.calls, rows.device, rows.launch_of_device
     keep = np.zeros(len(batch), bool)
-    dur = batch.duration_ns
+    duration = batch.duration_ns
     # Annotations: the longest ``budget // 2`` of a trace are spans, the rest aggregated.
-    annots = np.concatenate([rows.annotations, rows.gpu_annotations])
-    a_trace = trace_row[annots]
-    order = np.lexsort((-dur[annots], a_trace))
-    rank_in_trace = np.arange(len(order)) - np.searchsorted(a_trace[order], a_trace[order], side="left")
-    keep[annots[order[rank_in_trace < budget // 2]]] = True
-    dropped_annots = annots[~keep[annots]]
+    annotations = np.concatenate([rows.annotations, rows.gpu_annotations])
+    annotation_trace = trace_row[annotations]
+    order = np.lexsort((-duration[annotations], annotation_trace))
+    ordered_trace = annotation_trace[order]
+    rank_in_trace = np.arange(len(order)) - np.searchsorted(ordered_trace, ordered_trace, side="left")
+    keep[annotations[order[rank_in_trace < budget // 2]]] = True
+    dropped_annotations = annotations[~keep[annotations]]
     launched = np.zeros(len(batch), bool)
     launched[launch_of[launch_of >= 0]] = True
     lone_calls = call_rows[~launched[call_rows]]
@@ -44,27 +45,27 @@ def select(batch: EventBatch, budget: int, trace_row: np.ndarray, n_traces: int,
     unit_launch = np.concatenate([launch_of, np.full(len(lone_calls), -1, np.int64)])
     if not len(units):
         return keep
-    u_trace = trace_row[units]
+    unit_trace = trace_row[units]
     # Reserve: one aggregate per distinct (trace, kind, name) of units, launch calls and dropped
     # annotations.
-    may_aggregate = np.concatenate([units, call_rows, dropped_annots])
+    may_aggregate = np.concatenate([units, call_rows, dropped_annotations])
     key = (trace_row[may_aggregate] << 40) | (batch.kind[may_aggregate].astype(np.int64) << 32) | \
         batch.name[may_aggregate].astype(np.int64)
-    ukey = np.unique(key)
-    reserve = np.bincount((ukey >> 40).astype(np.int64), minlength=n_traces)
-    fixed = 1 + np.bincount(trace_row[annots[keep[annots]]], minlength=n_traces)
-    avail = np.maximum(budget - fixed - reserve - reserved, 0)
+    distinct_keys = np.unique(key)
+    reserve = np.bincount((distinct_keys >> 40).astype(np.int64), minlength=n_traces)
+    fixed = 1 + np.bincount(trace_row[annotations[keep[annotations]]], minlength=n_traces)
+    available = np.maximum(budget - fixed - reserve - reserved, 0)
 
-    order = np.lexsort((-dur[units], u_trace))
-    units, unit_launch, u_trace = units[order], unit_launch[order], u_trace[order]
+    order = np.lexsort((-duration[units], unit_trace))
+    units, unit_launch, unit_trace = units[order], unit_launch[order], unit_trace[order]
     cost = np.ones(len(units), np.int64)
-    has = np.flatnonzero(unit_launch >= 0)
-    _, first = np.unique(unit_launch[has], return_index=True)
-    cost[has[first]] += 1
-    csum = np.cumsum(cost)
-    group_start = np.searchsorted(u_trace, u_trace, side="left")
-    before = np.where(group_start > 0, csum[np.maximum(group_start - 1, 0)], 0)
-    kept = (csum - before) <= avail[u_trace]
+    with_launch = np.flatnonzero(unit_launch >= 0)
+    _, first = np.unique(unit_launch[with_launch], return_index=True)
+    cost[with_launch[first]] += 1
+    cost_so_far = np.cumsum(cost)
+    group_start = np.searchsorted(unit_trace, unit_trace, side="left")
+    before = np.where(group_start > 0, cost_so_far[np.maximum(group_start - 1, 0)], 0)
+    kept = (cost_so_far - before) <= available[unit_trace]
     keep[units[kept]] = True
     keep[unit_launch[kept & (unit_launch >= 0)]] = True
     return keep
