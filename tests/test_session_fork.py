@@ -22,7 +22,7 @@ from otel_profiler import api
 from otel_profiler.live import session
 with api.Profiler(profile_dir=sys.argv[1], signal=False, summary_at_exit=False, steps="off"):
     live = session.current()
-    assert signal.getsignal(signal.SIGTERM) == live._on_sigterm
+    assert signal.getsignal(signal.SIGTERM) == live.hygiene.on_sigterm
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -35,7 +35,7 @@ with api.Profiler(profile_dir=sys.argv[1], signal=False, summary_at_exit=False, 
     os.kill(pid, signal.SIGTERM)
     _, status = os.waitpid(pid, 0)
     child["died_of"] = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-    child["parent_handler_ours"] = signal.getsignal(signal.SIGTERM) == live._on_sigterm
+    child["parent_handler_ours"] = signal.getsignal(signal.SIGTERM) == live.hygiene.on_sigterm
     child["parent_blocked"] = signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, set())
     print(json.dumps(child))
 """

@@ -8,8 +8,8 @@
   a forked child (a DataLoader worker) records nothing, writes nothing and dies of SIGTERM as it
   would unprofiled.
 
-Mixed into ``session.Session``; the process-wide hooks are in ``session`` (they know the current
-session).
+``ProcessHygiene`` does this for one session; the process-wide hooks are in ``session`` (they know
+the current session).
 """
 
 from __future__ import annotations
@@ -20,96 +20,90 @@ import signal
 import threading
 from typing import Any, Callable
 
+from .lifecycle import Lifecycle
+
 
 class ProcessHygiene:
-    """SIGTERM handler and fork handling of one session (state lives in ``Session.__init__``)."""
+    """The SIGTERM handler and the fork handling of one session: ``close`` writes what is left."""
 
-    lock: Any
-    closed: bool
-    metrics: Any
-    _in_signal: bool
-    _thread: Any
-    _finished: list
-    _source: Any
-    _trigger: Any
-    _watch_lock: Any
-    _close_at_exit: Any
+    def __init__(self, lifecycle: Lifecycle, lock: threading.RLock, close: Callable[[], None]) -> None:
+        self.lifecycle = lifecycle
+        self.lock = lock  # the session's flush lock, held around fork
+        self._close = close
+        self._fork_held = False
+        self._fork_masked = False
 
-    def _install_sigterm(self) -> None:
+    def install_sigterm(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
         try:
             if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
                 return  # the program handles SIGTERM itself (and usually exits through atexit)
-            signal.signal(signal.SIGTERM, self._on_sigterm)
+            signal.signal(signal.SIGTERM, self.on_sigterm)
         except (ValueError, OSError):
             pass
 
-    def _uninstall_sigterm(self) -> None:
-        if self._in_signal or threading.current_thread() is not threading.main_thread():
+    def uninstall_sigterm(self) -> None:
+        if self.lifecycle.in_signal or threading.current_thread() is not threading.main_thread():
             return
         try:
-            if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+            if signal.getsignal(signal.SIGTERM) == self.on_sigterm:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
         except (ValueError, OSError):
             pass
 
-    def _holds_sigterm(self) -> bool:
+    def holds_sigterm(self) -> bool:
         """Our SIGTERM handler is the installed one (callable from any thread)."""
         try:
-            return signal.getsignal(signal.SIGTERM) == self._on_sigterm
+            return signal.getsignal(signal.SIGTERM) == self.on_sigterm
         except (ValueError, OSError):
             return False
 
-    def _on_sigterm(self, signum: int, frame: Any) -> None:
+    def on_sigterm(self, signum: int, frame: Any) -> None:
         """Write what is left, then die of SIGTERM as the program would have without us."""
         try:
-            self._in_signal = True
-            self.close()
+            self.lifecycle.in_signal = True
+            self._close()
         except BaseException:
             pass
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
 
-    def after_fork_in_child(self) -> None:
-        """A forked child (e.g. a DataLoader worker) records nothing and writes nothing."""
-        self.closed = True
+    def in_child(self, close_at_exit: Callable[[], None]) -> threading.RLock:
+        """A forked child (e.g. a DataLoader worker) records nothing and writes nothing: closed, its
+        exit hook and SIGTERM handler gone. Returns the child's own (unheld) flush lock."""
+        self.lifecycle.closed = True
         self.lock = threading.RLock()
-        self._thread = None
-        self._finished = []
-        self._source = None
-        self._trigger = None
-        self.metrics = None  # its threads did not survive the fork; the parent owns its port
-        self._watch_lock = threading.Lock()
         try:
-            atexit.unregister(self._close_at_exit)
+            atexit.unregister(close_at_exit)
         except Exception:
             pass  # runs right after fork in the child: no logging (its locks may be held)
         try:  # SIGTERM kills the child as it would without us (e.g. Pool.terminate of its workers)
-            if self._holds_sigterm():
+            if self.holds_sigterm():
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
         except (ValueError, OSError):
             pass
+        return self.lock
 
     def before_fork(self) -> None:
         """In the forking thread: hold the flush lock, and block SIGTERM while we hold the handler."""
         self._fork_held = self.lock.acquire(timeout=5)
-        self._fork_masked = self._holds_sigterm() and block_sigterm()
+        self._fork_masked = self.holds_sigterm() and block_sigterm()
 
     def after_fork_in_parent(self) -> None:
-        if getattr(self, "_fork_masked", False):
+        if self._fork_masked:
             self._fork_masked = False
             unblock_sigterm()
-        if getattr(self, "_fork_held", False):
+        if self._fork_held:
             self._fork_held = False
             self.lock.release()
 
     def after_fork_in_new_child(self) -> None:
-        """In the child: record nothing, SIGTERM back to the default action, then unblocked."""
-        self.after_fork_in_child()
-        if getattr(self, "_fork_masked", False):
-            unblock_sigterm()  # a SIGTERM sent since the fork (Pool.terminate) now kills the child
+        """In the child, after ``in_child``: a SIGTERM sent since the fork (Pool.terminate) now
+        kills the child."""
+        if self._fork_masked:
+            unblock_sigterm()
 
 
 def block_sigterm() -> bool:

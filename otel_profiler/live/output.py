@@ -6,9 +6,9 @@ with user-only permissions and holds every rank's ``rank-<r>.<part>.events`` and
 writes its first part, so two live processes never write the same rank's files (the loser, e.g. a
 spawned helper process, stays silent). A lock left by a dead process is taken over, and that
 rank's old event files are removed: re-using a folder replaces the rank, never mixes two runs.
-``write_summary`` reads the whole folder back and writes ``summary.json``. ``RankOutput`` (mixed
-into the session) is who the process writes as (rank learned from torch.distributed when no launcher
-said it) and the metadata written next to each part.
+``write_summary`` reads the whole folder back and writes ``summary.json``. ``RankOutput`` (one per
+session) is who the process writes as (rank learned from torch.distributed when no launcher said it)
+and the metadata written next to each part.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from cuda_tracer.profile import PROFILE_EVENTS, PROFILE_META, RankProfile, write
 
 from ..profiler_warnings import warn
 from ..version import __version__
-from .steps import markers
 from .samples.compute import compute_resources
 
 log = logging.getLogger(__name__)
@@ -153,30 +152,24 @@ def write_summary(folder: str) -> dict[str, Any] | None:
 
 
 class RankOutput:
-    """Who this process writes as, and what it writes next to its parts (mixed into
-    ``session.Session``; state lives in ``Session.__init__``)."""
+    """Who this process writes as (rank learned from torch.distributed when no launcher said it),
+    where (the profile folder and its ``RankWriter``), and the metadata written next to its parts."""
 
-    closed: bool
-    folder: str
-    origin: str
-    rank: int
-    run_id: str
-    position: dict[str, int]
-    resource: dict[str, Any]
-    activities: frozenset
-    writer: RankWriter
-    _rank_known: bool
-    _write_failed: bool
-    _detail_off: str | None
-    _windows: list
-    _step: int
-    cuda_memory: Any
-    cpu_timeline: Any
-    _compute: dict[str, Any] | None
-    trace_parent: Any
-    run_start_ns: int
+    def __init__(self, folder: str, origin: str, run_id: str, position: dict[str, int],
+                 resource: dict[str, Any], activities: frozenset[str]) -> None:
+        self.folder = folder
+        self.origin = origin
+        self.run_id = run_id
+        self.position = position
+        self.rank = position["rank"]
+        self.resource = resource  # shared with the metrics: a learned rank is theirs too
+        self.activities = activities
+        self.writer = RankWriter(folder, self.rank)
+        self.rank_known = "RANK" in os.environ
+        self._write_failed = False  # a part could not be written (said once)
+        self._compute: dict[str, Any] | None = None  # read once, by the first flush
 
-    def _cannot_write(self, exc: OSError) -> None:
+    def cannot_write(self, exc: OSError) -> None:
         """One warning the first time a part cannot be written; recording, metrics and OTLP
         export go on (later parts are tried again: a disk may get space back)."""
         if not self._write_failed:
@@ -184,7 +177,7 @@ class RankOutput:
             warn(f"cannot write the profile folder {self.folder} ({exc.strerror or exc}); "
                  "parts are not saved there, steps, metrics and OTLP export go on")
 
-    def _learn_rank(self) -> None:
+    def learn_rank(self) -> None:
         """Take rank and world size from torch.distributed when the launcher set no ``RANK``
         (``torch.multiprocessing.spawn`` jobs); checked at step boundaries until known."""
         dist = sys.modules.get("torch.distributed")
@@ -194,29 +187,25 @@ class RankOutput:
             rank, world = dist.get_rank(), dist.get_world_size()
         except Exception:
             return
-        self._rank_known = True
+        self.rank_known = True
         if self.writer.parts == 0:  # nothing written under the old number yet
             self.rank = rank
             self.position.update(rank=rank, world_size=world)
             self.resource.update({"ml.rank": rank, "ml.world_size": world})
             self.writer = RankWriter(self.folder, rank)
 
-    def _settle_identity(self) -> bool:
+    def settle_identity(self) -> bool:
         """Before the first write. False for a multiprocessing helper with no rank of its own (a
         spawned DataLoader worker): it writes nothing, so it never takes rank 0 from the trainer."""
-        if self._rank_known:
+        if self.rank_known:
             return True
-        self._learn_rank()
+        self.learn_rank()
         mp = sys.modules.get("multiprocessing")
-        return self._rank_known or mp is None or mp.parent_process() is None
+        return self.rank_known or mp is None or mp.parent_process() is None
 
-    def _stop_quietly(self) -> None:
-        """This process is not the one that writes its rank: record nothing more, say nothing."""
-        self.closed = True
-        markers.active = False
-
-    def meta(self) -> dict[str, Any]:
-        """This rank's metadata (``rank-<r>.json``)."""
+    def meta(self, recording: dict[str, Any], trailer: dict[str, Any]) -> dict[str, Any]:
+        """This rank's metadata (``rank-<r>.json``): who and where, then ``recording`` (what the
+        session recorded: windows, steps, samples), the compute resources, then ``trailer``."""
         torch = sys.modules.get("torch")
         versions = {"otel_profiler": __version__, "python": sys.version.split()[0]}
         if torch is not None:
@@ -234,15 +223,9 @@ class RankOutput:
             "versions": versions,
             "device_properties": device_properties(),
             "activities": sorted(self.activities),
-            "detailed_capture": self._detail_off or "on",
-            "windows": self._windows,
-            "steps": self._step,
-            "step_source": self._step_source(),
-            **({"cuda_memory": cm} if (cm := self.cuda_memory.meta()) else {}),
-            **({"cpu_samples": cs} if (cs := self.cpu_timeline.meta()) else {}),
+            **recording,
             "compute": self._compute_resources(),
-            **({"trace_parent": {**tp.as_meta(), "since_ns": self.run_start_ns}}
-               if (tp := self.trace_parent) is not None else {}),
+            **trailer,
         }
 
     def _compute_resources(self) -> dict[str, Any]:

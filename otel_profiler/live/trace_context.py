@@ -51,6 +51,29 @@ def run_event(start_ns: int, end_ns: int, rank: int) -> EventBatch:
                                    end_ns=[max(end_ns, start_ns)], rank=[rank], pid=[os.getpid()])
 
 
+class RunSpan:
+    """This rank's run span: the parent of ``TRACEPARENT`` (None: no run span) and when the run began;
+    its event goes out once, with the last part."""
+
+    def __init__(self, parent: TraceParent | None, start_ns: int) -> None:
+        self.parent = parent
+        self.start_ns = start_ns
+        self.sent = False
+
+    def last_event(self, rank: int, now_ns: int) -> EventBatch | None:
+        """The run event, the first time it is asked for (None without a parent, or once sent)."""
+        if self.parent is None or self.sent:
+            return None
+        self.sent = True
+        return run_event(self.start_ns, now_ns, rank)
+
+    def meta(self) -> dict[str, Any]:
+        """The rank metadata's ``trace_parent`` (nothing without a parent)."""
+        if self.parent is None:
+            return {}
+        return {"trace_parent": {**self.parent.as_meta(), "since_ns": self.start_ns}}
+
+
 class UserSpans:
     """The job's current span at each step begin (see the module docstring)."""
 

@@ -4,7 +4,7 @@ The exporter is made at the first write (a launcher that records nothing, such a
 agent, never starts an exporter process), in an environment marked so that no session starts in
 its processes. The metrics (``metrics.publisher.MetricsService``) start once a step was recorded,
 in the flush thread. Once both exist, the exporter's drop counters become metrics and OTLP metrics
-go out through it. Mixed into ``session.Session``.
+go out through it. ``ExportWiring`` holds both for one session.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ..profiler_warnings import warn
 
@@ -21,16 +21,30 @@ EXPORTER_CHILD_ENV = "_OTEL_PROFILER_EXPORTER_CHILD"
 
 
 class ExportWiring:
-    """Metrics and exporter of one session (state lives in ``Session.__init__``)."""
+    """The metrics and the OTLP exporter of one session."""
 
-    settings: Any
-    resource: dict[str, Any]
-    run_id: str
-    metrics: Any
-    _exporter: Any
-    _metrics_made: bool
-    _exporter_watched: bool
-    _watch_lock: threading.Lock
+    def __init__(self, settings: Any, resource: dict[str, Any], run_id: str) -> None:
+        self.settings = settings
+        self.resource = resource
+        self.run_id = run_id
+        self.metrics: Any = None  # MetricsService, made once a step was recorded
+        self.metrics_due = False  # a step was recorded: the flush thread starts the metrics
+        self._metrics_made = False
+        self.exporter: Any = None
+        self._exporter_made = False  # made at the first write: launchers that record nothing
+                                     # (the torchrun agent) never start an exporter process
+        self._make_exporter: Callable[[Any, str], Any] | None = None
+        self._exporter_watched = False
+        self._watch_lock = threading.Lock()
+
+    def prepare(self, make_exporter: Callable[[Any, str], Any]) -> None:
+        """At start: the function that makes the exporter at the first write (``exporter_factory``)."""
+        self._make_exporter = make_exporter
+
+    def start_metrics_when_due(self) -> None:
+        """Start the metrics once a step was recorded and they are not started yet."""
+        if self.metrics_due and not self._metrics_made:
+            self._start_metrics()
 
     def _start_metrics(self) -> None:
         """Once a step was recorded, not in ``start``: a launcher's session (the torchrun agent)
@@ -45,22 +59,47 @@ class ExportWiring:
         except Exception as exc:
             warn(f"metrics are off ({type(exc).__name__}: {exc})")
 
+    def exporter_at_first_write(self) -> Any:
+        """The exporter, made the first time this is asked (None when none is configured)."""
+        if not self._exporter_made:
+            self._exporter_made = True
+            make = self._make_exporter
+            self.exporter = make(self.settings, self.resource["service.name"]) if make is not None else None
+            self._watch_exporter()
+        return self.exporter
+
     def _watch_exporter(self) -> None:
         """Connect metrics and the exporter once both exist: its drop counters become metrics and
         OTLP metrics go out through it."""
         with self._watch_lock:
-            if self.metrics is None or self._exporter is None or self._exporter_watched:
+            if self.metrics is None or self.exporter is None or self._exporter_watched:
                 return
             self._exporter_watched = True
-        self.metrics.attach_exporter(self._exporter)
+        self.metrics.attach_exporter(self.exporter)
 
-    def _close_metrics(self) -> None:
+    def close_exporter(self, folder: str, timeout_s: float) -> None:
+        """The last OTLP metrics, after the last batch; then the exporter gets ``timeout_s`` of
+        network time (``folder`` is named if batches are lost)."""
+        exporter = self.exporter
+        if exporter is None:
+            return
+        if self.metrics is not None:
+            self.metrics.export_now(last=True)
+        exporter.profile_folder = folder
+        exporter.close(timeout_s=timeout_s)
+
+    def close_metrics(self) -> None:
         metrics, self.metrics = self.metrics, None
         if metrics is not None:
             metrics.close()  # never raises
 
+    def forget_after_fork(self) -> None:
+        """In a forked child: the metrics' threads did not survive the fork; the parent owns its port."""
+        self.metrics = None
+        self._watch_lock = threading.Lock()
 
-def exporter_factory() -> Any:
+
+def exporter_factory() -> Callable[[Any, str], Any]:
     """A function making the OTLP exporter (None when none is configured); imports it now."""
     try:
         from ..export.exporter import exporter_from_env

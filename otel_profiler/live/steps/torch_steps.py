@@ -15,7 +15,7 @@ Hooks, all installed through ``import_hooks.when_imported`` so the bootstrap nev
 - a global module forward pre-hook while the session wants to hear of torch work (the first module
   call starts the time fallback; later calls close it once its time is up). It removes itself.
 
-What counts as a step is decided by the session (``Session.step_evidence``); this module only
+What counts as a step is decided by the session (``steps.sources.StepSources``); this module only
 reports. Every hook catches everything: the training job never sees an error from here.
 """
 

@@ -4,7 +4,8 @@ A window opens when the policy wants one, is handed over in parts of
 ``OTEL_PROFILER_WINDOW_PART_STEPS`` steps (bounded memory), and closes when the policy stops wanting
 it; each closed window becomes a ``PROFILER`` event of its own. The detailed source is Kineto
 (``torch.profiler``) when torch is imported, else CUPTI through cupti-python; another profiler
-holding the process makes capture back off for the run. Mixed into ``session.Session``.
+holding the process makes capture back off for the run. ``DetailedWindows`` owns this state (a
+``WindowState`` per window); the session holds one and tells it each step boundary.
 
 One rule keeps torch's heap whole: a window never starts inside a torch ``record_function`` scope
 that was opened while the previous window ran. torch calls such a scope's end callback with the
@@ -21,187 +22,227 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from cuda_tracer.model.events import EventBatch, Kind
 
 from ...profiler_warnings import warn
+from .policy import WindowPolicy
+from .state import DEFERRED_PART, DEFERRED_START, WindowState
 
 MAX_WINDOWS_IN_META = 1000
 
 
-class CaptureWindows:
-    """Opening, splitting and closing detailed windows (state lives in ``Session.__init__``)."""
+class DetailedWindows:
+    """Opening, splitting and closing detailed windows of one session.
 
-    policy: Any
-    activities: frozenset
-    rank: int
-    _part_steps: int
-    _window: dict[str, Any] | None
-    _windows: list[dict[str, Any]]
-    _finished: list[tuple[Any, dict[str, Any] | None]]
-    _wake: bool
-    _source: Any
-    _detail_off: str | None
-    _backed_off: bool
-    _told_no_cupti: bool
-    _step: int
-    _torch_hooks: Any
-    _in_torch_scope: bool  # inside the leading optimizer's step: a torch record_function scope
-    _start_fenced: bool  # a start now would land in a torch scope opened while the source ran
+    ``finished`` holds what the flush writes next: ``(capture, window)`` pairs, window None for a
+    part of a window still open; ``wake`` asks the flush thread to write now."""
 
-    def _update_window(self, step: int, now: int) -> None:
+    def __init__(self, policy: WindowPolicy, activities: frozenset[str], part_steps: int,
+                 rank: Callable[[], int]) -> None:
+        self.policy = policy
+        self.activities = activities
+        self.part_steps = part_steps
+        self._rank = rank
+        self.window: WindowState | None = None  # the window open now
+        self.windows: list[WindowState] = []  # closed windows, for the metadata
+        self.finished: list[tuple[Any, WindowState | None]] = []
+        self.wake = False  # a plain flag, never a lock: signal handlers set it too
+        self.source: Any = None  # the detailed source (Kineto or CUPTI) of the last window
+        self.detail_off: str | None = None  # why detailed capture does not run
+        self.backed_off = False
+        self._told_no_cupti = False
+        self.torch_hooks: Any = None  # torch_steps.TorchHooks once installed: watches module calls
+        self.in_torch_scope = False  # inside the leading optimizer's step: a torch record_function scope
+        self.start_fenced = False  # a start now would land in a torch scope opened while the source ran
+
+    @property
+    def waiting(self) -> bool:
+        """The open window waits for a safe point (a start or a part's hand-over)."""
+        window = self.window
+        return window is not None and window.deferred is not None
+
+    def source_running(self) -> bool:
+        return self.source is not None and self.source.running
+
+    def update(self, step: int, now: int) -> None:
+        """Step ``step`` begins at ``now`` (``perf_counter_ns``): open, split or close as the policy says."""
         reason = self.policy.want(step, now)
-        window = self._window
+        window = self.window
         if reason and window is None:
-            self._open_window(reason, step)
+            self.open(reason, step)
         elif not reason and window is not None:
-            self._close_window(step)
-        elif window is not None and window.get("deferred"):
-            self._resume_window(step)
-        elif window is not None and window["captured"] and step - window["part_first_step"] >= self._part_steps:
-            self._next_window_part(step)
+            self.close(step)
+        elif window is not None and window.deferred:
+            self._resume(step)
+        elif window is not None and window.captured and step - window.part_first_step >= self.part_steps:
+            self._next_part(window, step)
 
-    def _open_window(self, reason: str, step: int) -> None:
-        window = {"reason": reason, "first_step": step, "start_ns": time.time_ns(), "captured": False,
-                  "parts": 0, "part_first_step": step}
-        self._window = window
+    def open(self, reason: str, step: int) -> None:
+        window = WindowState(reason=reason, first_step=step, start_ns=time.time_ns(), part_first_step=step)
+        self.window = window
         if self._detail_source() is not None:
             self._start_part(window, step)
 
-    def _start_part(self, window: dict[str, Any], step: int) -> None:
+    def _start_part(self, window: WindowState, step: int) -> None:
         """Start capturing the next part of ``window``, or leave the start to the next safe point."""
-        if self._start_fenced:
-            window["deferred"] = "start"
+        if self.start_fenced:
+            window.deferred = DEFERRED_START
             self._watch_for_safe_point()
             return
-        window.pop("deferred", None)
+        window.deferred = None
         try:
-            self._source.start()
+            self.source.start()
         except Exception as exc:  # someone else holds the profiler: back off for good
-            self._back_off(f"{exc}", announced=getattr(exc, "announced", False))
+            self.back_off(f"{exc}", announced=getattr(exc, "announced", False))
             return
-        window["captured"] = True
-        window["parts"] += 1
-        window["part_first_step"] = step
+        window.captured = True
+        window.parts += 1
+        window.part_first_step = step
 
-    def _next_window_part(self, step: int) -> None:
+    def _next_part(self, window: WindowState, step: int) -> None:
         """Hand over what a long window captured so far and go on capturing (bounded memory)."""
-        window = self._window
-        if window is None:
-            return
-        if self._start_fenced:  # the restart would land in the scope: hand over at the safe point
-            window["deferred"] = "part"
+        if self.start_fenced:  # the restart would land in the scope: hand over at the safe point
+            window.deferred = DEFERRED_PART
             self._watch_for_safe_point()
             return
         self._hand_over_part(window)
         self._start_part(window, step)
 
-    def _hand_over_part(self, window: dict[str, Any]) -> None:
+    def _hand_over_part(self, window: WindowState) -> None:
         try:
-            self._finished.append((self._stop_source(), None))
-            self._wake = True
+            self.finished.append((self.stop_source(), None))
+            self.wake = True
         except Exception as exc:
-            window["captured"] = False
-            self._back_off(f"the detailed source failed to stop ({exc})")
+            window.captured = False
+            self.back_off(f"the detailed source failed to stop ({exc})")
 
-    def _resume_window(self, step: int) -> None:
+    def _resume(self, step: int) -> None:
         """Do what waited for a safe point: a part's hand-over (and restart), or a start.
 
         Called at a safe point, or at the next step boundary: there a part still running is
         handed over but its restart waits again if the boundary is fenced."""
-        window = self._window
-        if window is None or self._backed_off:
+        window = self.window
+        if window is None or self.backed_off:
             return
-        if window.pop("deferred", None) == "part":
-            if not (self._source is not None and self._source.running):
+        deferred, window.deferred = window.deferred, None
+        if deferred == DEFERRED_PART:
+            if not self.source_running():
                 return
             self._hand_over_part(window)
-            if self._backed_off:
+            if self.backed_off:
                 return
         self._start_part(window, step)
 
-    def safe_point(self) -> None:
+    def safe_point(self, step: int) -> None:
         """Torch work outside any scope of the previous window (a module call, a backward pass
         returned): whatever waited for one is done now. Cheap when nothing waits."""
-        window = self._window
-        if window is not None and "deferred" in window and not self._start_fenced:
-            self._resume_window(self._step)
+        window = self.window
+        if window is not None and window.deferred is not None and not self.start_fenced:
+            self._resume(step)
+
+    def torch_scope_entered(self) -> None:
+        """torch opened a ``record_function`` scope around what we are called from (the leading
+        optimizer's step): no detailed window may start in it if one was running when it opened,
+        nor after one stopped in it, until ``torch_scope_left``."""
+        self.start_fenced = self.source_running() or (self.in_torch_scope and self.start_fenced)
+        self.in_torch_scope = True
+
+    def torch_scope_left(self) -> None:
+        self.in_torch_scope = self.start_fenced = False
 
     def _watch_for_safe_point(self) -> None:
-        hooks = self._torch_hooks
+        hooks = self.torch_hooks
         if hooks is not None:
             hooks.watch_module_calls()
 
-    def _stop_source(self) -> Any:
+    def stop_source(self) -> Any:
         """Stop the detailed source; inside a torch scope, later starts in it are fenced."""
-        if self._in_torch_scope:
-            self._start_fenced = True
-        return self._source.stop()
+        if self.in_torch_scope:
+            self.start_fenced = True
+        return self.source.stop()
 
-    def _close_window(self, step: int) -> None:
-        window, self._window = self._window, None
+    def close(self, step: int) -> None:
+        """The open window ends before step ``step``: stop capturing, hand it to the flush."""
+        window, self.window = self.window, None
         if window is None:
             return
-        window["end_ns"] = time.time_ns()
-        window["last_step"] = step - 1
+        window.end_ns = time.time_ns()
+        window.last_step = step - 1
         capture = None
-        window.pop("part_first_step", None)
-        window.pop("deferred", None)
-        if window["captured"] and self._source is not None and self._source.running:
+        window.deferred = None
+        if window.captured and self.source_running():
             try:
-                capture = self._stop_source()
+                capture = self.stop_source()
             except Exception as exc:
-                self._back_off(f"the detailed source failed to stop ({exc})")
-        if len(self._windows) < MAX_WINDOWS_IN_META:
-            self._windows.append(window)
-        self._finished.append((capture, window))
-        self._wake = True
+                self.back_off(f"the detailed source failed to stop ({exc})")
+        if len(self.windows) < MAX_WINDOWS_IN_META:
+            self.windows.append(window)
+        self.finished.append((capture, window))
+        self.wake = True
+
+    def drop(self, reason: str) -> None:
+        """Forget the closed windows of ``reason`` (one swap: the flush thread reads the list whole)."""
+        if any(w.reason == reason for w in self.windows):
+            self.windows = [w for w in self.windows if w.reason != reason]
+
+    def any_of(self, *reasons: str) -> bool:
+        return any(w.reason in reasons for w in self.windows)
+
+    def meta(self) -> list[dict[str, Any]]:
+        """The closed windows as the rank's metadata lists them."""
+        return [w.as_meta() for w in self.windows]
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: nothing captured here is this process's."""
+        self.finished = []
+        self.source = None
 
     def _detail_source(self) -> Any:
-        """The detailed source for a window opening now, else None (``_detail_off`` says why).
+        """The detailed source for a window opening now, else None (``detail_off`` says why).
 
         Kineto (``torch.profiler``) when torch is imported; without torch, CUPTI through cupti-python
         for GPU activities (TensorFlow, JAX). Chosen at each window: torch may be imported later.
         CUPTI missing is said once and skips the window (a later one may use Kineto); CUPTI held by
         another profiler makes ``start`` raise, and detailed capture backs off for the run.
         """
-        if self._backed_off:
+        if self.backed_off:
             return None
         from cuda_tracer.capture import cupti, kineto
 
         use_kineto = "torch" in sys.modules or not self.activities & kineto.GPU_ACTIVITIES
-        self._detail_off = (kineto if use_kineto else cupti).unavailable_reason(self.activities)
-        if self._detail_off is not None:
+        self.detail_off = (kineto if use_kineto else cupti).unavailable_reason(self.activities)
+        if self.detail_off is not None:
             if not use_kineto and not self._told_no_cupti:
                 self._told_no_cupti = True
-                warn(f"GPU capture without torch is unavailable: {self._detail_off}; "
+                warn(f"GPU capture without torch is unavailable: {self.detail_off}; "
                      "steps and annotations are still recorded")
             return None
         make = kineto.KinetoSource if use_kineto else cupti.CuptiWindowSource
-        if type(self._source) is not make:
-            self._source = make(self.activities, rank=self.rank)
-        return self._source
+        if type(self.source) is not make:
+            self.source = make(self.activities, rank=self._rank())
+        return self.source
 
-    def _back_off(self, why: str, announced: bool = False) -> None:
+    def back_off(self, why: str, announced: bool = False) -> None:
         """Another profiler holds the process (or ours failed): no more detailed windows.
         ``announced``: the source has already warned, so the user gets one line, not two."""
-        if not self._backed_off and not announced:
+        if not self.backed_off and not announced:
             warn(f"detailed GPU/op capture is off for this run: {why}; "
                  "annotations and steps are still recorded")
-        self._backed_off = True
-        self._detail_off = why
+        self.backed_off = True
+        self.detail_off = why
 
 
-def window_event(window: dict[str, Any], rank: int) -> EventBatch:
+def window_event(window: WindowState, rank: int) -> EventBatch:
     """A PROFILER event spanning one detailed window, with its reason and step range."""
-    end = window.get("end_ns", window["start_ns"])
+    end = window.start_ns if window.end_ns is None else window.end_ns
     batch = EventBatch.from_columns(["otel-profiler window", "reason", "first_step", "last_step"],
-                                    kind=[Kind.PROFILER], name=[0], start_ns=[window["start_ns"]],
+                                    kind=[Kind.PROFILER], name=[0], start_ns=[window.start_ns],
                                     end_ns=[end], rank=[rank], pid=[os.getpid()])
     batch.extra_row = np.zeros(3, np.int64)
     batch.extra_key = np.arange(1, 4, dtype=np.int32)
-    batch.extra_value = [window["reason"], window["first_step"], window.get("last_step", -1)]
+    batch.extra_value = [window.reason, window.first_step, -1 if window.last_step is None else window.last_step]
     return batch
