@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass, field
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -94,6 +93,9 @@ class Assembly:
         self.remaps: list[np.ndarray] = []
         self.strings: list[str] = []
         self.index: dict[str, int] = {}
+        # the side tables of the parts copied: whole-file rows, order codes, local keys, parts, values
+        self.side: tuple[list[np.ndarray], ...] = ([], [], [], [])
+        self.values: list[Any] = []
 
     def intern(self, s: str) -> int:
         i = self.index.get(s)
@@ -127,6 +129,13 @@ class Assembly:
         for name, column in self.columns.items():
             values = part.columns.pop(name)
             column[self.rows:end] = self.remaps[at][values] if name == "name" else values
+        rows, order, keys, of_part = self.side
+        rows.append(np.asarray(part.extra_row, np.int64) + self.rows)
+        order.append(np.asarray(part.extra_order, np.int64))
+        keys.append(np.asarray(part.extra_key, np.int64))
+        of_part.append(np.full(len(part.extra_row), at, np.int64))
+        self.values += part.extra_value
+        part.extra_row, part.extra_order, part.extra_key, part.extra_value = [], [], [], []
         self.rows = end
 
     def join(self) -> tuple[EventBatch, Part]:
@@ -143,12 +152,8 @@ class Assembly:
         if len(parts) == 1:
             return _single(parts.pop()), facts
         # side table: global rows, then the whole-file order (order code, row; stable within a row)
-        offsets = np.cumsum([0] + self.lengths)
-        rows = np.concatenate([np.asarray(p.extra_row, np.int64) + off for p, off in zip(parts, offsets)])
-        order = np.concatenate([np.asarray(p.extra_order, np.int64) for p in parts])
-        local_keys = np.concatenate([np.asarray(p.extra_key, np.int64) for p in parts])
-        part_of = np.repeat(np.arange(len(parts)), [len(p.extra_row) for p in parts])
-        values = list(chain.from_iterable(p.extra_value for p in parts))
+        rows, order, local_keys, part_of = (np.concatenate(pieces) for pieces in self.side)
+        values = self.values
         sort = np.lexsort((rows, order)) if len(rows) else np.zeros(0, np.int64)
         width = max(len(p.strings) for p in parts) + 1
         code = part_of[sort] * width + local_keys[sort]  # (part, local key) of each entry, in order
@@ -168,7 +173,7 @@ class Assembly:
             release_freed_memory()  # the parts' copies, in the C heap's holes: back to the system
         batch = EventBatch(self.columns, self.strings, rows[sort], keys,
                            list(map(values.__getitem__, sort.tolist())))
-        self.parts, self.columns = [], {}
+        self.parts, self.columns, self.values = [], {}, []
         return batch, facts
 
 
