@@ -33,7 +33,7 @@ def from_environment() -> None:
 
         settings = config.load()
         enabled_invalid = any(w.startswith("OTEL_PROFILER_ENABLED=") for w in settings.warnings)
-        if settings["OTEL_PROFILER_ENABLED"] or enabled_invalid:
+        if settings.enabled or enabled_invalid:
             from ..live.session import start_session
 
             install_framework_hooks(start_session(origin="env"))  # invalid settings: one warning
@@ -52,7 +52,7 @@ def install_framework_hooks(session: object) -> None:
     """Zero-code Keras: once ``keras`` is imported, ``Model.fit/evaluate/predict`` get the profiler's
     callback (``otel_profiler.integrations.keras``). Only for a running session with
     ``OTEL_PROFILER_AUTO_STEPS`` on (torch's optimizer hook is installed by the session itself)."""
-    if session is not None and session.settings["OTEL_PROFILER_AUTO_STEPS"]:  # type: ignore[attr-defined]
+    if session is not None and session.settings.auto_steps:  # type: ignore[attr-defined]
         from ..integrations.keras import when_custom_loop, when_keras_imported
 
         when_keras_imported()

@@ -5,6 +5,7 @@ imports a subcommand's module only when that subcommand is chosen (``otel_profil
 """
 
 import contextlib
+from typing import Any
 
 COMMANDS: dict[str, str] = {
     "summary": "statistical summary of trace files or profile folders",
@@ -115,3 +116,28 @@ def add_thresholds(parser) -> None:
     rows = [f"  {t['name']} = {t['default']:g}: {t['meaning']}" for t in thresholds_doc()]
     parser.epilog = ((parser.epilog + "\n\n") if parser.epilog else "") + \
         "insight thresholds (--threshold NAME=VALUE):\n" + "\n".join(rows)
+
+
+def choose_run_ids(options: Any, profile: Any) -> str:
+    """Settle the run id of every rank (``options.run_id`` set: it for all; else each rank's
+    recorded ``run_id``, a derived one for ranks without) and say in one line where it came from
+    (``export``: spans, ``export --format otlp-profiles``: profiles, so the two get the same ids)."""
+    from ..shared.otlp_target import safe_text
+    from ..spans.ids import hash_bytes, run_id_of_sources
+
+    if options.run_id:
+        return f"run id {safe_text(options.run_id, 80)} (OTEL_PROFILER_RUN_ID)"
+    recorded = sorted({str(r.meta["run_id"]) for r in profile.ranks if r.meta.get("run_id")})
+    bare = [r for r in profile.ranks if not r.meta.get("run_id")]
+    shown = ", ".join(safe_text(x, 80) for x in recorded[:3]) + (", ..." if len(recorded) > 3 else "")
+    if len(recorded) == 1 and not bare:
+        options.run_id = recorded[0]
+        return f"run id {shown}, as recorded in the profile: the trace and span ids of the live run"
+    derived = hash_bytes(run_id_of_sources(profile.sources),
+                         *sorted(str(r.meta.get("profiler_window_ns")) for r in bare)).hex()
+    for rank in bare:
+        rank.meta["run_id"] = derived
+    if not recorded:
+        return f"run id {derived}, derived from the inputs' names and times (none is recorded in them)"
+    return (f"run ids {shown}, as recorded in the profiles: the trace and span ids of the live runs"
+            + (f"; {derived} for the {len(bare)} rank(s) that record none" if bare else ""))

@@ -29,12 +29,11 @@ from cuda_tracer.model.batch_pieces import step_pieces
 from .. import config
 from ..export.exporter import Counters, ExportConfig, Pipeline
 from ..export.sinks import unreachable
-from ..spans.ids import hash_bytes, run_id_of_sources
 from ..spans.options import options_from_settings
 from ..names import terminal_safe
 from ..profiler_warnings import print_warning
-from ..shared.otlp_target import PROTOCOLS, resolve_target, safe_text
-from . import add_inputs, load_inputs, progress_bar
+from ..shared.otlp_target import PROTOCOLS, resolve_target
+from . import add_inputs, choose_run_ids, load_inputs, progress_bar
 from .summary import add_scheduler, scheduler_of
 
 SPANS_FILE = "spans.jsonl"
@@ -119,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     if budget is not None:
         options.budget = budget
     export_config = ExportConfig(target=target, json_file=json_file, pb_file=pb_file,
-                                 retry_s=settings["OTEL_PROFILER_EXPORT_RETRY_S"], span_options=options)
+                                 retry_s=settings.export_retry_s, span_options=options)
     if args.output and args.scheduler:
         print("otel-profiler: error: --output cannot be combined with --scheduler: each worker sends "
               "its ranks' spans to the endpoint, there is no one file to write", file=sys.stderr)
@@ -240,24 +239,3 @@ def _write_pprof(args: argparse.Namespace) -> int:
                         f"{totals['cpu_ns'] / 1e6:.3f} ms, {totals['samples']} samples, "
                         f"{len(profile.ranks)} rank(s)"), file=sys.stderr)
     return status
-
-
-def choose_run_ids(options: Any, profile: Any) -> str:
-    """Settle the run id of every rank (``options.run_id`` set: it for all; else each rank's
-    recorded ``run_id``, a derived one for ranks without) and say in one line where it came from."""
-    if options.run_id:
-        return f"run id {safe_text(options.run_id, 80)} (OTEL_PROFILER_RUN_ID)"
-    recorded = sorted({str(r.meta["run_id"]) for r in profile.ranks if r.meta.get("run_id")})
-    bare = [r for r in profile.ranks if not r.meta.get("run_id")]
-    shown = ", ".join(safe_text(x, 80) for x in recorded[:3]) + (", ..." if len(recorded) > 3 else "")
-    if len(recorded) == 1 and not bare:
-        options.run_id = recorded[0]
-        return f"run id {shown}, as recorded in the profile: the trace and span ids of the live run"
-    derived = hash_bytes(run_id_of_sources(profile.sources),
-                         *sorted(str(r.meta.get("profiler_window_ns")) for r in bare)).hex()
-    for rank in bare:
-        rank.meta["run_id"] = derived
-    if not recorded:
-        return f"run id {derived}, derived from the inputs' names and times (none is recorded in them)"
-    return (f"run ids {shown}, as recorded in the profiles: the trace and span ids of the live runs"
-            + (f"; {derived} for the {len(bare)} rank(s) that record none" if bare else ""))

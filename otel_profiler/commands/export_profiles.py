@@ -9,21 +9,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
+from ..config import Settings
 from ..names import terminal_safe
 from ..profiler_warnings import print_warning
+from ..shared.otlp_target import OtlpTarget
 from ..spans.options import options_from_settings
-from . import load_inputs
+from . import choose_run_ids, load_inputs
 
 
-def send_profiles(args: argparse.Namespace, settings: Any, target: Any) -> int:
+def send_profiles(args: argparse.Namespace, settings: Settings, target: OtlpTarget | None) -> int:
     """Send or write the inputs' profiles; ``target`` is the spans' OTLP target (or None)."""
-    from ..export.profiles_config import ProfilesConfig, profiles_target
+    from ..export.profiles_target import ProfilesConfig, profiles_target
     from ..export.profiles_otlp import ProfilesSender, encode_requests
     from ..export.sinks import unreachable
     from ..export.sinks.files import DelimitedFile
-    from .export import choose_run_ids
 
     if args.output and not args.output.endswith(".pb"):
         print(f"otel-profiler: error: --output {terminal_safe(args.output)}: with --format otlp-profiles "
@@ -44,7 +44,7 @@ def send_profiles(args: argparse.Namespace, settings: Any, target: Any) -> int:
     options = options_from_settings(settings, "otel-profiler-export")
     options.service_name = args.service_name or options.service_name
     print(choose_run_ids(options, profile), file=sys.stderr)
-    sender = ProfilesSender(ProfilesConfig(target, options, settings["OTEL_PROFILER_EXPORT_RETRY_S"]),
+    sender = ProfilesSender(ProfilesConfig(target, options, settings.export_retry_s),
                             print_warning) if target is not None else None
     out = DelimitedFile(args.output) if args.output else None
     samples = 0

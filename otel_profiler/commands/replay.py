@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     sink = open_sink(target)
-    retry_s = settings["OTEL_PROFILER_EXPORT_RETRY_S"]
+    retry_s = settings.export_retry_s
     reasons: list[str] = []
 
     def send(request: bytes) -> str:

@@ -106,7 +106,7 @@ def child_environment(args: argparse.Namespace, base: dict[str, str]) -> tuple[d
     """The environment COMMAND runs in, and the profile folder it writes."""
     env = dict(base)
     run_id = resource_run_id(env.get("OTEL_PROFILER_RUN_ID", ""), env)
-    folder = args.output_dir or os.path.join(config.load(env)["OTEL_PROFILER_OUTPUT_DIR"], run_id)
+    folder = args.output_dir or os.path.join(config.load(env).output_dir, run_id)
     folder = os.path.abspath(folder)
     env.update({
         "OTEL_PROFILER_ENABLED": "true",
@@ -364,7 +364,7 @@ def _upload_in_background(folder: str) -> None:
     to a detached process that delivers it, retrying for a bounded time (``run``'s exit waits for
     a small local write only). One line says what happens; the token is never shown."""
     settings = config.load(os.environ)
-    url = settings["OTEL_PROFILER_UPLOAD"].strip()
+    url = settings.upload.strip()
     if not url:  # the usual case: nothing more is imported (the upload client loads numpy)
         return
     from ..export import upload
@@ -378,7 +378,7 @@ def _upload_in_background(folder: str) -> None:
     if upload.http_url(url):
         print_warning(f"OTEL_PROFILER_UPLOAD={upload.http_url(url)}; {not_sent}")
         return
-    if not settings["OTEL_PROFILER_UPLOAD_TOKEN"].strip():
+    if not settings.upload_token.strip():
         print_warning(f"OTEL_PROFILER_UPLOAD is set but OTEL_PROFILER_UPLOAD_TOKEN is not; {not_sent}")
         return
     spool = default_spool()

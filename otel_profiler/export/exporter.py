@@ -27,7 +27,8 @@ When spans wait in the spool at close, one line names the spool and the ``otel-p
 command that sends them (:func:`replay_hint`).
 
 With ``OTEL_PROFILER_PROFILES_EXPORTER=otlp`` it also sends each batch's OpenTelemetry profiles
-(``export.profiles_config``, ``export.profiles_otlp``) within the same close deadline.
+(``export.profiles_config``, ``export.profiles_target``, ``export.profiles_otlp``) within the same
+close deadline.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from typing import Any
 from cuda_tracer.model.events import EventBatch
 from cuda_tracer.private_files import open_private
 
+from ..config import Settings
 from ..metrics.points import MetricsSnapshot
 from .pipeline import (COUNTERS, METRICS_RETRY_S, PROBE_S, Counters, ExportConfig,  # noqa: F401
                        Pipeline)
@@ -71,21 +73,19 @@ FROZEN_S = 1.0
 a debugger), is frozen: it is killed at once and the job does not wait for it."""
 
 
-def config_from_settings(settings: Any, default_service: str | None = None) -> ExportConfig:
-    """What the exporter process needs, from the settings (``config.Settings``, targets resolved)."""
-    metrics = settings["OTEL_PROFILER_METRICS"]
+def config_from_settings(settings: Settings, default_service: str | None = None) -> ExportConfig:
+    """What the exporter process needs, from the settings (targets resolved)."""
     return ExportConfig(
         target=settings.traces_target,
         metrics_target=settings.metrics_target,
-        json_file=settings["OTEL_PROFILER_OTLP_FILE"],
-        spool_dir=os.path.abspath(settings["OTEL_PROFILER_SPOOL_DIR"]
-                                  or os.path.join(settings["OTEL_PROFILER_OUTPUT_DIR"], "otlp-spool")),
-        spool_max_bytes=settings["OTEL_PROFILER_SPOOL_MAX_MB"] << 20,
-        retry_s=settings["OTEL_PROFILER_EXPORT_RETRY_S"],
-        queue_size=settings["OTEL_PROFILER_EXPORT_QUEUE"],
+        json_file=settings.otlp_file,
+        spool_dir=os.path.abspath(settings.spool_dir or os.path.join(settings.output_dir, "otlp-spool")),
+        spool_max_bytes=settings.spool_max_mb << 20,
+        retry_s=settings.export_retry_s,
+        queue_size=settings.export_queue,
         span_options=options_from_settings(settings, default_service),
-        console_spans="console" in settings["OTEL_TRACES_EXPORTER"],
-        console_metrics="console" in settings["OTEL_METRICS_EXPORTER"] and metrics)
+        console_spans="console" in settings.otel_traces_exporter,
+        console_metrics="console" in settings.otel_metrics_exporter and settings.metrics)
 
 
 # ----------------------------------------------------------------------------- the exporter process
@@ -488,10 +488,10 @@ def _close_at_exit() -> None:
         exporter.close()
 
 
-def exporter_from_env(settings: Any, default_service: str | None = None) -> Exporter | None:
+def exporter_from_env(settings: Settings, default_service: str | None = None) -> Exporter | None:
     """An Exporter configured from the settings (``otel_profiler.config.load()``); None when neither
     an OTLP endpoint nor a file sink is configured, or when OTEL_SDK_DISABLED is true."""
-    if settings["OTEL_SDK_DISABLED"]:
+    if settings.otel_sdk_disabled:
         return None
     config = config_from_settings(settings, default_service or settings.service_name)
     if not config.has_sink:

@@ -14,7 +14,8 @@ pprof file's labels (``kind``, ``rank``, ``device``, ``stream``, ``kernel_class`
 HTTP ``/v1development/profiles``) through :class:`export.delivery.Delivery`, with its retries and
 close deadline; profiles are not spooled: what is not delivered is counted and said in one line
 (the profile folder keeps the trace, ``otel-profiler export --format otlp-profiles`` sends it).
-The target and the exporter process's settings are in ``export.profiles_config``.
+The target and what a sender needs are in ``export.profiles_target``; whether the settings ask for
+profiles, and the exporter process's sender, in ``export.profiles_config``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from ..spans.attributes import resource_attributes
 from ..spans.ids import hash_bytes, root_span_id, run_id_of, trace_id, trace_rank
 from ..spans.options import SpanOptions
 from .pprof import KIND_LABELS, SAMPLE_TYPES, function_of_frame
-from .profiles_config import ProfilesConfig
+from .profiles_target import ProfilesConfig
 
 log = logging.getLogger(__name__)
 

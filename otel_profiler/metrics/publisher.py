@@ -28,6 +28,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from ..config import Settings
 from . import points as m
 from .points import MetricsSnapshot, Point
 from ..profiler_warnings import warn
@@ -61,9 +62,9 @@ class MetricsService:
         return self.endpoint.url if self.endpoint is not None else None
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self, settings: Any, resource_attributes: dict[str, Any] | None = None,
+    def start(self, settings: Settings, resource_attributes: dict[str, Any] | None = None,
               run_id: str | None = None) -> "MetricsService":
-        """Start what ``settings`` (``config.Settings``) asks for. ``run_id``: the session's run id, used
+        """Start what ``settings`` asks for. ``run_id``: the session's run id, used
         when the batch metadata has none (exemplar trace ids follow ``OTEL_PROFILER_RUN_ID`` first,
         as the span exporter does)."""
         try:
@@ -73,27 +74,27 @@ class MetricsService:
             self.close()
         return self
 
-    def _start(self, v: Any, resource: dict[str, Any], run_id: str | None) -> None:
-        if not metrics_wanted(v):
+    def _start(self, settings: Settings, resource: dict[str, Any], run_id: str | None) -> None:
+        if not metrics_wanted(settings):
             return
-        host, port = prometheus_address(v)
-        self.wants_otlp = otlp_wanted(v) or console_wanted(v)
+        host, port = prometheus_address(settings)
+        self.wants_otlp = otlp_wanted(settings) or console_wanted(settings)
         from .profile import ProfileMetrics
         from .system import SystemSampler
 
         self._resource = resource
-        self._interval_s = v["OTEL_METRIC_EXPORT_INTERVAL"] / 1e3
-        self.profile = ProfileMetrics(v["OTEL_PROFILER_RUN_ID"] or None, run_id)
+        self._interval_s = settings.otel_metric_export_interval / 1e3
+        self.profile = ProfileMetrics(settings.run_id or None, run_id)
         self.profile.expect_steps(_resource_rank(resource))
-        self.sampler = SystemSampler(v["OTEL_PROFILER_METRICS_INTERVAL_S"])
+        self.sampler = SystemSampler(settings.metrics_interval_s)
         if port:
-            self._start_endpoint(v, host, port + _resource_rank(resource, "ml.local_rank"))
+            self._start_endpoint(settings, host, port + _resource_rank(resource, "ml.local_rank"))
         if not self.active:
             self.close()
             return
         self.sampler.start()
 
-    def _start_endpoint(self, v: Any, host: str, port: int) -> None:
+    def _start_endpoint(self, settings: Settings, host: str, port: int) -> None:
         from prometheus_client.registry import CollectorRegistry
 
         from .prometheus import Endpoint, PointsCollector
@@ -102,9 +103,9 @@ class MetricsService:
         self.collector = PointsCollector([self.points])
         registry.register(self.collector)
         self.endpoint = Endpoint.start(registry, host, port,
-                                       v["OTEL_PROFILER_PROMETHEUS_CERT_FILE"],
-                                       v["OTEL_PROFILER_PROMETHEUS_KEY_FILE"],
-                                       v["OTEL_PROFILER_PROMETHEUS_BASIC_AUTH"], warn=warn)
+                                       settings.prometheus_cert_file,
+                                       settings.prometheus_key_file,
+                                       settings.prometheus_basic_auth, warn=warn)
 
     def attach_exporter(self, exporter: Any) -> None:
         """Expose ``exporter``'s drop counters as metrics and, when it has a metrics endpoint and
@@ -186,31 +187,31 @@ class MetricsService:
                     log.debug("closing a metrics reader or provider failed", exc_info=True)
 
 
-def metrics_wanted(settings: Any) -> bool:
+def metrics_wanted(settings: Settings) -> bool:
     """Whether settings ask for any metrics: a Prometheus port or an OTLP metrics endpoint."""
-    if not settings["OTEL_PROFILER_METRICS"] or settings["OTEL_SDK_DISABLED"]:
+    if not settings.metrics or settings.otel_sdk_disabled:
         return False
     return bool(prometheus_address(settings)[1]) or otlp_wanted(settings) or console_wanted(settings)
 
 
-def prometheus_address(settings: Any) -> tuple[str, int]:
+def prometheus_address(settings: Settings) -> tuple[str, int]:
     """Host and base port (0: none) of the /metrics endpoint: the profiler's own
     ``OTEL_PROFILER_PROMETHEUS_HOST``/``PORT`` when that port is set, else the standard
     ``OTEL_EXPORTER_PROMETHEUS_HOST``/``PORT`` when ``OTEL_METRICS_EXPORTER`` lists prometheus."""
-    port = settings["OTEL_PROFILER_PROMETHEUS_PORT"]
+    port = settings.prometheus_port
     if port:
-        return settings["OTEL_PROFILER_PROMETHEUS_HOST"], port
-    if "prometheus" in settings["OTEL_METRICS_EXPORTER"]:
-        return settings["OTEL_EXPORTER_PROMETHEUS_HOST"], settings["OTEL_EXPORTER_PROMETHEUS_PORT"]
+        return settings.prometheus_host, port
+    if "prometheus" in settings.otel_metrics_exporter:
+        return settings.otel_exporter_prometheus_host, settings.otel_exporter_prometheus_port
     return "", 0
 
 
-def console_wanted(settings: Any) -> bool:
+def console_wanted(settings: Settings) -> bool:
     """``OTEL_METRICS_EXPORTER`` lists console: snapshots as OTLP JSON lines on stdout."""
-    return "console" in settings["OTEL_METRICS_EXPORTER"]
+    return "console" in settings.otel_metrics_exporter
 
 
-def otlp_wanted(settings: Any) -> bool:
+def otlp_wanted(settings: Settings) -> bool:
     """An OTLP metrics target was resolved (``config.load``)."""
     return settings.metrics_target is not None
 
