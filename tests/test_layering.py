@@ -5,7 +5,8 @@ loose modules (``otel_profiler.config``) or ``cuda_tracer``. Units stand on floo
 first); a module may import its own unit and any unit on a lower floor. An import that goes sideways
 or up must be named in ``ALLOWED_UP`` with its reason. Every import counts, at module level or inside a
 function (the lazy imports that keep start-up cheap); only one under ``if TYPE_CHECKING`` is left out,
-since it never runs. No two units import each other, directly or through others. ``NEVER`` states the
+since it never runs. No two units import each other, directly or through others, and no two
+modules either (a module's import of its own package aside). ``NEVER`` states the
 rules the README names, so they hold whatever the floors say.
 """
 
@@ -271,6 +272,51 @@ def test_type_checking_imports_are_not_edges():
                                         "    from ..live import session\n")
     assert violations(graph_with(path, text)) == []
     assert violations(graph_with(path, text.replace("if TYPE_CHECKING:", "if True:")))  # the same import, run
+
+
+def module_cycles(files: dict[str, str]) -> list[str]:
+    """Each group of modules that import each other, directly or through others, in ``files``
+    (repository-relative path -> text). A module's import of its own package (``from . import OK``
+    in a package's submodule) is left out: the package is always loaded first."""
+    modules = {".".join(Path(rel).with_suffix("").parts).removesuffix(".__init__") for rel in files}
+
+    def module_of(target: str) -> str:
+        while target not in modules and "." in target:
+            target = target.rsplit(".", 1)[0]
+        return target
+
+    graph: dict[str, set[str]] = {}
+    for rel, text in files.items():
+        parts = list(Path(rel).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        module = ".".join(parts[:-1] if is_package else parts)
+        for target, _ in _imports(ast.parse(text, rel), module, is_package):
+            imported = module_of(target)
+            if imported.split(".")[0] in PACKAGES and imported != module \
+                    and not module.startswith(imported + "."):
+                graph.setdefault(module, set()).add(imported)
+    return [line.replace("cycle between units", "cycle between modules") for line in _cycles(graph)]
+
+
+@functools.lru_cache(maxsize=None)
+def repo_files() -> dict[str, str]:
+    return {path.relative_to(REPO).as_posix(): path.read_text(encoding="utf-8")
+            for package in PACKAGES for path in sorted((REPO / package).rglob("*.py"))}
+
+
+def test_no_two_modules_import_each_other():
+    """Within a unit too: a piece two modules share sits in a lower module (``commands/__init__``'s
+    ``choose_run_ids``, ``export/profiles_target``), so no module needs the one that needs it."""
+    assert module_cycles(repo_files()) == []
+
+
+def test_a_cycle_between_modules_is_caught():
+    path = "otel_profiler/export/profiles_target.py"
+    files = dict(repo_files())
+    files[path] += "\n\ndef _injected():\n    from .profiles_config import profiles_config\n"
+    found = module_cycles(files)
+    assert any("otel_profiler.export.profiles_config" in v and "otel_profiler.export.profiles_target" in v
+               for v in found), found
 
 
 def test_no_module_over_500_lines_and_at_most_8_loose_modules():
