@@ -32,8 +32,9 @@ Model (one rank's batch at a time; every rule is stated here, next to its code):
   aggregated annotation move up to its nearest kept ancestor). Each GPU op (with its launch call)
   and each call without GPU work is a *unit*; units are ranked by duration (GPU time for GPU ops)
   and the costliest are kept as individual spans while the budget lasts. Every other event is
-  counted in an *aggregate span* per (trace, kind, name): its name is the kernel/call name (so Jaeger's operation search finds every kernel that ran in a step),
-  with ``otel_profiler.aggregate.count`` and ``otel_profiler.aggregate.duration_ns``.
+  counted in an *aggregate span* per (trace, kind, name): its name is the kernel/call name (so
+  Jaeger's operation search finds every kernel that ran in a step), with
+  ``otel_profiler.aggregate.count`` and ``otel_profiler.aggregate.duration_ns``.
   Room for the aggregates is reserved up front, so a trace stays within the budget unless the
   distinct names alone exceed what the annotations leave. The root span records the budget and the
   outcome (``otel_profiler.span_budget``, ``otel_profiler.spans.individual``,
