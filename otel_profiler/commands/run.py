@@ -156,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
         print("otel-profiler: error: nothing to run; usage: otel-profiler run [options] -- COMMAND...",
               file=sys.stderr)
         return 2
+    folder: str | None
     env, folder = child_environment(args, dict(os.environ))
     problems = [_as_flag(args, problem) for problem in config.load(env).warnings]
     if problems:  # never stop the job: run it unprofiled, say why once

@@ -27,8 +27,7 @@ When spans wait in the spool at close, one line names the spool and the ``otel-p
 command that sends them (:func:`replay_hint`).
 
 With ``OTEL_PROFILER_PROFILES_EXPORTER=otlp`` it also sends each batch's OpenTelemetry profiles
-(``export.profiles_config``, ``export.profiles_target``, ``export.profiles_otlp``) within the same
-close deadline.
+(``export.profiles_config``, ``profiles_target``, ``profiles_otlp``) within the same close deadline.
 """
 
 from __future__ import annotations
@@ -220,7 +219,7 @@ class Exporter:
     def __init__(self, config: ExportConfig, profiles: Any = None) -> None:
         ctx = mp.get_context("spawn")
         self.config = config
-        self._queue = ctx.Queue(config.queue_size)
+        self._queue: Any = ctx.Queue(config.queue_size)  # None once closed
         self._shared = ctx.Array("q", len(COUNTERS), lock=False)
         self._closing = ctx.Array("d", 3, lock=False)  # (stop sending, stop spooling, timeout): see _child_main
         self._heartbeat = ctx.Array("d", 1, lock=False)  # the exporter process's last sign of life
@@ -468,10 +467,11 @@ def replay_hint(config: ExportConfig, spooled: int) -> str:
     """The line at exit when spans wait in the spool: where, and the command that sends them."""
     from ..shared.otlp_target import redact_url
 
-    arg = _shell_arg
-    command = f"otel-profiler replay {arg(config.spool_dir)} --endpoint {arg(redact_url(config.target.endpoint))}"
-    if config.target.protocol != "http/protobuf":
-        command += f" --protocol {config.target.protocol}"
+    arg, target = _shell_arg, config.target
+    endpoint = redact_url(target.endpoint) if target is not None else "URL"  # (only said with a target)
+    command = f"otel-profiler replay {arg(config.spool_dir)} --endpoint {arg(endpoint)}"
+    if target is not None and target.protocol != "http/protobuf":
+        command += f" --protocol {target.protocol}"
     return f"{spooled} spans were not delivered and wait in the spool {arg(config.spool_dir)}; " \
            f"send them with: {command}"
 
