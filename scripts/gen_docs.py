@@ -21,6 +21,7 @@ PAGES = {  # page under docs/ -> the module that prints its generated table
     "metrics.md": "otel_profiler.metrics.points",
     "insights.md": "otel_profiler.analysis.insights.doc",
     "cluster.md": "otel_profiler.cluster.stragglers",
+    "spans.md": "otel_profiler.spans.attributes",
 }
 END = "<!-- end of generated table -->"
 
