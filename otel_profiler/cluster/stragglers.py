@@ -84,18 +84,21 @@ def stragglers(steps: dict[int, list[dict[str, Any]]], alignment: dict[str, Any]
             by_step.setdefault(row["step"], {})[rank] = row
     wait = collective_wait(alignment, collectives)
     last = {row["rank"]: row["arrived_last"] for row in wait}
-    out_steps, counts, slowest_counts, own = [], {}, {}, {}
+    out_steps: list[dict[str, Any]] = []
+    counts: dict[int, int] = {}  # rank -> steps it was a straggler in
+    slowest_counts: dict[int, int] = {}  # rank -> steps it was the slowest in
+    own: dict[int, list[float]] = {}  # rank -> its own work's excess over each step's median, in %
     for step in sorted(by_step):
-        rows = by_step[step]
-        own_us = {r: row["duration_us"] - row["communication_us"] for r, row in rows.items()}
+        ranks = by_step[step]
+        own_us = {r: row["duration_us"] - row["communication_us"] for r, row in ranks.items()}
         median = float(np.median(list(own_us.values())))
-        parts = {r: _parts(row, th) for r, row in rows.items()}
-        medians = {p: float(np.median([parts[r][p] for r in rows])) for p in _PARTS}
+        parts = {r: _parts(row, th) for r, row in ranks.items()}
+        medians = {p: float(np.median([parts[r][p] for r in ranks])) for p in _PARTS}
         slowest = []
         for r in sorted(own_us, key=lambda r: (-own_us[r], r))[:th.top_ranks]:
             excess = 100.0 * (own_us[r] - median) / median if median > 0 else 0.0
             cause = max(_PARTS, key=lambda p: parts[r][p] - medians[p])
-            straggler = excess >= th.excess_pct and len(rows) > 1
+            straggler = excess >= th.excess_pct and len(ranks) > 1
             evidence = (f"own work {_ms(own_us[r])} vs step median {_ms(median)} ({excess:+.1f} %); "
                         f"{cause} {_ms(parts[r][cause])} vs median {_ms(medians[cause])}")
             slowest.append({"rank": r, "own_us": own_us[r], "excess_pct": excess, "straggler": straggler,
@@ -106,7 +109,7 @@ def stragglers(steps: dict[int, list[dict[str, Any]]], alignment: dict[str, Any]
             slowest_counts[slowest[0]["rank"]] = slowest_counts.get(slowest[0]["rank"], 0) + 1
         for r, v in own_us.items():
             own.setdefault(r, []).append(100.0 * (v - median) / median if median > 0 else 0.0)
-        out_steps.append({"step": step, "ranks": len(rows), "median_own_us": median, "slowest": slowest})
+        out_steps.append({"step": step, "ranks": len(ranks), "median_own_us": median, "slowest": slowest})
     ranking = sorted(({"rank": r, "straggler_steps": counts.get(r, 0),
                        "slowest_steps": slowest_counts.get(r, 0), "arrived_last": last.get(r, 0),
                        "mean_excess_pct": float(np.mean(own[r]))} for r in own),
