@@ -79,7 +79,7 @@ def load(url_of, clients: int, count: int, session_cookies=None, headers=None) -
 
 def unindexed_listing(store: Path, team: str) -> float:
     """Seconds to list one team's runs by reading every run folder (what a page without the index does)."""
-    from otel_profiler.app.store import read_run, run_folders
+    from otel_profiler.app.storage.store import read_run, run_folders
 
     t0 = time.perf_counter()
     rows = [f for run_id, sig in run_folders(str(store)) if (f := read_run(str(store), run_id, sig)) and f.team == team]

@@ -133,8 +133,8 @@ def test_a_removed_users_token_gets_401_at_once_and_the_audit_log_has_it(app):
 
 
 def _audit(where: list[str]) -> list[tuple[str, str, str]]:
-    from otel_profiler.app import accounts
-    from otel_profiler.app.database import open_database
+    from otel_profiler.app.auth import accounts
+    from otel_profiler.app.storage.database import open_database
 
     store, url = (where[1], None) if where[0] == "--store" else (None, where[1])
     with open_database(store, url)() as db:
@@ -161,8 +161,8 @@ def test_the_command_line_refuses_bad_input_with_one_line(runs_store, tmp_path):
 
 
 def test_the_index_follows_the_store_incrementally(runs_store, tmp_path):
-    from otel_profiler.app.database import open_database
-    from otel_profiler.app.runs_index import refresh
+    from otel_profiler.app.storage.database import open_database
+    from otel_profiler.app.storage.runs_index import refresh
 
     store = copy_store(runs_store[0], tmp_path)
     sessions = open_database(str(store))
@@ -173,7 +173,7 @@ def test_the_index_follows_the_store_incrementally(runs_store, tmp_path):
         shutil.rmtree(store / "nlp-run")
         (store / "broken-run" / "rank-0.json").unlink()
         assert refresh(db, str(store)) == 3
-        from otel_profiler.app.models import Run
+        from otel_profiler.app.auth.models import Run
 
         assert sorted(r.run_id for r in db.query(Run)) == ["vision-run", "vision-run-2"]
 
@@ -280,9 +280,9 @@ def test_a_trusted_proxy_header_signs_in_a_known_user_only(app):
 
 
 def test_behind_tls_the_session_cookie_is_secure_and_strict_headers_are_sent(tmp_path):
-    from otel_profiler.app import accounts
-    from otel_profiler.app.database import open_database
-    from otel_profiler.app.server import AppSettings, create_app
+    from otel_profiler.app.auth import accounts
+    from otel_profiler.app.storage.database import open_database
+    from otel_profiler.app.web.server import AppSettings, create_app
 
     sessions = open_database(str(tmp_path))
     with sessions() as db:

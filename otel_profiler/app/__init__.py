@@ -1,9 +1,14 @@
-"""The Profiler app (``otel-profiler serve``): a web application over a profile store.
+"""The Profiler app (``otel-profiler serve``): a web application over a profile store. Needs the
+``app`` extra (``pip install 'otel-profiler[app]'``).
 
-``store`` scans the store's run folders, ``database`` opens (and migrates) the database whose tables
-``models`` declares, ``accounts`` holds users, teams, tokens, sessions and the audit log, ``access``
-decides who sees which run, ``runs_index`` keeps the runs table in step with the store and queries it,
-``reports`` builds and caches a run's HTML report, ``pages`` and ``json_api`` are the web routes and
-``server`` puts them together and serves them. Needs the ``app`` extra (``pip install
-'otel-profiler[app]'``).
+Three rooms, each importing only the ones below it:
+
+- ``auth`` (ground floor): the database's tables (``models``), users, teams, tokens, sessions and the
+  audit log (``accounts``), and who sees which run (``access``).
+- ``storage``: where a store and the app's folder are (``locations``), reading a store's run folders
+  (``store``) or a remote store's local mirror (``remote_store``), opening and migrating the database
+  (``database``, ``migrations/``), the runs table kept in step with the store (``runs_index``) and
+  receiving an uploaded run (``uploads``).
+- ``web``: the pages and the JSON API (``pages``, ``templates``, ``json_api``, ``links``), a run's
+  cached HTML report (``reports``), and ``server``, which puts them together and serves them.
 """

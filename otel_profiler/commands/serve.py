@@ -8,6 +8,7 @@ import os
 
 from cuda_tracer.profile import TraceError
 
+from ..app.storage.locations import is_remote, local_path
 from .users import open_accounts
 
 
@@ -46,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     remote = _remote_store(args.store)
-    if remote is None and not os.path.isdir(args.store.removeprefix("file://")):
+    if remote is None and not os.path.isdir(local_path(args.store)):
         raise TraceError(args.store, "not a folder (the profile store)")
     if not 0 <= args.port <= 65535:
         raise TraceError("--port", f"{args.port}: not a port number")
@@ -58,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
     if args.scan_interval <= 0:
         raise TraceError("--scan-interval", "must be above 0")
     open_accounts(args).close()  # a clear line when the extra or the database is missing
-    from ..app.database import open_database
-    from ..app.server import AppSettings, create_app, serve
+    from ..app.storage.database import open_database
+    from ..app.web.server import AppSettings, create_app, serve
 
     store = remote.mirror if remote else os.path.abspath(args.store.removeprefix("file://"))
     settings = AppSettings(store=store, remote=remote, secure_cookies=args.secure_cookies,
@@ -75,10 +76,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _remote_store(store: str):
     """The store behind an fsspec URL, reachable now (one clear line when it is not); None for a folder."""
-    if "://" not in store or store.startswith("file://"):
+    if not is_remote(store):
         return None
     try:
-        from ..app.remote_store import RemoteStore, RemoteStoreError
+        from ..app.storage.remote_store import RemoteStore, RemoteStoreError
     except ImportError as exc:
         raise TraceError("otel-profiler[app]", f"not installed ({exc}): pip install 'otel-profiler[app]'") from None
     try:

@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..app import accounts
+    from ..app.auth import accounts
 
     with open_accounts(args) as db:
         try:

@@ -9,7 +9,7 @@ import sys
 
 from cuda_tracer.profile import TraceError
 
-ROLES = ("admin", "member", "viewer")
+from ..app.auth.roles import ROLES
 
 
 def add_database_args(parser: argparse.ArgumentParser) -> None:
@@ -24,7 +24,7 @@ def open_accounts(args: argparse.Namespace):
     if not args.store and not args.database:
         raise TraceError("--store", "give the profile store (--store STORE) or a database URL (--database URL)")
     try:
-        from ..app.database import DatabaseError, open_database
+        from ..app.storage.database import DatabaseError, open_database
     except ImportError as exc:
         raise TraceError("otel-profiler[app]", f"not installed ({exc}): pip install 'otel-profiler[app]'") from None
     try:
@@ -82,7 +82,7 @@ def read_password(name: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..app import accounts
+    from ..app.auth import accounts
 
     password = read_password(args.name) if args.action == "add" and not args.no_password else None
     with open_accounts(args) as db:

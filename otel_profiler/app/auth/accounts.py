@@ -8,13 +8,16 @@ import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any, cast
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import delete, select, update
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
-from .models import ROLES, ApiToken, AuditEntry, LoginSession, Team, User
+from .models import ApiToken, AuditEntry, LoginSession, Team, User
+from .roles import ROLES
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,99}")
 """User and team names: letters, digits and ``._@-``, at most 100 characters."""
@@ -143,7 +146,7 @@ def _user(db: Session, name: str) -> User:
 
 
 def _caller(db: Session, user: User) -> Caller:
-    return Caller(user.id, user.name, db.get(Team, user.team_id).name, user.role)
+    return Caller(user.id, user.name, db.get_one(Team, user.team_id).name, user.role)
 
 
 # ------------------------------------------------------------------------------------------ sign-in
@@ -212,8 +215,9 @@ def issue_token(db: Session, name: str, actor: str) -> str:
 def revoke_tokens(db: Session, name: str, actor: str) -> int:
     """Revoke every live token of ``name``; how many were revoked."""
     user = _user(db, name)
-    count = db.execute(update(ApiToken).where(ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None))
-                       .values(revoked_at=now())).rowcount
+    result = db.execute(update(ApiToken).where(ApiToken.user_id == user.id, ApiToken.revoked_at.is_(None))
+                        .values(revoked_at=now()))
+    count = cast("CursorResult[Any]", result).rowcount  # an UPDATE's result counts its rows
     audit(db, actor, "token.revoke", name, f"{count} token(s)")
     db.commit()
     return count

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, current_app, g, jsonify, request
 
-from . import accounts
-from .access import may_see
-from .models import Run
-from .runs_index import RunQuery, query_runs, run_document
-from .store import read_summary, valid_run_id
-from .uploads import UploadError, store_upload
+from ..auth import accounts
+from ..auth.access import may_see
+from ..auth.models import Run
+from ..storage.runs_index import RunQuery, query_runs, run_document
+from ..storage.store import read_summary, valid_run_id
+from ..storage.uploads import UploadError, store_upload
 
 api = Blueprint("api", __name__, url_prefix="/api")
 

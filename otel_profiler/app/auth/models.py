@@ -1,6 +1,6 @@
 """The app's tables (SQLAlchemy): teams, users, API tokens, sign-in sessions, the audit log, the
 index of runs and the app's own settings. The schema itself is made by the migrations
-(``migrations/versions``), never by ``create_all``."""
+(``storage/migrations/versions``), never by ``create_all``."""
 
 from __future__ import annotations
 
@@ -8,10 +8,6 @@ from datetime import datetime
 
 from sqlalchemy import BigInteger, DateTime, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-
-ROLES = ("admin", "member", "viewer")
-"""admin: manages users and teams and sees every run; member: sees and uploads its team's runs;
-viewer: sees its team's runs."""
 
 
 class Base(DeclarativeBase):

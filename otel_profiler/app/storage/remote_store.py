@@ -22,8 +22,8 @@ from typing import Any
 
 from cuda_tracer.private_files import make_private_dir, open_private
 
-from ..export.upload import PROFILE_FILE, shown_url
-from .database import APP_FOLDER
+from ...export.upload import PROFILE_FILE, shown_url
+from .locations import APP_FOLDER, mirror_folder
 from .store import NOT_RUNS, valid_run_id
 
 SUMMARY_FILES = re.compile(r"rank-\d+\.json|summary\.json")
@@ -33,25 +33,6 @@ SAVE_EVERY = 200
 
 class RemoteStoreError(Exception):
     """The remote store cannot be used (the message names it, without credentials, and why)."""
-
-
-def is_remote(store: str) -> bool:
-    """Whether ``store`` is an fsspec URL rather than a local folder (``file://`` is local)."""
-    return "://" in store and not store.startswith("file://")
-
-
-def local_path(store: str) -> str:
-    """A local store as a path (``file://`` taken off)."""
-    return store[len("file://"):] if store.startswith("file://") else store
-
-
-def mirror_folder(url: str) -> str:
-    """The local folder that mirrors the remote store ``url`` (under ``$XDG_CACHE_HOME``, else
-    ``~/.cache``): the same for ``serve``, ``users`` and ``teams`` on this machine."""
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    key = url.rstrip("/")
-    readable = re.sub(r"[^A-Za-z0-9._-]+", "-", shown_url(key).split("://", 1)[-1])[:60].strip("-.")
-    return os.path.join(cache, "otel-profiler", "stores", f"{readable}-{hashlib.sha256(key.encode()).hexdigest()[:12]}")
 
 
 class RemoteStore:

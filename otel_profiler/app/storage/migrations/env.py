@@ -2,7 +2,7 @@
 
 from alembic import context
 
-from otel_profiler.app.models import Base
+from otel_profiler.app.auth.models import Base
 
 connection = context.config.attributes["connection"]
 context.configure(connection=connection, target_metadata=Base.metadata,

@@ -8,11 +8,11 @@ import os
 import shutil
 import tarfile
 import tempfile
-from typing import BinaryIO, Callable
+from typing import IO, Callable
 
-from .accounts import Caller
-from .database import app_folder
-from ..export.upload import PROFILE_FILE
+from ...export.upload import PROFILE_FILE
+from ..auth.accounts import Caller
+from .locations import app_folder
 from .store import read_run, valid_run_id
 
 MAX_FILES = 10_000
@@ -24,7 +24,7 @@ class UploadError(Exception):
         self.status = status
 
 
-def store_upload(store: str, run_id: str, body: BinaryIO, caller: Caller, max_bytes: int,
+def store_upload(store: str, run_id: str, body: IO[bytes], caller: Caller, max_bytes: int,
                  publish: Callable[[str, str], bool] | None = None) -> None:
     """Put the uploaded run ``run_id`` into ``store``; raises ``UploadError`` (status, reason).
     ``publish(folder, run_id)`` writes it to a remote store instead (False: the run exists there)."""
@@ -66,7 +66,7 @@ def _publish(publish: Callable[[str, str], bool], folder: str, run_id: str) -> N
         raise UploadError(409, f"run {run_id!r} already exists")
 
 
-def _unpack(body: BinaryIO, folder: str, max_bytes: int) -> None:
+def _unpack(body: IO[bytes], folder: str, max_bytes: int) -> None:
     """Unpack the gzip tar ``body`` into ``folder``: plain files with profile names only, at most
     ``max_bytes`` unpacked."""
     total = 0
@@ -82,6 +82,8 @@ def _unpack(body: BinaryIO, folder: str, max_bytes: int) -> None:
                 if total > max_bytes or count > MAX_FILES:
                     raise UploadError(413, f"larger than the {max_bytes >> 20} MiB an upload may unpack to")
                 source = archive.extractfile(member)
+                if source is None:  # a plain file always has its contents; said as for any other member
+                    raise UploadError(400, f"{member.name!r}: not a file of a profile folder")
                 fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                 with os.fdopen(fd, "wb") as target:
                     shutil.copyfileobj(source, target)

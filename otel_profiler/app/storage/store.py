@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from .database import APP_FOLDER
+from .locations import APP_FOLDER
 
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 """A run id is its folder's name: letters, digits and ``._-`` (never ``..``, never a path)."""
@@ -120,35 +120,40 @@ def _text(value: Any) -> str | None:
     return str(value)[:200] if value not in (None, "") else None
 
 
+def _object(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def _read_metadata(facts: RunFacts, metas: list[dict[str, Any]]) -> None:
     first = metas[0]
-    resource = first.get("resource") if isinstance(first.get("resource"), dict) else {}
+    resource = _object(first.get("resource"))
     facts.team = _text(resource.get("ml.team"))
     facts.user = _text(resource.get("enduser.id"))
     facts.service = _text(resource.get("service.name"))
     facts.host = _text(first.get("host_name") or resource.get("host.name"))
-    starts = [w.get("start_ns") for m in metas for w in (m.get("windows") or []) if isinstance(w, dict)]
-    starts = [s for s in starts if isinstance(s, int)]
+    windows = [w for m in metas for w in (m.get("windows") or []) if isinstance(w, dict)]
+    starts = [w["start_ns"] for w in windows if isinstance(w.get("start_ns"), int)]
     facts.start_ns = min(starts) if starts else None
-    steps = [m.get("steps") for m in metas if isinstance(m.get("steps"), int)]
+    steps = [m["steps"] for m in metas if isinstance(m.get("steps"), int)]
     facts.steps = max(steps) if steps else None
     facts.gpus = sum(len(m.get("device_properties") or []) for m in metas)
 
 
 def _read_summary(facts: RunFacts, summary: dict[str, Any]) -> None:
-    window = summary.get("window_us") if isinstance(summary.get("window_us"), dict) else {}
+    window = _object(summary.get("window_us"))
     if isinstance(window.get("start_ns"), int):
         facts.start_ns = window["start_ns"]
     if isinstance(window.get("span_us"), (int, float)):
         facts.duration_s = window["span_us"] / 1e6
-    steps = summary.get("steps") if isinstance(summary.get("steps"), dict) else {}
+    steps = _object(summary.get("steps"))
     if isinstance(steps.get("count"), int):
         facts.steps = steps["count"]
     if isinstance(summary.get("devices"), dict):
         facts.gpus = len(summary["devices"])
     insights = [i for i in summary.get("insights") or [] if isinstance(i, dict) and i.get("title")]
     if insights:
-        top = min(insights, key=lambda i: SEVERITY_ORDER.get(i.get("severity"), 9))
+        top = min(insights, key=lambda i: SEVERITY_ORDER.get(i.get("severity", ""), 9))
         facts.top_insight = f"[{top.get('severity', '?')}] {top['title']}"[:500]
 
 

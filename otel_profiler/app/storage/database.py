@@ -12,19 +12,11 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-APP_FOLDER = ".otel-profiler-app"
-"""The app's own folder inside a store (database, report cache); the store scan skips it."""
+from .locations import app_folder, is_remote, local_path, mirror_folder
 
 
 class DatabaseError(Exception):
     """The database cannot be opened or migrated (the message says which and why)."""
-
-
-def app_folder(store: str) -> Path:
-    """The app's folder in ``store``, made user-only on first use."""
-    folder = Path(store) / APP_FOLDER
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return folder
 
 
 def default_url(store: str) -> str:
@@ -54,8 +46,6 @@ def migrate(engine: Engine) -> None:
 def open_database(store: str | None, url: str | None = None) -> sessionmaker[Session]:
     """A session factory on the migrated database at ``url`` (default: SQLite in ``store``)."""
     if not url:
-        from .remote_store import is_remote, local_path, mirror_folder
-
         if store and is_remote(store):  # a bucket holds no SQLite database: the local mirror does
             store = mirror_folder(store)
             os.makedirs(store, mode=0o700, exist_ok=True)

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import math
 from functools import wraps
+from typing import Any
 
 from flask import (Blueprint, Response, abort, current_app, flash, g, redirect,
                    render_template, request, send_file, session, url_for)
 from flask_limiter import Limiter
 
-from . import accounts
-from .access import may_manage, may_see
-from .models import ROLES, Run
-from .reports import ReportError
+from ..auth import accounts
+from ..auth.access import may_manage, may_see
+from ..auth.models import Run
+from ..auth.roles import ROLES
+from ..storage.runs_index import RunQuery, query_runs, run_document
+from ..storage.store import read_summary, valid_run_id
 from .links import run_links
-from .runs_index import RunQuery, query_runs, run_document
-from .store import read_summary, valid_run_id
+from .reports import ReportError
 
 COLUMNS = (("run_id", "Run"), ("user", "User"), ("team", "Team"), ("host", "Host"), ("start", "Start (UTC)"),
            ("duration", "Duration"), ("steps", "Steps"), ("gpus", "GPUs"), ("", "Top insight"))
@@ -85,7 +87,7 @@ def make_pages(limiter: Limiter, login_limit: str) -> Blueprint:
                      for r in rows]
 
         def link(**changes) -> str:
-            args = {k: v for k, v in request.args.items() if k in ("user", "team", "service", "text", "since",
+            args: dict[str, Any] = {k: v for k, v in request.args.items() if k in ("user", "team", "service", "text", "since",
                                                                     "until", "status", "sort", "order", "per_page")}
             args.update({k: str(v) for k, v in changes.items()})
             return url_for("pages.landing", **{k: v for k, v in args.items() if v})
@@ -114,8 +116,8 @@ def make_pages(limiter: Limiter, login_limit: str) -> Blueprint:
     @signed_in
     def diff_page():
         """Two runs side by side (``otel-profiler diff``'s comparison page): ``?base=RUN&new=RUN``."""
-        from ..analysis.diff import diff
-        from ..report.diff_html import render_diff_html
+        from ...analysis.diff import diff
+        from ...report.diff_html import render_diff_html
 
         summaries = []
         for key in ("base", "new"):

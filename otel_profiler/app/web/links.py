@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from .models import Run
+from ..auth.models import Run
 
 STEP_SPAN = "train.step"
 OVERVIEW = "d/otel-profiler-overview/otel-profiler-overview"

@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 from datetime import datetime, timezone
 
 from sqlalchemy import delete, func, or_, select
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import InstrumentedAttribute, Session, sessionmaker
 
-from .accounts import Caller
-from .access import visible_runs
-from .models import Run
+from ..auth.accounts import Caller
+from ..auth.access import visible_runs
+from ..auth.models import Run
 from .store import RunFacts, read_run, run_folders
 
-SORTS = {"start": Run.start_ns, "run_id": Run.run_id, "user": Run.user, "team": Run.team, "host": Run.host,
+SORTS: dict[str, InstrumentedAttribute[Any]] = {"start": Run.start_ns, "run_id": Run.run_id, "user": Run.user, "team": Run.team, "host": Run.host,
          "duration": Run.duration_s, "steps": Run.steps, "gpus": Run.gpus, "status": Run.status}
 PAGE_SIZES = (25, 50, 100, 500)
 BATCH = 500
@@ -115,8 +115,11 @@ class RunQuery:
     @classmethod
     def from_args(cls, args) -> "RunQuery":
         """From request arguments; a value out of range raises ValueError naming it."""
-        q = cls(**{k: (args.get(k) or "").strip()[:200] for k in ("user", "team", "service", "text", "since",
-                                                                   "until", "status")})
+        def argument(name: str) -> str:
+            return (args.get(name) or "").strip()[:200]
+
+        q = cls(user=argument("user"), team=argument("team"), service=argument("service"), text=argument("text"),
+                since=argument("since"), until=argument("until"), status=argument("status"))
         q.sort = args.get("sort") or "start"
         if q.sort not in SORTS:
             raise ValueError(f"sort: use one of {', '.join(SORTS)}")

@@ -13,9 +13,10 @@ from typing import Callable
 from cuda_tracer.loading import load_profile
 from cuda_tracer.profile import TraceError
 
-from ..analysis.document import SummaryDocument
-from ..analysis.insights import Thresholds
-from ..report.renderers import RENDERERS, RenderOptions
+from ...analysis.document import SummaryDocument
+from ...analysis.insights import Thresholds
+from ...report import renderers
+from ...report.renderers import RenderOptions
 
 
 class ReportError(Exception):
@@ -57,7 +58,7 @@ class ReportCache:
             profile = load_profile([os.path.join(self.store, run_id)], workers=1, skip_bad=True)
             if not profile.ranks:
                 raise ReportError("no readable rank in the run folder")
-            html = RENDERERS["html"](SummaryDocument(profile, Thresholds()), RenderOptions())
+            html = renderers.html(SummaryDocument(profile, Thresholds()), RenderOptions())
         except TraceError as exc:
             raise ReportError(str(exc)) from None
         except (OSError, ValueError, KeyError, TypeError) as exc:

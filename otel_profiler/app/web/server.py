@@ -17,12 +17,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from . import accounts
-from .templates import PAGES
-from .database import app_folder
-from .models import Setting
+from ..auth import accounts
+from ..auth.models import Setting
+from ..storage.locations import app_folder
+from ..storage.runs_index import Refresher
 from .reports import ReportCache
-from .runs_index import Refresher
+from .templates import PAGES
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,9 @@ def create_app(settings: AppSettings, sessions: sessionmaker[Session]) -> Flask:
                       SESSION_COOKIE_NAME="otel_profiler_session", MAX_CONTENT_LENGTH=1 << 20,
                       WTF_CSRF_TIME_LIMIT=None)
     if settings.trusted_proxies:
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=settings.trusted_proxies, x_proto=settings.trusted_proxies,
-                                x_host=settings.trusted_proxies)
+        # Flask's documented way to add WSGI middleware, which mypy reads as replacing a method
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=settings.trusted_proxies,  # type: ignore[method-assign]
+                                x_proto=settings.trusted_proxies, x_host=settings.trusted_proxies)
     remote = settings.remote
     app.extensions["otel_profiler"] = {
         "settings": settings, "sessions": sessions,
