@@ -156,8 +156,10 @@ def _decode_piece(path: str, buf: bytearray, consumed: int, on_events: Callable[
                                    f"byte {consumed})") from None
         except RecursionError:
             raise TraceError(path, "not a Chrome/Kineto trace (JSON nested too deeply)") from None
+        if not decode:
+            events = bytes(piece)  # (one copy, for another process)
         del piece
-        on_events(events if decode else bytes(buf[:cut + 1]))
+        on_events(events)
         return cut
     return None
 
