@@ -5,9 +5,12 @@ model (``build``), its attributes (``attributes``) and the exporter."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..shared.span_defaults import DEFAULT_SPAN_BUDGET, DEFAULT_WINDOW_NS
+
+if TYPE_CHECKING:
+    from ..config.settings import Settings
 
 
 @dataclass
@@ -23,7 +26,7 @@ class SpanOptions:
     default_service: str | None = None
 
 
-def options_from_settings(settings: Any, default_service: str | None = None) -> SpanOptions:
+def options_from_settings(settings: Settings, default_service: str | None = None) -> SpanOptions:
     """SpanOptions from the settings (``config.Settings``: budget, window, run id, service,
     resource attributes).
 
@@ -31,10 +34,10 @@ def options_from_settings(settings: Any, default_service: str | None = None) -> 
     else ``default_service`` (the training process passes its script name).
     """
     return SpanOptions(
-        budget=settings["OTEL_PROFILER_SPAN_BUDGET"],
-        window_ns=int(settings["OTEL_PROFILER_SPAN_WINDOW_S"] * 1e9),
-        run_id=settings["OTEL_PROFILER_RUN_ID"] or None,
-        service_name=settings["OTEL_SERVICE_NAME"] or None,
-        resource_attributes=dict(settings["OTEL_RESOURCE_ATTRIBUTES"]),
+        budget=settings.span_budget,
+        window_ns=int(settings.span_window_s * 1e9),
+        run_id=settings.run_id or None,
+        service_name=settings.otel_service_name or None,
+        resource_attributes=dict(settings.otel_resource_attributes),
         default_service=default_service,
     )
