@@ -14,7 +14,7 @@ import logging
 import sys
 import threading
 from types import ModuleType
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,8 @@ def _safe_call(callback: Callable[[ModuleType], None], module: ModuleType) -> No
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname, path, target=None):  # type: ignore[override]
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         if fullname not in _callbacks:
             return None
         for finder in sys.meta_path:
@@ -64,7 +65,7 @@ class _Loader(importlib.abc.Loader):
         self._inner = inner
         self._name = name
 
-    def create_module(self, spec):  # type: ignore[override]
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
         return self._inner.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
@@ -74,5 +75,5 @@ class _Loader(importlib.abc.Loader):
         for callback in callbacks:
             _safe_call(callback, module)
 
-    def __getattr__(self, name: str):  # is_package, get_source, ... of the real loader
+    def __getattr__(self, name: str) -> Any:  # is_package, get_source, ... of the real loader
         return getattr(self._inner, name)
