@@ -18,7 +18,9 @@ from cuda_tracer.loading import load_profile
 from otel_profiler.export.otlp import (any_value, encode_json_lines, encode_request, fixed_varints, read_delimited,
                                 split_requests, varint_width, write_delimited)
 from otel_profiler.spans.options import SpanOptions
-from otel_profiler.spans.build import AttrColumn, SpanTable, build_spans
+from otel_profiler.spans.build import build_spans
+from otel_profiler.spans.columns import AttrColumn
+from otel_profiler.spans.table import SpanTable
 from otlp_receiver import proto_span, table_spans
 
 

@@ -22,7 +22,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..spans.attributes import AttrColumn
-from ..spans.build import SPAN_KIND_INTERNAL, SpanTable
+from ..spans.table import SPAN_KIND_INTERNAL, SpanTable
 from ..spans.ids import mix64
 
 DEFAULT_MAX_REQUEST_BYTES = 3 * 1024 * 1024

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -29,8 +29,7 @@ from cuda_tracer.model.events import EventBatch, Kind
 
 from .ids import hash64
 
-if TYPE_CHECKING:  # build imports this module
-    from .build import SpanTable
+from .table import LinkColumn, SpanTable
 
 RUN_EVENT = "otel-profiler run"
 """Name of the PROFILER event, from the start of the session to its close, that carries the run span."""
@@ -112,16 +111,6 @@ def merged_meta(older: dict[str, Any], newer: dict[str, Any]) -> dict[str, Any]:
     """The metadata of two batches sent as one: the newer's, with both batches' user-span links."""
     user = {**(older.get("user_spans") or {}), **(newer.get("user_spans") or {})}
     return {**newer, "user_spans": user} if user else newer
-
-
-@dataclass
-class LinkColumn:
-    """One span link over all spans: trace id (``trace_hi`` ++ ``trace_lo``) and span id; span id 0:
-    no link on that span."""
-
-    trace_hi: np.ndarray
-    trace_lo: np.ndarray
-    span_id: np.ndarray
 
 
 def _link_column(n: int) -> LinkColumn:
