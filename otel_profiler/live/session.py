@@ -114,6 +114,16 @@ class Session:
     """One process's profiling session, composed of its parts (see the module docstring); it keeps
     the step counter and tells each part what it needs."""
 
+    # What the torch hooks report (``steps.torch_steps.TorchHooks``, ``integrations.keras``): the
+    # parts' own methods, bound in ``__init__`` (no extra call on the hot path of every backward pass).
+    optimizer_made: Callable[[], None]
+    optimizer_took_over: Callable[[int], None]
+    optimizer_step_started: Callable[[], None]
+    backward_done: Callable[[], None]
+    torch_work: Callable[[], bool]
+    torch_scope_entered: Callable[[], None]
+    torch_scope_left: Callable[[], None]
+
     def __init__(self, settings: config.Settings, origin: str, steps: StepRangeOption | None = None) -> None:
         v = settings.values
         self.settings = settings
@@ -132,6 +142,14 @@ class Session:
         self.step_sources = StepSources(self, self.windows, self.policy, v["OTEL_PROFILER_DURATION_S"],
                                         v["OTEL_PROFILER_DURATION_S"] or TIME_FALLBACK_S)
         self.wiring = ExportWiring(settings, self.output.resource, identity)
+        sources, windows = self.step_sources, self.windows
+        self.optimizer_made = sources.optimizer_made
+        self.optimizer_took_over = sources.optimizer_took_over
+        self.optimizer_step_started = sources.optimizer_step_started
+        self.backward_done = sources.backward_done
+        self.torch_work = sources.torch_work
+        self.torch_scope_entered = windows.torch_scope_entered
+        self.torch_scope_left = windows.torch_scope_left
         # One writer at a time; held around fork. Re-entrant: the SIGTERM handler may flush while
         # the interrupted main thread is itself inside flush().
         self.lock = threading.RLock()
@@ -359,29 +377,6 @@ class Session:
         self.policy.step_finished(number, end - start, captured=self.windows.window is not None, now_ns=end)
         self.wiring.metrics_due = True
         self.cuda_memory.step_end(number)
-
-    # ------------------------------------------------------------------ what the torch hooks report
-    # (``steps.torch_steps.TorchHooks`` and ``integrations.keras`` report to the session)
-    def optimizer_made(self) -> None:
-        self.step_sources.optimizer_made()
-
-    def optimizer_took_over(self, earlier_ns: int) -> None:
-        self.step_sources.optimizer_took_over(earlier_ns)
-
-    def optimizer_step_started(self) -> None:
-        self.step_sources.optimizer_step_started()
-
-    def backward_done(self) -> None:
-        self.step_sources.backward_done()
-
-    def torch_work(self) -> bool:
-        return self.step_sources.torch_work()
-
-    def torch_scope_entered(self) -> None:
-        self.windows.torch_scope_entered()
-
-    def torch_scope_left(self) -> None:
-        self.windows.torch_scope_left()
 
     def safe_point(self) -> None:
         self.windows.safe_point(self._step)

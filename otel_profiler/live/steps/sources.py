@@ -78,7 +78,8 @@ class StepSources:
         """A backward pass ended: a step boundary once backward passes are the evidence."""
         evidence = self.evidence
         if evidence.source is not None and evidence.source != "backward":
-            if self.windows.waiting:
+            window = self.windows.window
+            if window is not None and window.deferred is not None:  # (``windows.waiting``, inline)
                 try:
                     self.windows.safe_point(self.clock.step)  # outside the backward's scopes
                 except Exception as exc:
