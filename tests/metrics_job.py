@@ -72,7 +72,7 @@ def main(out: str, seconds: float) -> None:
     import torch  # here, so that tests importing running() and wait_for() do not load torch
 
     settings = config.load()
-    run_id = settings["OTEL_PROFILER_RUN_ID"]
+    run_id = settings.run_id
     service = MetricsService().start(settings, attributes(settings.values), run_id=run_id)
     exporter = exporter_from_env(settings, default_service="metrics_job")
     if exporter is not None:

@@ -21,9 +21,9 @@ def test_a_bad_value_is_one_warning_naming_the_variable_and_the_default_is_kept(
     loaded = config.load({"OTEL_PROFILER_FLUSH_INTERVAL_S": "soon", "OTEL_SDK_DISABLED": "true"})
     assert len(loaded.warnings) == 1 and not loaded.ok
     assert loaded.warnings[0].startswith("OTEL_PROFILER_FLUSH_INTERVAL_S='soon':")
-    assert loaded["OTEL_PROFILER_FLUSH_INTERVAL_S"] == config.VARIABLES[
+    assert loaded.flush_interval_s == config.VARIABLES[
         "OTEL_PROFILER_FLUSH_INTERVAL_S"].default
-    assert loaded["OTEL_SDK_DISABLED"] is True
+    assert loaded.otel_sdk_disabled is True
 
 
 def test_secret_values_are_never_echoed():
@@ -45,7 +45,7 @@ def test_every_numeric_setting_has_an_upper_bound_and_a_huge_value_keeps_the_def
         assert loaded.ok and not loaded.warnings, var.name  # profiling goes on
         (notice,) = loaded.notices
         assert "at most" in notice and notice.endswith("is kept"), (var.name, notice)
-        assert loaded[var.name] == var.default
+        assert loaded.values[var.name] == var.default
         assert config.load({var.name: str(var.parse.maximum)}).ok, var.name  # the bound itself is fine
 
 
@@ -169,12 +169,12 @@ def test_a_value_out_of_range_keeps_the_default_with_one_notice(name, value, exp
     loaded = config.load({name: value})
     assert loaded.ok and not loaded.warnings  # profiling goes on
     assert loaded.notices == (f"{name}={value!r}: {expected}",)
-    assert loaded[name] == config.VARIABLES[name].default
+    assert loaded.values[name] == config.VARIABLES[name].default
 
 
 def test_the_slow_step_factor_is_off_or_more_than_1():
-    assert config.load({"OTEL_PROFILER_SLOW_STEP_FACTOR": "0"})["OTEL_PROFILER_SLOW_STEP_FACTOR"] == 0
-    assert config.load({"OTEL_PROFILER_SLOW_STEP_FACTOR": "1.5"})["OTEL_PROFILER_SLOW_STEP_FACTOR"] == 1.5
+    assert config.load({"OTEL_PROFILER_SLOW_STEP_FACTOR": "0"}).slow_step_factor == 0
+    assert config.load({"OTEL_PROFILER_SLOW_STEP_FACTOR": "1.5"}).slow_step_factor == 1.5
     assert not config.load({"OTEL_PROFILER_SLOW_STEP_FACTOR": "fast"}).ok  # unreadable: still off
 
 
@@ -191,7 +191,7 @@ def test_the_slow_step_factor_is_off_or_more_than_1():
 def test_a_port_past_65535_with_the_local_rank_turns_that_feature_off(env, name, off, line):
     loaded = config.load(env)
     assert loaded.ok and loaded.notices == (line,)
-    assert loaded[name] == off
+    assert loaded.values[name] == off
     assert not config.load({**env, "LOCAL_RANK": "0", "SLURM_LOCALID": "0"}).notices  # rank 0: in range
 
 
@@ -225,7 +225,7 @@ def test_every_variable_is_one_typed_field_named_by_the_rule():
     assert (loaded.span_budget, loaded.otel_service_name, loaded.steps) == (300, "trainer", None)
     assert loaded.otel_exporter_otlp_traces_endpoint == "http://collector:4318/v1/traces"
     for name in config.VARIABLES:
-        assert getattr(loaded, config.attribute_name(name)) is loaded[name] is loaded.values[name]
+        assert getattr(loaded, config.attribute_name(name)) is loaded.values[name]
 
 
 def _conforms(value, hint) -> bool:

@@ -76,9 +76,9 @@ def test_activities_and_snapshot_settings_are_validated():
     with pytest.raises(config.ConfigError, match="unknown activity 'memroy'"):
         config.parse_activities("memroy")
     settings = config.load({"OTEL_PROFILER_MEMORY_SNAPSHOT": "5000"})
-    assert settings["OTEL_PROFILER_MEMORY_SNAPSHOT"] == 5000
+    assert settings.memory_snapshot == 5000
     bad = config.load({"OTEL_PROFILER_MEMORY_SNAPSHOT": "-1"})  # out of range: one notice, the default
-    assert bad["OTEL_PROFILER_MEMORY_SNAPSHOT"] == 0 and bad.ok
+    assert bad.memory_snapshot == 0 and bad.ok
     assert len(bad.notices) == 1 and bad.notices[0].startswith("OTEL_PROFILER_MEMORY_SNAPSHOT='-1'")
 
 

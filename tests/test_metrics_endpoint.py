@@ -161,7 +161,7 @@ def test_bad_interval_is_one_warning_and_the_default(value: str) -> None:
                             "OTEL_PROFILER_PROMETHEUS_PORT": str(free_port())})
     lines = [*settings.warnings, *settings.notices]  # a bad value warns; one out of range is a notice
     assert len(lines) == 1 and lines[0].startswith("OTEL_PROFILER_METRICS_INTERVAL_S=")
-    assert settings["OTEL_PROFILER_METRICS_INTERVAL_S"] == 1.0
+    assert settings.metrics_interval_s == 1.0
     service = MetricsService().start(settings, {"ml.local_rank": 0})
     try:
         assert service.sampler.interval_s == 1.0 and service.url

@@ -78,7 +78,7 @@ def scheduler_of(args: argparse.Namespace, inputs: list[str]) -> str | None:
         return args.scheduler
     from .. import config
 
-    configured = config.load()["OTEL_PROFILER_SCHEDULER"]
+    configured = config.load().scheduler
     if configured:
         return configured
     return "local" if any("://" in i for i in inputs) else None

@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def default_spool(environ=None) -> str:
     """The upload spool jobs use: ``OTEL_PROFILER_OUTPUT_DIR/upload-spool``, absolute."""
-    return os.path.abspath(os.path.join(config.load(environ)["OTEL_PROFILER_OUTPUT_DIR"], client.SPOOL_NAME))
+    return os.path.abspath(os.path.join(config.load(environ).output_dir, client.SPOOL_NAME))
 
 
 def read_token(path: str | None) -> str:

@@ -9,8 +9,8 @@ whole for every other variable (``OTEL_SERVICE_NAME`` -> ``settings.otel_service
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` -> ``settings.otel_exporter_otlp_traces_endpoint``,
 ``TRACEPARENT`` -> ``settings.traceparent``); :func:`attribute_name` states it. What ``load``
 resolves from several variables has its own name: ``service_name``, ``traces_target``,
-``metrics_target``. Item access by variable name (``settings["OTEL_PROFILER_STEPS"]``) and the
-mapping ``settings.values`` still work; new code reads attributes.
+``metrics_target``. ``settings.values`` is the read-only mapping of every value by variable name,
+for the few rules that take a variable's name (the OTLP target resolution).
 """
 
 from __future__ import annotations
@@ -345,11 +345,6 @@ class Settings:
     def values(self) -> Mapping[str, Any]:
         """Every variable's value by variable name (read-only)."""
         return MappingProxyType({name: getattr(self, attribute) for name, attribute in ATTRIBUTES.items()})
-
-    def __getitem__(self, name: str) -> Any:
-        """``settings["OTEL_PROFILER_STEPS"]``: a variable's value by name (kept for older callers;
-        read the attribute instead)."""
-        return self.values[name]
 
 
 VARIABLES: dict[str, Variable] = {f.metadata["variable"].name: f.metadata["variable"]

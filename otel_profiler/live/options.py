@@ -15,12 +15,12 @@ from ..config.parsers import StepRange
 def upload_warnings(settings: config.Settings) -> list[str]:
     """Why a set ``OTEL_PROFILER_UPLOAD`` will send nothing. The post-exit summarizer uploads; under
     ``run``, which turns that off in the job, ``run`` uploads and says it instead."""
-    url = settings["OTEL_PROFILER_UPLOAD"].strip()
-    if not url or not settings["OTEL_PROFILER_SUMMARY_AT_EXIT"]:
+    url = settings.upload.strip()
+    if not url or not settings.summary_at_exit:
         return []
     from ..export.upload import http_url
 
-    problem = http_url(url) or ("" if settings["OTEL_PROFILER_UPLOAD_TOKEN"].strip()
+    problem = http_url(url) or ("" if settings.upload_token.strip()
                                 else "OTEL_PROFILER_UPLOAD_TOKEN is not set")
     return [f"OTEL_PROFILER_UPLOAD: {problem}; the profile will not be uploaded"] if problem else []
 

@@ -95,7 +95,7 @@ def start_session(origin: str, overrides: Mapping[str, Any] | None = None,
             if problems:
                 warn("profiling is off because of invalid settings: " + "; ".join(problems))
                 return None
-            if settings["OTEL_SDK_DISABLED"]:
+            if settings.otel_sdk_disabled:
                 return None
             for line in config.exporter_warnings(settings.values) + upload_warnings(settings):
                 warn(line)
@@ -125,22 +125,21 @@ class Session:
     torch_scope_left: Callable[[], None]
 
     def __init__(self, settings: config.Settings, origin: str, steps: StepRangeOption | None = None) -> None:
-        v = settings.values
         self.settings = settings
         self.lifecycle = Lifecycle()
         position = distributed_position()
-        identity = run_id(v["OTEL_PROFILER_RUN_ID"])
-        folder = v["OTEL_PROFILER_PROFILE_DIR"] or os.path.join(v["OTEL_PROFILER_OUTPUT_DIR"], identity)
-        activities = frozenset(v["OTEL_PROFILER_ACTIVITIES"])
-        self.output = RankOutput(os.path.abspath(folder), origin, identity, position, attributes(v), activities)
-        step_range = v["OTEL_PROFILER_STEPS"] if steps is None else steps.step_range
-        self.policy = WindowPolicy(step_range, v["OTEL_PROFILER_EVERY_STEPS"],
-                                   v["OTEL_PROFILER_WINDOW_STEPS"], v["OTEL_PROFILER_DURATION_S"],
-                                   v["OTEL_PROFILER_SLOW_STEP_FACTOR"], perf_counter_ns())
-        self.windows = DetailedWindows(self.policy, activities, v["OTEL_PROFILER_WINDOW_PART_STEPS"],
+        identity = run_id(settings.run_id)
+        folder = settings.profile_dir or os.path.join(settings.output_dir, identity)
+        activities = frozenset(settings.activities)
+        self.output = RankOutput(os.path.abspath(folder), origin, identity, position, attributes(settings.values), activities)
+        step_range = settings.steps if steps is None else steps.step_range
+        self.policy = WindowPolicy(step_range, settings.every_steps,
+                                   settings.window_steps, settings.duration_s,
+                                   settings.slow_step_factor, perf_counter_ns())
+        self.windows = DetailedWindows(self.policy, activities, settings.window_part_steps,
                                        rank=lambda: self.output.rank)
-        self.step_sources = StepSources(self, self.windows, self.policy, v["OTEL_PROFILER_DURATION_S"],
-                                        v["OTEL_PROFILER_DURATION_S"] or TIME_FALLBACK_S)
+        self.step_sources = StepSources(self, self.windows, self.policy, settings.duration_s,
+                                        settings.duration_s or TIME_FALLBACK_S)
         self.wiring = ExportWiring(settings, self.output.resource, identity)
         sources, windows = self.step_sources, self.windows
         self.optimizer_made = sources.optimizer_made
@@ -156,7 +155,7 @@ class Session:
         self.hygiene = ProcessHygiene(self.lifecycle, self.lock, self.close)
         self._step = 0  # number of the step in progress
         self._step_start: int | None = None
-        self.wants_nvtx = v["OTEL_PROFILER_NVTX"]
+        self.wants_nvtx = settings.nvtx
         self._thread: threading.Thread | None = None
         self._trigger: Any = None
         self._remove_step_hook: Callable[[], None] | None = None
@@ -164,14 +163,14 @@ class Session:
         output = self.output
         self.cuda_memory = CudaMemory(
             lambda reason: os.path.join(output.folder, SNAPSHOT_NAME.format(rank=output.rank, reason=reason)),
-            "memory" in activities, self.settings["OTEL_PROFILER_MEMORY_SNAPSHOT"])
-        self.cpu_timeline = CpuTimeline(self.settings["OTEL_PROFILER_CPU_SAMPLE_S"])
+            "memory" in activities, self.settings.memory_snapshot)
+        self.cpu_timeline = CpuTimeline(self.settings.cpu_sample_s)
         self.run_span = RunSpan(parent_from_settings(settings), time.time_ns())  # TRACEPARENT: its parent
-        self.user_spans = UserSpans(v["OTEL_PROFILER_MARK_USER_SPANS"], v["OTEL_PROFILER_RUN_ID"] or identity)
+        self.user_spans = UserSpans(settings.mark_user_spans, settings.run_id or identity)
         self.flusher = Flusher(self.lock, self.lifecycle, self.windows, self.output, self.wiring,
                                self.cpu_timeline, self.user_spans, self.run_span, self.meta,
-                               self.settings["OTEL_PROFILER_FLUSH_INTERVAL_S"],
-                               self.settings["OTEL_PROFILER_FLUSH_EVENTS"])
+                               self.settings.flush_interval_s,
+                               self.settings.flush_events)
 
     # ------------------------------------------------------------------ what others read
     @property
@@ -202,7 +201,7 @@ class Session:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        v = self.settings.values
+        settings = self.settings
         # Import now whatever writing at exit needs: a module first imported during interpreter
         # shutdown can make a Ctrl-C'd job exit 1 instead of dying of SIGINT as it should.
         import cuda_tracer.capture.cupti  # noqa: F401  (imports neither torch nor cupti-python)
@@ -219,21 +218,21 @@ class Session:
         self.hygiene.install_sigterm()
         from .windows.triggers import UdpTrigger, install_signal
 
-        if v["OTEL_PROFILER_SIGNAL"]:
+        if settings.signal:
             self._restore_signal = install_signal(self.policy.request)
-        if v["OTEL_PROFILER_TRIGGER_PORT"]:
+        if settings.trigger_port:
             try:
-                self._trigger = UdpTrigger(v["OTEL_PROFILER_TRIGGER_PORT"] + self.output.position["local_rank"],
+                self._trigger = UdpTrigger(settings.trigger_port + self.output.position["local_rank"],
                                            self.policy.request)
             except OSError as exc:
                 warn(f"trigger port unavailable ({exc}); on-demand capture by the trigger socket is off")
-        if v["OTEL_PROFILER_AUTO_STEPS"]:
+        if settings.auto_steps:
             from .steps.torch_steps import when_torch_imported
 
             when_torch_imported(self, self._hook_installed)
         self._thread = threading.Thread(target=self.flusher.loop, name="otel-profiler-flush", daemon=True)
         self._thread.start()
-        if v["OTEL_PROFILER_DURATION_S"] and "torch" in sys.modules:  # else: from the first torch work
+        if settings.duration_s and "torch" in sys.modules:  # else: from the first torch work
             self.windows.update(0, perf_counter_ns())
 
     def _hook_installed(self, hooks: Any) -> None:
@@ -287,7 +286,7 @@ class Session:
             self.flush()
             markers.active = False
             self.wiring.close_exporter(self.output.folder, CLOSE_NETWORK_S)
-            if self.settings["OTEL_PROFILER_SUMMARY_AT_EXIT"] and self.output.writer.parts:
+            if self.settings.summary_at_exit and self.output.writer.parts:
                 # summary.json is made after the job, by a detached low-priority process: reading
                 # every rank back must not cost this process memory or time at its exit
                 summary_later.start(self.output.folder, exiting=lifecycle.exiting or lifecycle.in_signal)

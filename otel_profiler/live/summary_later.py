@@ -134,10 +134,10 @@ def upload_after(folder: str) -> None:
     from ..export import upload
 
     settings = config.load(os.environ)
-    url, token = settings["OTEL_PROFILER_UPLOAD"].strip(), settings["OTEL_PROFILER_UPLOAD_TOKEN"].strip()
+    url, token = settings.upload.strip(), settings.upload_token.strip()
     if not url or not token or upload.http_url(url):
         return
-    spool = os.path.abspath(os.path.join(settings["OTEL_PROFILER_OUTPUT_DIR"], upload.SPOOL_NAME))
+    spool = os.path.abspath(os.path.join(settings.output_dir, upload.SPOOL_NAME))
     upload.spool_upload(spool, url, folder, os.path.basename(os.path.abspath(folder)))
     upload.deliver_with_retries(spool, token, url)
 

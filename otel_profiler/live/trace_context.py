@@ -17,7 +17,7 @@ import logging
 import os
 import sys
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,16 +27,19 @@ from ..profiler_warnings import warn
 from ..spans.context import RUN_EVENT, TraceParent, parse_traceparent
 from ..spans.ids import trace_id
 
+if TYPE_CHECKING:
+    from ..config.settings import Settings
+
 log = logging.getLogger(__name__)
 
 KEPT_STEPS = 512
 """User spans remembered for steps not yet handed to the exporter (the oldest go first)."""
 
 
-def parent_from_settings(settings: Any) -> TraceParent | None:
+def parent_from_settings(settings: Settings) -> TraceParent | None:
     """The parent context of ``TRACEPARENT``/``TRACESTATE``; a malformed value: one warning, ignored."""
     try:
-        parent, problems = parse_traceparent(settings["TRACEPARENT"], settings["TRACESTATE"])
+        parent, problems = parse_traceparent(settings.traceparent, settings.tracestate)
     except Exception:  # never into the job
         log.debug("reading TRACEPARENT/TRACESTATE failed; no parent context", exc_info=True)
         return None

@@ -12,9 +12,12 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..profiler_warnings import warn
+
+if TYPE_CHECKING:
+    from ..config.settings import Settings
 
 EXPORTER_CHILD_ENV = "_OTEL_PROFILER_EXPORTER_CHILD"
 """Set (internally) in the environment our exporter process is spawned with: no session starts there."""
@@ -23,7 +26,7 @@ EXPORTER_CHILD_ENV = "_OTEL_PROFILER_EXPORTER_CHILD"
 class ExportWiring:
     """The metrics and the OTLP exporter of one session."""
 
-    def __init__(self, settings: Any, resource: dict[str, Any], run_id: str) -> None:
+    def __init__(self, settings: Settings, resource: dict[str, Any], run_id: str) -> None:
         self.settings = settings
         self.resource = resource
         self.run_id = run_id
@@ -33,11 +36,11 @@ class ExportWiring:
         self.exporter: Any = None
         self._exporter_made = False  # made at the first write: launchers that record nothing
                                      # (the torchrun agent) never start an exporter process
-        self._make_exporter: Callable[[Any, str], Any] | None = None
+        self._make_exporter: Callable[[Settings, str], Any] | None = None
         self._exporter_watched = False
         self._watch_lock = threading.Lock()
 
-    def prepare(self, make_exporter: Callable[[Any, str], Any]) -> None:
+    def prepare(self, make_exporter: Callable[[Settings, str], Any]) -> None:
         """At start: the function that makes the exporter at the first write (``exporter_factory``)."""
         self._make_exporter = make_exporter
 
@@ -99,14 +102,14 @@ class ExportWiring:
         self._watch_lock = threading.Lock()
 
 
-def exporter_factory() -> Callable[[Any, str], Any]:
+def exporter_factory() -> Callable[[Settings, str], Any]:
     """A function making the OTLP exporter (None when none is configured); imports it now."""
     try:
         from ..export.exporter import exporter_from_env
     except ImportError:
         return lambda settings, service: None
 
-    def make(settings: Any, service: str) -> Any:
+    def make(settings: Settings, service: str) -> Any:
         try:
             with _exporter_child_marked():
                 return exporter_from_env(settings, default_service=service)
