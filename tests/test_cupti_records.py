@@ -41,7 +41,7 @@ def test_kernel_columns_and_launch_linkage():
     assert (batch.start_ns[k], batch.end_ns[k]) == (T0 + 9_100, T0 + 30_100)
     assert (batch.device[k], batch.stream[k], batch.correlation[k]) == (0, 7, 5)
     assert (batch.grid_x[k], batch.block_x[k], batch.registers[k]) == (8192, 128, 16)
-    assert batch.shared_mem[k] == 1024 + 512  # static + dynamic, as Kineto reports it
+    assert batch.shared_memory[k] == 1024 + 512  # static + dynamic, as Kineto reports it
     assert batch.graph_id[k] == MISSING  # graph_id 0 means "not launched from a graph"
     assert (batch.pid[launch], batch.tid[launch]) == (f.PID, f.TID)
     corr = correlate(batch)

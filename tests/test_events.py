@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import zipfile
 
 import numpy as np
 import pytest
@@ -33,6 +34,22 @@ def test_save_and_load_round_trip_is_lossless():
     loaded = EventBatch.load(buf)
     assert same(batch, loaded)
     assert loaded.extra("wait_on_stream") == batch.extra("wait_on_stream")
+
+
+def test_a_batch_written_under_a_former_column_name_still_loads():
+    """Profile folders written before ``shared_mem`` became ``shared_memory`` (the trace field's one
+    name from reader to span) read as before: the column is found under its former file name."""
+    batch = batch_of(SYNC)
+    assert (batch.shared_memory > 0).any()
+    buf = io.BytesIO()
+    batch.save(buf)
+    old = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(buf.getvalue())) as new_zip, zipfile.ZipFile(old, "w") as old_zip:
+        for item in new_zip.namelist():
+            old_zip.writestr(item.replace("shared_memory.npy", "shared_mem.npy"), new_zip.read(item))
+    assert "shared_mem.npy" in zipfile.ZipFile(old).namelist()
+    old.seek(0)
+    assert same(batch, EventBatch.load(old))
 
 
 def test_concat_merges_string_tables_and_keeps_extras():

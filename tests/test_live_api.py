@@ -221,7 +221,7 @@ def test_kineto_events_convert_like_trace_files():
     k = b.names().index("gemm_kernel")
     assert (b.start_ns[k], b.end_ns[k]) == (T0 + 30_000, T0 + 50_000)
     assert (b.device[k], b.stream[k], b.correlation[k], b.external_id[k]) == (0, 7, 900, 7)
-    assert (b.grid_x[k], b.grid_y[k], b.block_x[k], b.registers[k], b.shared_mem[k]) == (8, 4, 128, 64, 1024)
+    assert (b.grid_x[k], b.grid_y[k], b.block_x[k], b.registers[k], b.shared_memory[k]) == (8, 4, 128, 64, 1024)
     m = b.names().index("Memcpy HtoD (Pageable -> Device)")
     assert b.bytes[m] == 4096 and b.subkind[m] == MemcpyKind.HtoD
     op = b.names().index("aten::mm")

@@ -169,7 +169,7 @@ class RecordConverter:
                       grid_x=int(r.grid_x), grid_y=int(r.grid_y), grid_z=int(r.grid_z),
                       block_x=int(r.block_x), block_y=int(r.block_y), block_z=int(r.block_z),
                       registers=int(r.registers_per_thread),
-                      shared_mem=int(r.static_shared_memory) + int(r.dynamic_shared_memory),
+                      shared_memory=int(r.static_shared_memory) + int(r.dynamic_shared_memory),
                       **self._gpu_fields(r))
         self._add_graph_node(out, row, r)
 

@@ -105,11 +105,13 @@ COLUMNS: dict[str, np.dtype] = {
     "block_y": np.dtype(np.int32),
     "block_z": np.dtype(np.int32),
     "registers": np.dtype(np.int32),
-    "shared_mem": np.dtype(np.int64),
+    "shared_memory": np.dtype(np.int64),
 }
 
 _FORMAT = "otel-profiler.event-batch"
 _FORMAT_VERSION = 1
+_FORMER_NAMES = {"shared_memory": "shared_mem"}
+"""Columns renamed since format version 1 -> the name a batch written before holds them under."""
 
 
 @dataclass(eq=False)
@@ -291,7 +293,11 @@ class EventBatch:
                 strings = json.loads(zf.read("strings.json"))
                 extra_value = json.loads(zf.read("extra_value.json"))
 
+                names = set(zf.namelist())
+
                 def array(name: str) -> np.ndarray:
+                    if f"{name}.npy" not in names:
+                        name = _FORMER_NAMES.get(name, name)
                     return np.load(io.BytesIO(zf.read(f"{name}.npy")), allow_pickle=False)
 
                 columns = {c: array(c).astype(dt, copy=False) for c, dt in COLUMNS.items()}

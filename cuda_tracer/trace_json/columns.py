@@ -153,7 +153,7 @@ def gpu_columns(col: dict[str, np.ndarray], extra: "Extras", rows: np.ndarray, a
         triples = args.triples(axis, kernels)
         for j, xyz in enumerate("xyz"):
             col[f"{axis}_{xyz}"][kernel_rows] = triples[:, j]
-    for column, attr in (("registers", "registers"), ("shared_mem", "shared_memory"),
+    for column, attr in (("registers", "registers"), ("shared_memory", "shared_memory"),
                          ("graph_id", "graph_id")):
         col[column][kernel_rows] = args.ints(attr, kernels)
     transfers = np.flatnonzero((kinds == Kind.MEMCPY) | (kinds == Kind.MEMSET))

@@ -146,7 +146,7 @@ ATTRIBUTES: tuple[SpanAttribute, ...] = (
     _column("gpu.kernel.block.y", "block_y", _KERNEL, "launch geometry: block size in y"),
     _column("gpu.kernel.block.z", "block_z", _KERNEL, "launch geometry: block size in z"),
     _column("gpu.kernel.registers", "registers", _KERNEL, "registers per thread"),
-    _column("gpu.kernel.shared_memory", "shared_mem", _KERNEL, "shared memory bytes (static + dynamic)"),
+    _column("gpu.kernel.shared_memory", "shared_memory", _KERNEL, "shared memory bytes (static + dynamic)"),
     _column("gpu.graph.id", "graph_id", _KERNEL, "CUDA graph that ran the kernel", when="run by a CUDA graph"),
     _derived("gpu.kernel.class", "string", GPU_OPS, derived.kernel_class, "columns `kind`, `name`",
              "compute, communication or memory"),
