@@ -15,10 +15,13 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 import threading
 import warnings
+
+log = logging.getLogger("otel_profiler." + __name__)
 
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -77,4 +80,4 @@ def say_once(message: str, stacklevel: int = 2) -> None:
         if not _filtered_out():
             print(f"otel-profiler: warning: {message}", file=sys.stderr, flush=True)
     except Exception:
-        pass
+        log.debug("printing a warning line failed", exc_info=True)

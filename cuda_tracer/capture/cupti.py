@@ -155,6 +155,7 @@ def api_namer(cupti: Any) -> Callable[[int, int], str]:
             try:
                 found = strip_api_version(str(cupti.get_callback_name(domains[kind], cbid)))
             except Exception:
+                log.debug("CUPTI could not name a callback id; a generic name stands in", exc_info=True)
                 found = f"{'cuda' if kind == ACTIVITY_KIND['RUNTIME'] else 'cu'}_cbid_{cbid}"
             cache[key] = found
         return found
@@ -320,7 +321,7 @@ class CuptiSource:
             try:
                 self._cupti_dropped += read_dropped_records(self._cupti)
             except Exception:
-                pass
+                log.debug("reading CUPTI's dropped-record count failed", exc_info=True)
         return records
 
     def convert(self, records: list) -> EventBatch:

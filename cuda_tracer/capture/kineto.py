@@ -67,6 +67,7 @@ def cuda_available() -> bool:
     try:
         return bool(torch is not None and torch.cuda.is_available())
     except Exception:
+        log.debug("asking torch whether CUDA is available failed", exc_info=True)
         return False
 
 
@@ -285,6 +286,7 @@ def _event_row(e: Any) -> tuple | None:
                 e.duration_ns(), e.correlation_id(), e.linked_correlation_id(),
                 e.metadata_json() if hasattr(e, "metadata_json") else "")
     except Exception:  # skip it rather than lose the window
+        log.debug("a Kineto event could not be read; it is skipped", exc_info=True)
         return None
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import array
 import contextlib
 import fcntl
+import logging
 import os
 import re
 import select
@@ -28,6 +29,8 @@ import termios
 import threading
 import time
 from typing import Callable, Iterator
+
+log = logging.getLogger("otel_profiler." + __name__)
 
 KINETO_MESSAGE = re.compile(rb"(?:USDT|INFO|WARNING|ERROR|VERBOSE):\d{4}-\d\d-\d\d \d\d:\d\d:\d\d "
                             rb"\d+:\d+ [\w.]+:\d+\] (?:profiler_start|profiler_stop|"
@@ -149,6 +152,7 @@ def kineto_lines_dropped() -> Iterator[None]:
     try:
         restore = _redirect()
     except Exception:  # runs unfiltered
+        log.debug("redirecting stderr for the filter failed; it runs unfiltered", exc_info=True)
         restore = None
     try:
         yield
@@ -168,7 +172,7 @@ def _redirect() -> Callable[[], None]:
             if stream is not None:
                 stream.flush()  # what Python buffered goes out before the redirection
         except Exception:
-            pass
+            log.debug("flushing a stream before redirecting stderr failed", exc_info=True)
     read_end, write_end = os.pipe()
     try:
         real_stderr = os.dup(2)  # the forwarder's (it closes it)
@@ -201,7 +205,7 @@ def _redirect() -> Callable[[], None]:
             try:
                 sys.stderr.flush()
             except Exception:
-                pass
+                log.debug("flushing stderr before restoring it failed", exc_info=True)
             forwarder.give_back(saved)
         finally:
             os.close(saved)

@@ -27,12 +27,15 @@ What is detected (:func:`other_profiler_active`):
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import threading
 from typing import Any, Iterator, Mapping
 
 from cuda_tracer.terminal_lines import say_once
+
+log = logging.getLogger("otel_profiler." + __name__)
 
 
 class ProfilerBusy(RuntimeError):
@@ -105,6 +108,7 @@ def _torch_profiler_enabled() -> bool:
             return True
         return bool(torch._C._autograd._profiler_enabled())
     except Exception:  # an odd torch build: no signal rather than a crash
+        log.debug("asking torch whether its profiler is on failed", exc_info=True)
         return False
 
 
