@@ -11,10 +11,13 @@ with one warning.
 from __future__ import annotations
 
 import functools
+import logging
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from .live.steps import markers
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from .live.session import Session
@@ -94,13 +97,14 @@ def annotation_end(handle: tuple) -> None:
         try:
             markers.nvtx[3](nvtx_id)
         except Exception:
-            pass
+            log.debug("an NVTX range end failed", exc_info=True)
 
 
 def _nvtx_push(name: str) -> None:
     try:
         markers.nvtx[0](name)  # type: ignore[index]
     except Exception:  # never into user code; NVTX gone (e.g. after fork): off
+        log.debug("an NVTX push failed; NVTX is off", exc_info=True)
         markers.nvtx = None
 
 
@@ -108,6 +112,7 @@ def _nvtx_pop() -> None:
     try:
         markers.nvtx[1]()  # type: ignore[index]
     except Exception:
+        log.debug("an NVTX pop failed; NVTX is off", exc_info=True)
         markers.nvtx = None
 
 
@@ -115,6 +120,7 @@ def _nvtx_start(name: str) -> Any:
     try:
         return markers.nvtx[2](name)  # type: ignore[index]
     except Exception:
+        log.debug("an NVTX range start failed; NVTX is off", exc_info=True)
         markers.nvtx = None
         return None
 
@@ -141,7 +147,7 @@ def _step_number(value: Any) -> int | None:
         if 0 <= number <= _MAX_STEP:
             return number
     except Exception:  # TypeError, ValueError, OverflowError, or a user __int__ failing its own way
-        pass
+        log.debug("a step number could not be read as an integer", exc_info=True)
     if not _bad_step_said:
         _bad_step_said = True
         from .profiler_warnings import warn
@@ -151,6 +157,7 @@ def _step_number(value: Any) -> int | None:
 
             shown = reprlib.repr(value)
         except Exception:
+            log.debug("a step value could not be shown", exc_info=True)
             shown = f"a {type(value).__name__}"
         warn(f"step_context({shown}): not a step number (an integer from 0); such blocks are not "
              "recorded as steps")

@@ -131,6 +131,7 @@ def _tf_step_marker(number: int) -> Any:
         marker.__enter__()
         return marker
     except Exception:
+        log.debug("the Keras step marker could not start", exc_info=True)
         return None
 
 
@@ -182,7 +183,7 @@ def _with_callback(original: Any) -> Any:
                     bound.arguments["callbacks"] = callbacks + [cls()]
                     args, kwargs = bound.args, bound.kwargs
         except Exception:  # never break the user's call: run it as it was
-            pass
+            log.debug("adding the profiler's callback to Keras fit failed; it runs as it was", exc_info=True)
         return original(*args, **kwargs)
 
     setattr(wrapper, _PATCHED, True)
@@ -218,7 +219,7 @@ def patch_gradient_tape(tape_class: type, sink: Any) -> None:
         try:
             sink.backward_done()
         except Exception:
-            pass
+            log.debug("reporting a Keras backward pass failed", exc_info=True)
         return result
 
     setattr(gradient, _PATCHED, True)
@@ -247,7 +248,7 @@ def patch_optimizer(optimizer_class: type, sink: Any) -> None:
             if depth[0] == 1:
                 sink.optimizer_step_started()
         except Exception:
-            pass
+            log.debug("reporting a Keras optimizer step failed", exc_info=True)
         try:
             return original(*args, **kwargs)
         finally:
@@ -256,7 +257,7 @@ def patch_optimizer(optimizer_class: type, sink: Any) -> None:
                 try:
                     sink.step_boundary(manual=False)
                 except Exception:
-                    pass
+                    log.debug("reporting a Keras step boundary failed", exc_info=True)
 
     setattr(apply, _PATCHED, True)
     setattr(owner, name, apply)
@@ -268,7 +269,7 @@ def patch_optimizer(optimizer_class: type, sink: Any) -> None:
             try:
                 sink.optimizer_made()
             except Exception:
-                pass
+                log.debug("reporting a new Keras optimizer failed", exc_info=True)
 
         setattr(made, _PATCHED, True)
         optimizer_class.__init__ = made  # type: ignore[misc]

@@ -65,7 +65,7 @@ class ProcessHygiene:
             self.lifecycle.in_signal = True
             self._close()
         except BaseException:
-            pass
+            pass  # not logged: SIGTERM handler (the interrupted code may hold the logging lock)
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
@@ -78,7 +78,7 @@ class ProcessHygiene:
         try:
             atexit.unregister(close_at_exit)
         except Exception:
-            pass  # runs right after fork in the child: no logging (its locks may be held)
+            pass  # not logged: runs right after fork in the child (its logging locks may be held)
         try:  # SIGTERM kills the child as it would without us (e.g. Pool.terminate of its workers)
             if self.holds_sigterm():
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -186,6 +186,7 @@ class RankOutput:
                 return
             rank, world = dist.get_rank(), dist.get_world_size()
         except Exception:
+            log.debug("reading the distributed rank failed", exc_info=True)
             return
         self.rank_known = True
         if self.writer.parts == 0:  # nothing written under the old number yet

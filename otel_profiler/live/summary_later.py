@@ -20,12 +20,15 @@ time; what is still not delivered waits for ``otel-profiler upload --retry`` or 
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
 import time
 
 from .output import holder_dead
+
+log = logging.getLogger(__name__)
 
 LOCK_NAME = "summary.lock"
 WAIT_RANKS_S = 6 * 3600.0
@@ -49,6 +52,7 @@ def start(folder: str, exiting: bool) -> int | None:
                              daemon=True).start()
         return pid
     except Exception:
+        log.debug("the later summary could not be started", exc_info=True)
         return None
 
 
@@ -152,6 +156,7 @@ def main(argv: list[str]) -> int:
     try:
         summarize_when_done(folder)
     except Exception:
+        log.debug("the later summary failed", exc_info=True)
         code = 1
     finally:
         try:
@@ -161,6 +166,7 @@ def main(argv: list[str]) -> int:
     try:
         upload_after(folder)  # after the lock is gone: a long retry never holds the folder's summarizer
     except Exception:
+        log.debug("the upload after the summary failed", exc_info=True)
         code = 1
     return code
 

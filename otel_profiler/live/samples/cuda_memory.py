@@ -54,6 +54,7 @@ class CudaMemory:
         try:
             return torch.cuda if torch is not None and torch.cuda.is_initialized() else None
         except Exception:
+            log.debug("asking whether CUDA is initialized failed", exc_info=True)
             return None
 
     def _turn_off(self, feature: str, exc: BaseException) -> None:

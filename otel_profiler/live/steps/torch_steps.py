@@ -91,7 +91,7 @@ class TorchHooks:
                     sink.torch_scope_entered()  # both hooks run inside Optimizer.step's scope
                     sink.optimizer_step_started()
             except Exception:
-                pass
+                log.debug("the optimizer step's pre hook failed", exc_info=True)
 
         def post(optimizer: Any, args: Any, kwargs: Any) -> None:
             leading = False
@@ -104,7 +104,7 @@ class TorchHooks:
                         sink.optimizer_took_over(earlier)
                     sink.step_boundary(manual=False)
             except Exception:
-                pass
+                log.debug("the optimizer step's post hook failed", exc_info=True)
             finally:
                 if leading:
                     sink.torch_scope_left()
@@ -134,7 +134,7 @@ class TorchHooks:
             try:
                 sink.backward_done()
             except Exception:
-                pass
+                log.debug("reporting a backward pass failed", exc_info=True)
             return result
 
         autograd.backward = backward
@@ -156,6 +156,7 @@ class TorchHooks:
                 if not self.sink.torch_work():
                     self.stop_watching_module_calls()
             except Exception:
+                log.debug("the module forward hook failed; it stops watching module calls", exc_info=True)
                 self.stop_watching_module_calls()
 
         self._forward_hook = register_module_forward_pre_hook(hook)
