@@ -14,6 +14,8 @@ import os
 import sys
 from collections.abc import Mapping
 
+log = logging.getLogger(__name__)
+
 __all__ = ["LOGGER_NAME", "enable_from_env"]
 
 LOGGER_NAME = "otel_profiler"
@@ -38,4 +40,5 @@ def enable_from_env(environ: Mapping[str, str] | None = None) -> bool:
         logger.setLevel(level)
         return True
     except Exception:  # never into the job
+        log.debug("turning on the otel_profiler log handler failed", exc_info=True)
         return False

@@ -18,11 +18,14 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from functools import lru_cache
 from typing import Iterable
 
 from cuda_tracer.terminal_lines import terminal_safe  # noqa: F401  (one definition, re-exported)
+
+log = logging.getLogger(__name__)
 
 try:
     from cpp_demangle import demangle as _cpp_demangle
@@ -40,6 +43,7 @@ def demangle(name: str) -> str:
     try:
         out = _cpp_demangle(name[1:] if name.startswith("__Z") else name)
     except Exception:  # not a well-formed symbol (a CPU op that merely starts with _Z)
+        log.debug("a symbol could not be demangled; its name stays as it is", exc_info=True)
         return name
     if not isinstance(out, str) or not out:
         return name

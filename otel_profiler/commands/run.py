@@ -220,6 +220,7 @@ def _parent_death_signal() -> Callable[[], None] | None:
 
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except Exception:
+        log.debug("libc's prctl could not be found; no parent-death signal", exc_info=True)
         return None
     parent, term = os.getpid(), int(signal.SIGTERM)
 
@@ -229,7 +230,7 @@ def _parent_death_signal() -> Callable[[], None] | None:
             if os.getppid() != parent:  # run died before the call: act as the signal would
                 os.kill(os.getpid(), term)
         except Exception:
-            pass
+            pass  # not logged: runs in the child between fork and exec (its logging locks may be held)
 
     return in_child
 

@@ -1,38 +1,34 @@
-"""The exporter process: EventBatches and metric snapshots in through a bounded queue, OTLP out,
-training never waits.
+"""The exporter process: EventBatches and metrics in through a bounded queue, OTLP out; training never waits.
 
-Training-process side (:class:`Exporter`, :func:`exporter_from_env`) imports no protobuf, grpc or
-encoder: ``submit`` puts ``(meta, batch)`` and ``submit_metrics`` a ``MetricsSnapshot`` on a bounded
-``multiprocessing`` queue without blocking; when the queue is full (the exporter process is behind:
-a slow start on a busy machine) the batch is kept and merged into the next one, up to ``HOLD_ROWS``
-events, beyond which it is dropped and counted. A separate *spawned* process (:func:`_child_main`)
-runs the :class:`otel_profiler.export.pipeline.Pipeline`: it builds spans, encodes spans and metrics
-and hands requests to a sending thread (``otel_profiler.export.delivery``), so encoding and network
-I/O never hold the training GIL and a silent endpoint never stops the queue from being read. The
-child is started with ``__main__`` hidden, so spawning never re-runs the training script.
+Training-process side (:class:`Exporter`, :func:`exporter_from_env`) imports no protobuf, grpc or encoder:
+``submit`` puts ``(meta, batch)`` and ``submit_metrics`` a ``MetricsSnapshot`` on a bounded
+``multiprocessing`` queue without blocking; when the queue is full (the exporter process is behind) the batch
+is kept and merged into the next one, up to ``HOLD_ROWS`` events, beyond which it is dropped and counted. A
+separate *spawned* process (:func:`_child_main`, ``__main__`` hidden so the training script never re-runs)
+runs the :class:`otel_profiler.export.pipeline.Pipeline`: it builds spans, encodes spans and metrics and hands
+requests to a sending thread (``otel_profiler.export.delivery``), so encoding and network I/O never hold the
+training GIL and a silent endpoint never stops the queue from being read.
 
-Closing (``close(timeout_s)``, the job's exit): the exporter process reads every batch still queued,
-keeps sending while the endpoint answers for at most ``timeout_s`` seconds (at once gives up on an
-endpoint that is failing), then spools every request not acknowledged (local and fast); only if that
-local work takes more than ``PERSIST_S`` more is it stopped, and what it had not settled is counted
-lost with its reason (batches never read, batches cut short, spans not persisted). Exporters still
-open at exit are closed by one exit hook registered at import, so after a session's own hook has
-written its last part.
+Closing (``close(timeout_s)``, the job's exit): the exporter process reads every batch still queued, keeps
+sending while the endpoint answers for at most ``timeout_s`` seconds (giving up at once on a failing
+endpoint), then spools every request not acknowledged (local and fast); only if that local work takes more
+than ``PERSIST_S`` more is it stopped, and what it had not settled is counted lost with its reason (batches
+never read, batches cut short, spans not persisted). Exporters still open at exit are closed by one exit hook
+registered at import, so after a session's own hook has written its last part.
 
 The exporter process never outlives its job: on Linux it asks for a parent-death signal
-(``PR_SET_PDEATHSIG``), and everywhere it watches its parent (multiprocessing's parent sentinel);
-when the job is gone it spools what it holds and exits. A dead exporter process (killed, out of
-memory) costs one warning; later batches are counted as dropped (they stay in the profile folder).
-When spans wait in the spool at close, one line names the spool and the ``otel-profiler replay``
-command that sends them (:func:`replay_hint`).
-
-With ``OTEL_PROFILER_PROFILES_EXPORTER=otlp`` it also sends each batch's OpenTelemetry profiles
-(``export.profiles_config``, ``profiles_target``, ``profiles_otlp``) within the same close deadline.
+(``PR_SET_PDEATHSIG``), and everywhere it watches its parent (multiprocessing's parent sentinel); when the job
+is gone it spools what it holds and exits. A dead exporter process (killed, out of memory) costs one warning;
+later batches are counted as dropped (they stay in the profile folder). When spans wait in the spool at close,
+one line names the spool and the ``otel-profiler replay`` command that sends them (:func:`replay_hint`). With
+``OTEL_PROFILER_PROFILES_EXPORTER=otlp`` it also sends each batch's OpenTelemetry profiles
+(``export.profiles_config``) within the same close deadline.
 """
 
 from __future__ import annotations
 
 import atexit
+import logging
 import multiprocessing as mp
 import multiprocessing.util  # noqa: F401  (its exit hook, registered first, must run after ours)
 import os
@@ -57,6 +53,7 @@ from ..spans.options import options_from_settings
 from .profiles_config import open_sender, profiles_config
 from ..profiler_warnings import print_warning
 
+log = logging.getLogger(__name__)
 HOLD_ROWS = 2_000_000
 """Events kept in the training process while the queue is full (merged into the next batch);
 beyond this many, the batch is dropped and counted (``batches_dropped_queue_full``)."""
@@ -106,7 +103,7 @@ def _watch_parent(parent_pid: int) -> None:
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(1, int(signal.SIGUSR1), 0, 0, 0)  # PR_SET_PDEATHSIG
         except Exception:
-            pass  # the parent sentinel below still ends us
+            log.debug("the parent-death signal could not be asked for", exc_info=True)
     if os.getppid() != parent_pid:  # died before the signal was asked for
         _parent_gone.set()
 
@@ -271,6 +268,7 @@ class Exporter:
             self._held_parts += 1
             return True
         except Exception:  # a closed queue
+            log.debug("a span batch could not be queued (closed queue); it is dropped", exc_info=True)
             self.dropped += 1 + self._held_parts
             self._held_parts = 0
             return False
@@ -290,6 +288,7 @@ class Exporter:
         try:
             self._queue.put_nowait(snapshot)
         except Exception:
+            log.debug("a metrics snapshot could not be queued", exc_info=True)
             return False
         self.metrics_submitted += 1
         return True
@@ -390,7 +389,7 @@ class Exporter:
             with open_private(path, "a") as f:
                 f.write("".join(line + "\n" for line in lines))
         except Exception:
-            pass
+            log.debug("the failed-export record could not be written", exc_info=True)
 
     def _put(self, item: Any, end: float) -> bool:
         """Queue ``item`` for the exporter process before ``end``, giving up at once when it is
@@ -403,6 +402,7 @@ class Exporter:
                 if not self._proc.is_alive() or self._is_frozen():
                     return False
             except Exception:
+                log.debug("checking the exporter process failed", exc_info=True)
                 return False
         return False
 
@@ -432,7 +432,7 @@ class Exporter:
         try:
             mp.process._children.discard(self._proc)  # type: ignore[attr-defined]
         except Exception:
-            pass
+            log.debug("the exporter process could not be forgotten by multiprocessing", exc_info=True)
 
     def _export_hint(self) -> str:
         """The command that sends what was lost: the profile folder keeps every batch."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import re
 import sys
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import IO, Mapping
 
 from cuda_tracer.private_files import make_private_dir, open_private
+
+log = logging.getLogger(__name__)
 
 PROFILE_FILE = re.compile(r"(rank-\d+\.(json|\d+\.events)|summary\.json|"
                           r"memory-snapshot\.rank-\d+\.[A-Za-z0-9_-]+\.pickle)")
@@ -289,6 +292,7 @@ def main(argv: list[str]) -> int:
     try:
         return 0 if deliver_with_retries(argv[0], token, argv[1]) else 1
     except Exception:  # noqa: BLE001 - detached: nothing to tell; the records stay for --retry
+        log.debug("the detached upload failed", exc_info=True)
         return 1
 
 

@@ -58,7 +58,7 @@ class PointsCollector:
                 for p in source():
                     by_spec[p.spec].append(p)
             except Exception:
-                pass
+                log.debug("a metrics source failed during a scrape; its points are left out", exc_info=True)
         by_spec[m.OVERHEAD].append(Point(m.OVERHEAD, {"otel_profiler.component": "scrape"}, self.cpu_seconds))
         families = [self._family(spec, points) for spec, points in by_spec.items()]
         self.cpu_seconds += time.thread_time() - t0

@@ -11,12 +11,15 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
 import time
 import weakref
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 MAX_CONNECTIONS = 16
 """Connections served at once (a scrape takes milliseconds; Prometheus holds one at a time)."""
@@ -49,7 +52,7 @@ def _close_inherited() -> None:
             if fd >= 0:
                 os.close(fd)
         except Exception:
-            pass  # runs right after fork in the child: no logging (its locks may be held)
+            pass  # not logged: runs right after fork in the child (its logging locks may be held)
     _inherited.clear()
 
 
@@ -125,12 +128,14 @@ class BoundedThreads:
             threading.Thread(target=self._serve, args=(request, client_address),
                              name="otel-profiler-prometheus-request", daemon=True).start()
         except Exception:  # no thread to be had: this connection is not served
+            log.debug("no thread for a metrics request; the connection is not served", exc_info=True)
             self._done(request)
 
     def _serve(self, request: Any, client_address: Any) -> None:
         try:
             self.finish_request(request, client_address)  # type: ignore[attr-defined]
         except Exception:
+            log.debug("a metrics request failed", exc_info=True)
             self.handle_error(request, client_address)  # type: ignore[attr-defined]
         finally:
             self._done(request)

@@ -295,7 +295,7 @@ class SystemSampler:
             try:
                 points += source.sample()
             except Exception:
-                pass
+                log.debug("a system metrics source failed to sample", exc_info=True)
         self._points = points
         self.ticks += 1
         self.cpu_seconds += time.thread_time() - t0

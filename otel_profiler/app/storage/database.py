@@ -4,6 +4,7 @@ schema by the Alembic migrations on every open."""
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from .locations import app_folder, is_remote, local_path, mirror_folder
+
+log = logging.getLogger(__name__)
 
 
 class DatabaseError(Exception):
@@ -70,6 +73,7 @@ def _without_password(url: str) -> str:
     try:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:  # noqa: BLE001 - an unparsable URL is named without its text
+        log.debug("a database URL could not be parsed to hide its password", exc_info=True)
         return "the database URL"
 
 

@@ -19,6 +19,9 @@ def _chain_next_sitecustomize() -> None:
         try:
             spec = find("sitecustomize", rest)
         except Exception:
+            import logging  # here, not at the top: every Python process runs this module
+
+            logging.getLogger(__name__).debug("looking for a further sitecustomize failed", exc_info=True)
             continue
         if spec is not None and spec.origin and os.path.dirname(os.path.abspath(spec.origin)) != here:
             module = importlib.util.module_from_spec(spec)

@@ -8,12 +8,16 @@ for ``partial_success``.
 
 from __future__ import annotations
 
+import logging
+
 import grpc
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
 from opentelemetry.proto.collector.profiles.v1development.profiles_service_pb2 import ExportProfilesServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from . import OK, OtlpTarget, Result, safe_text
+
+log = logging.getLogger(__name__)
 
 # Per signal: the service method, its response message and the response's "rejected" count field.
 EXPORT = {
@@ -85,7 +89,7 @@ class GrpcSink:
             resp = self._response.FromString(raw)
             rejected = getattr(resp.partial_success, self._rejected_field)
         except Exception:
-            pass
+            log.debug("the receiver's gRPC response could not be read", exc_info=True)
         return OK if not rejected else Result(True, rejected=rejected,
                                               message=f"receiver rejected {rejected} {self.target.signal} items")
 
