@@ -9,6 +9,7 @@ logging, byte for byte. And the command line turns it on the same way.
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -75,3 +76,90 @@ def test_cli_turns_it_on_too(tmp_path):
     assert on.returncode == off.returncode == 0, on.stderr.decode()
     assert b"otel-profiler: DEBUG otel_profiler.commands: a probe record\n" in on.stderr
     assert off.stderr == b""
+
+
+# --------------------------------------------------------------------------- every swallowed failure
+BROAD = {"Exception", "BaseException"}
+LOG_METHODS = {"debug", "info", "warning", "error", "exception", "critical"}
+WARNERS = {"say_once", "note"}
+NOT_LOGGED = "# not logged:"
+CODE_ROOTS = ("otel_profiler", "cuda_tracer")
+
+
+def _catches_everything(kind: ast.expr | None) -> bool:
+    names = kind.elts if isinstance(kind, ast.Tuple) else [kind]
+    return any(n is None or (isinstance(n, ast.Name) and n.id in BROAD)
+               or (isinstance(n, ast.Attribute) and n.attr in BROAD) for n in names)
+
+
+def _accounts_for_failure(handler: ast.ExceptHandler, lines: list[str]) -> bool:
+    """The block re-raises, warns, logs, hands the caught exception on, or says why it is not logged."""
+    for node in ast.walk(ast.Module(body=handler.body, type_ignores=[])):
+        if isinstance(node, ast.Raise):
+            return True
+        if isinstance(node, ast.Name) and handler.name and node.id == handler.name:
+            return True  # returned, stored or passed to whoever reports it
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in LOG_METHODS and isinstance(func, ast.Attribute):
+                return True
+            if "warn" in name.lower() or name in WARNERS:
+                return True
+    block = lines[handler.lineno - 1:handler.body[-1].end_lineno]
+    return any(NOT_LOGGED in line for line in block)
+
+
+def silent_blocks(files: list[Path]) -> list[str]:
+    """``path:line`` of every ``except Exception``/``BaseException`` block that swallows the failure."""
+    found = []
+    for path in files:
+        source = path.read_text()
+        lines = source.splitlines()
+        for node in ast.walk(ast.parse(source, str(path))):
+            if (isinstance(node, ast.ExceptHandler) and _catches_everything(node.type)
+                    and not _accounts_for_failure(node, lines)):
+                found.append(f"{path}:{node.lineno}")
+    return found
+
+
+def test_every_swallowed_exception_is_logged():
+    files = sorted(f for root in CODE_ROOTS for f in (REPO / root).rglob("*.py"))
+    assert len(files) > 100
+    broad = sum(source.count("except Exception") + source.count("except BaseException")
+                for source in (f.read_text() for f in files))
+    assert broad > 100  # the scan sees the real code
+    assert silent_blocks(files) == []
+
+
+def test_the_check_catches_a_planted_silent_block(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "import logging\n"
+        "log = logging.getLogger(__name__)\n"
+        "def quiet():\n"
+        "    try:\n"
+        "        1 / 0\n"
+        "    except Exception:\n"                     # line 6: silent
+        "        pass\n"
+        "    try:\n"
+        "        1 / 0\n"
+        "    except (ValueError, BaseException):\n"   # line 10: silent, a fallback value
+        "        return None\n"
+        "    try:\n"
+        "        1 / 0\n"
+        "    except Exception:\n"
+        "        log.debug('division failed', exc_info=True)\n"
+        "    try:\n"
+        "        1 / 0\n"
+        "    except Exception as exc:\n"
+        "        return str(exc)\n"
+        "    try:\n"
+        "        1 / 0\n"
+        "    except Exception:\n"
+        "        pass  # not logged: a planted reason\n"
+        "    try:\n"
+        "        1 / 0\n"
+        "    except ValueError:\n"
+        "        pass\n")
+    assert silent_blocks([planted]) == [f"{planted}:6", f"{planted}:10"]
