@@ -126,7 +126,9 @@ def test_a_connection_flood_leaves_the_job_running(tmp_path: Path) -> None:
         assert "process_cpu_utilization_ratio" in _scrape_soon(f"http://127.0.0.1:{port}/metrics",
                                                                auth="scraper:s3cret")
         sample()
-        assert peak_conns <= MAX_CONNECTIONS, peak_conns
+        # served connections stay within the limit; the one accept thread may hold one more for the
+        # instant between accepting a connection over the limit and closing it
+        assert peak_conns <= MAX_CONNECTIONS + 1, peak_conns
         assert peak_threads <= threads_before + MAX_CONNECTIONS + 2, (threads_before, peak_threads)
         _finish(proc, tmp_path)
     finally:
