@@ -11,7 +11,7 @@ import pytest
 
 from otel_profiler.app.auth.roles import ROLES
 from otel_profiler.cli import build_parser, main
-from otel_profiler.export.sinks import PROTOCOLS
+from otel_profiler.shared.otlp_target import PROTOCOLS
 from otel_profiler.report.diff_renderers import DIFF_RENDERERS
 from otel_profiler.report.formats import DIFF_FORMATS, FORMATS, REPORT_FORMATS, SUMMARY_FORMATS
 from otel_profiler.report.renderers import RENDERERS, REPORT_RENDERERS, SUMMARY_RENDERERS

@@ -87,7 +87,7 @@ def _tiny_batch():
 # ------------------------------------------------------------------------------- endpoints
 @pytest.mark.parametrize("bad", ["not a url", "http://", "ftp://collector:4317", "collector", "http://h:99999"])
 def test_a_bad_endpoint_is_one_notice_and_turns_off_only_that_export(bad):
-    from otel_profiler.export.sinks import resolve_target
+    from otel_profiler.shared.otlp_target import resolve_target
 
     loaded = config.load({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": bad,
                           "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"})

@@ -146,7 +146,7 @@ HEADER_TEXT = st.lists(st.one_of(
 @settings(max_examples=1500, deadline=None)
 @given(text=HEADER_TEXT, general=st.booleans())
 def test_otlp_headers_parse_or_warn_and_never_show_a_value(text, general):
-    from otel_profiler.export.sinks import resolve_target
+    from otel_profiler.shared.otlp_target import resolve_target
 
     name = "OTEL_EXPORTER_OTLP_HEADERS" if general else "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
     loaded = config.load({name: text, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"})

@@ -258,7 +258,7 @@ def test_a_broken_metrics_setting_costs_the_metrics_not_the_spans(tmp_path):
 
 
 def test_endpoint_descriptions_hide_credentials_in_the_url():
-    from otel_profiler.export.sinks import OtlpTarget
+    from otel_profiler.shared.otlp_target import OtlpTarget
 
     text = OtlpTarget("https://user:s3cret@collector:4318/v1/traces?token=t0ken",
                       headers={"authorization": "Bearer abc"}).describe()
@@ -401,7 +401,7 @@ def test_live_cpu_torch_run_delivers_steps_annotations_and_metrics(tmp_path, rec
 
 def test_spool_drains_by_itself_when_the_endpoint_comes_back(tmp_path, rank):
     from otel_profiler.export.exporter import ExportConfig, Exporter
-    from otel_profiler.export.sinks import OtlpTarget
+    from otel_profiler.shared.otlp_target import OtlpTarget
 
     port = free_port()
     config = ExportConfig(target=OtlpTarget(f"http://127.0.0.1:{port}", "grpc", timeout_s=2),

@@ -23,7 +23,7 @@ from cuda_tracer.model.events import EventBatch
 
 from ..metrics.points import MetricsSnapshot
 from ..profiler_warnings import print_warning
-from .sinks import OtlpTarget
+from ..shared.otlp_target import OtlpTarget
 from ..spans.options import SpanOptions
 
 log = logging.getLogger(__name__)

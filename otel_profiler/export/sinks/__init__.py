@@ -2,7 +2,7 @@
 
 This package's ``__init__`` is light (no grpc, no protobuf): it holds the delivery loop with retries
 and backoff. Where each signal goes (:class:`OtlpTarget`, the ``OTEL_EXPORTER_OTLP_*`` rules) is
-``otel_profiler.shared.otlp_target``, re-exported here. The network clients live in ``grpc_sink`` and
+``otel_profiler.shared.otlp_target``. The network clients live in ``grpc_sink`` and
 ``http_sink`` and are imported only by :func:`open_sink`, i.e. in the exporter process or the CLI.
 
 Rules (OTLP exporter specification), beside those of the targets:
@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol, TypeAlias
 from urllib.parse import urlsplit
 
-from ...shared.otlp_target import (  # noqa: F401  (re-exported: the targets the sinks send to)
-    PROTOCOLS, OtlpTarget, redact_url, resolve_target, safe_text)
+from ...shared.otlp_target import OtlpTarget, safe_text
 
 
 @dataclass

@@ -15,7 +15,8 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 from opentelemetry.proto.collector.profiles.v1development.profiles_service_pb2 import ExportProfilesServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from . import OK, OtlpTarget, Result, safe_text
+from ...shared.otlp_target import OtlpTarget, safe_text
+from . import OK, Result
 
 log = logging.getLogger(__name__)
 

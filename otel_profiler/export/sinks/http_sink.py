@@ -16,7 +16,8 @@ from http import HTTPStatus
 import ssl
 from urllib.parse import urlsplit
 
-from . import OK, OtlpTarget, Result, safe_text
+from ...shared.otlp_target import OtlpTarget, safe_text
+from . import OK, Result
 
 _RETRYABLE_STATUS = {429, 502, 503, 504}
 
