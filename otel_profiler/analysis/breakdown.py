@@ -19,6 +19,8 @@ Definitions follow Holistic Trace Analysis (HTA), stated next to the code:
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from cuda_tracer.model.correlate import Correlation
@@ -35,7 +37,9 @@ CONSECUTIVE_KERNEL_DELAY_NS = 30_000
 """HTA's ``consecutive_kernel_delay`` is 30 in the trace's unit, which is µs for Kineto traces."""
 
 
+@lru_cache(maxsize=1 << 13)
 def kernel_class(kind: int, name: str) -> str:
+    """A GPU op's class (remembered per name: a job's ranks share their kernel names)."""
     if kind != Kind.KERNEL:
         return MEMORY
     lowered = name.lower()

@@ -90,7 +90,7 @@ from cuda_tracer.profile import Profile
 
 from ..names import demangle, short_names
 from .attribution.modules import modules
-from .attribution.operators import operators
+from .attribution.operators import EVERY_KERNEL, operators
 from .breakdown import class_times, classify, idle_breakdown, temporal_breakdown, KERNEL_CLASSES
 from .host.compute import compute_overview
 from .host.cpu import cpu_usage
@@ -102,10 +102,12 @@ from .stats import describe_us, group_durations, launch_geometry, percentiles_us
 SCHEMA = "otel-profiler.summary/1"
 
 
-def summarize(profile: Profile) -> dict[str, Any]:
-    """The summary of a whole profile (and of each rank when there are several)."""
+def summarize(profile: Profile, every_kernel: bool = False) -> dict[str, Any]:
+    """The summary of a whole profile (and of each rank when there are several); ``every_kernel``:
+    the operator, module and region tables list all their kernels, not their top few
+    (``attribution.operators.cut_top_kernels`` cuts them back)."""
     multi = len({r.rank for r in profile.ranks}) > 1
-    out = summarize_batch(profile.batch(), multi_rank=multi)
+    out = summarize_batch(profile.batch(), multi_rank=multi, every_kernel=every_kernel)
     out = {"schema": SCHEMA, "sources": list(profile.sources),
            "platform": platform_of(profile.batch(), (r.meta for r in profile.ranks)),
            "ranks_meta": [_rank_meta(r.meta) for r in profile.ranks], **out}
@@ -113,7 +115,7 @@ def summarize(profile: Profile) -> dict[str, Any]:
     out["cpu"] = cpu_usage(profile)
     complete(out, list(profile.sources))
     if multi:
-        out["ranks"] = {str(r.rank): summarize_batch(r.batch, multi_rank=False)
+        out["ranks"] = {str(r.rank): summarize_batch(r.batch, multi_rank=False, every_kernel=every_kernel)
                         for r in profile.ranks}
     return out
 
@@ -156,7 +158,8 @@ def _rank_meta(meta: dict) -> dict:
     return out
 
 
-def summarize_batch(batch: EventBatch, multi_rank: bool = False) -> dict[str, Any]:
+def summarize_batch(batch: EventBatch, multi_rank: bool = False, every_kernel: bool = False
+                    ) -> dict[str, Any]:
     corr = correlate(batch)
     durations = batch.duration_ns
     out: dict[str, Any] = {"events": batch.counts_by_kind()}
@@ -236,9 +239,10 @@ def summarize_batch(batch: EventBatch, multi_rank: bool = False) -> dict[str, An
     out["annotations"] = _by_name(batch, Kind.USER_ANNOTATION, durations)
     out["gpu_annotations"] = _by_name(batch, Kind.GPU_USER_ANNOTATION, durations)
     out["steps"] = _steps(batch)
-    out["operators"] = operators(batch, corr)
+    top = {"top_kernels": EVERY_KERNEL} if every_kernel else {}
+    out["operators"] = operators(batch, corr, **top)
     if out["operators"]:
-        out["operators"]["modules"] = modules(batch, corr)
+        out["operators"]["modules"] = modules(batch, corr, **top)
     out["memory"] = memory(batch, multi_rank=multi_rank)
     return out
 

@@ -9,7 +9,6 @@ lists only after merging), per-step figures and its collective kernels (bounded)
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -17,6 +16,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from cuda_tracer.model.correlate import correlate
@@ -24,8 +24,7 @@ from cuda_tracer.model.events import EventBatch, Kind, MemcpyKind, SyncKind
 from cuda_tracer.profile import Profile, RankProfile, TraceError
 from cuda_tracer.trace_json.files import is_trace_file, read_trace
 
-from ..analysis.attribution.modules import modules
-from ..analysis.attribution.operators import operators
+from ..analysis.attribution.operators import cut_top_kernels
 from ..analysis.host.compute import compute_overview
 from ..analysis.host.cpu import cpu_usage
 from ..analysis.insights import Thresholds, insights
@@ -34,15 +33,23 @@ from ..analysis.summary import summarize
 from .rank_steps import collectives, step_figures
 from .sketch import Sketch
 
-EVERY_KERNEL = 1 << 30
-"""Top-kernel lists in a partial are not cut (they are cut after merging)."""
-
 RANK_SECTION_SKIP = ("schema", "sources", "platform", "ranks_meta", "compute", "cpu", "notes")
 """Keys of a one-rank ``summarize`` that are not part of the rank's section under ``ranks``."""
 
 MERGED_AS_IS = ("events", "window_us", "devices", "memcpy", "memset", "launch", "streams", "steps", "memory")
 """Parts of a rank's section the merge reads as they are (the rest it builds from sketches and the
 uncut operator tables); the whole section travels compressed, for the document's ``ranks``."""
+
+
+def _plain(value: Any) -> Any:
+    """A NumPy scalar as the Python number ``json`` would have written."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+_SECTION_ENCODER = msgspec.json.Encoder(enc_hook=_plain)
+"""The rank's section as JSON: several times ``json.dumps``'s speed (``json`` reads it back)."""
 
 
 @dataclass
@@ -129,13 +136,12 @@ def _fetched(url: str) -> str:
 
 def rank_partial(rank: RankProfile, source: str, thresholds: Thresholds) -> RankPartial:
     one = Profile(ranks=[rank], sources=[source])
-    summary = summarize(one)
+    summary = summarize(one, every_kernel=True)
+    ops = summary["operators"]
+    summary["operators"] = cut_top_kernels(ops)  # as ``summarize`` gives it
     found = insights(one, summary, thresholds)
     batch = rank.batch
     corr = correlate(batch)
-    ops = operators(batch, corr, top_kernels=EVERY_KERNEL)
-    if ops:
-        ops["modules"] = modules(batch, corr, top_kernels=EVERY_KERNEL)
     section = {k: v for k, v in summary.items() if k not in RANK_SECTION_SKIP}
     section["steps"].pop("source", None)  # top level only
     section["memory"].pop("snapshots", None)
@@ -144,7 +150,7 @@ def rank_partial(rank: RankProfile, source: str, thresholds: Thresholds) -> Rank
     figures["kernel_classes"] = {r["raw_name"]: r["class"] for r in section["kernels"]["by_name"]}
     return RankPartial(
         source=source, rank=rank.rank, meta=summary["ranks_meta"][0],
-        section_json=zlib.compress(json.dumps(section).encode(), 6), figures=figures,
+        section_json=zlib.compress(_SECTION_ENCODER.encode(section), 1), figures=figures,
         platform=platform_of(batch, [rank.meta]), compute=compute_overview(one), cpu=cpu_usage(one),
         insights=found, sketches=_sketches(batch, corr), geometry=_geometry(batch),
         operators=ops, steps=step_figures(batch, corr), collectives=collectives(batch),
