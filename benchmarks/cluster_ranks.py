@@ -31,6 +31,7 @@ from dask_cluster import DaskProcesses  # noqa: E402
 
 CLIENT = """
 import json, resource, sys, time
+import distributed  # imported before the clock starts, as HTA's module is below
 from otel_profiler.cluster.analyse import analyse
 t = time.perf_counter()
 result = analyse([sys.argv[1]], sys.argv[2])

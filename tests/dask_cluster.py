@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Iterator
 
 DEADLINE_S = 120
+PRELOAD = "otel_profiler.cluster.partial"
+"""The module a worker imports at start-up with ``--preload`` (the reader and the analysis)."""
 
 
 class DaskProcesses:
@@ -45,10 +47,12 @@ class DaskProcesses:
                 time.sleep(0.2)
         raise RuntimeError(f"dask scheduler did not start: {(self.folder / 'scheduler.log').read_text()[-2000:]}")
 
-    def start_worker(self, name: str) -> None:
+    def start_worker(self, name: str, preload: bool = True) -> None:
+        """A worker with one thread; ``preload``: it imports the reader when it starts (the way
+        docs/cluster.md suggests), not in its first task."""
         self._start(name, ["dask", "worker", "--scheduler-file", str(self.scheduler_file), "--name", name,
                            "--nthreads", "1", "--no-nanny", "--no-dashboard", "--memory-limit", "0",
-                           "--host", "127.0.0.1"])
+                           "--host", "127.0.0.1", *(["--preload", PRELOAD] if preload else [])])
 
     def workers(self) -> dict[str, str]:
         """Worker name -> address, as the scheduler sees them."""
@@ -102,7 +106,7 @@ def two_workers(tmp_path_factory) -> Iterator[DaskProcesses]:
     with DaskProcesses(tmp_path_factory.mktemp("dask")) as dask:
         dask.start_scheduler()
         dask.start_worker("w1")
-        dask.start_worker("w2")
+        dask.start_worker("w2", preload=False)  # both ways work
         dask.wait_for_workers(2)
         yield dask
     for proc in dask.procs.values():

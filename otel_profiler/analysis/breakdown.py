@@ -50,14 +50,23 @@ def kernel_class(kind: int, name: str) -> str:
 def classify(batch: EventBatch, rows: np.ndarray) -> np.ndarray:
     """Kernel class (index into ``KERNEL_CLASSES``) of each GPU op in ``rows``: one regex per
     distinct kernel name, then a table lookup per op."""
-    kinds, names = batch.kind[rows], batch.name[rows]
-    kernel = kinds == Kind.KERNEL
+    kernel = batch.kind[rows] == Kind.KERNEL
+    table = _class_table(batch)
+    return np.where(kernel, table[batch.name[rows]], np.uint8(KERNEL_CLASSES.index(MEMORY))).astype(np.uint8)
+
+
+def _class_table(batch: EventBatch) -> np.ndarray:
+    """Per string id: the class of the kernels of that name (made once per batch)."""
+    table = batch.__dict__.get("_kernel_classes")
+    if table is not None and len(table) == len(batch.strings) + 1:
+        return table
     table = np.full(len(batch.strings) + 1, KERNEL_CLASSES.index(MEMORY), np.uint8)
     seen = np.zeros(len(table), bool)
-    seen[names[kernel]] = True
+    seen[batch.name[batch.kind == Kind.KERNEL]] = True
     for n in np.flatnonzero(seen).tolist():
         table[n] = KERNEL_CLASSES.index(kernel_class(Kind.KERNEL, batch.strings[n]))
-    return np.where(kernel, table[names], np.uint8(KERNEL_CLASSES.index(MEMORY))).astype(np.uint8)
+    batch.__dict__["_kernel_classes"] = table
+    return table
 
 
 def merged_length(starts: np.ndarray, ends: np.ndarray) -> int:

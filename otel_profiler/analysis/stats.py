@@ -50,13 +50,11 @@ def group_durations(group_ids: np.ndarray, durations_ns: np.ndarray) -> list[tup
     mins, maxs = durs[starts], durs[ends - 1]
     lo, hi = starts + (counts - 1) // 2, starts + counts // 2
     meds = (durs[lo] + durs[hi]) / 2
-    out = []
-    for i in np.argsort(-totals, kind="stable"):
-        out.append((int(ids[starts[i]]), {
-            "count": int(counts[i]), "total_us": float(totals[i]), "avg_us": float(means[i]),
-            "med_us": float(meds[i]), "min_us": float(mins[i]), "max_us": float(maxs[i]),
-            "std_us": float(np.sqrt(max(var[i], 0.0)))}))
-    return out
+    by_total = np.argsort(-totals, kind="stable")
+    columns = (ids[starts], counts, totals, means, meds, mins, maxs, np.sqrt(np.maximum(var, 0.0)))
+    return [(g, {"count": n, "total_us": t, "avg_us": a, "med_us": m, "min_us": lo_, "max_us": hi_,
+                 "std_us": sd})
+            for g, n, t, a, m, lo_, hi_, sd in zip(*(c[by_total].tolist() for c in columns))]
 
 
 def _unique(values: np.ndarray, counts: bool, axis: int | None = None) -> tuple[np.ndarray, np.ndarray]:

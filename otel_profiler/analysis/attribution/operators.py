@@ -139,12 +139,12 @@ def operators(batch: EventBatch, corr: Correlation | None = None, top_kernels: i
     kernel_count = np.bincount(inverse[kop[kop >= 0]], minlength=n) if len(kop) else np.zeros(n, int)
     top = _top_kernels(batch, krows[kop >= 0], kdur[kop >= 0], inverse[kop[kop >= 0]], top_kernels)
     kernel_total = float(kdur.sum()) / 1e3
-    rows = [{"name": _name(batch, int(uniq[i])), "calls": int(calls[i]),
-             "total_cpu_us": total_cpu[i] / 1e3, "self_cpu_us": self_cpu[i] / 1e3,
-             "self_gpu_us": self_g[i] / 1e3, "total_gpu_us": total_g[i] / 1e3,
-             "kernels": int(kernel_count[i]),
-             "gpu_pct": 100.0 * self_g[i] / 1e3 / kernel_total if kernel_total else 0.0,
-             "top_kernels": top.get(i, [])} for i in range(n)]
+    rows = [{"name": _name(batch, u), "calls": c, "total_cpu_us": tc / 1e3, "self_cpu_us": sc / 1e3,
+             "self_gpu_us": sg / 1e3, "total_gpu_us": tg / 1e3, "kernels": k,
+             "gpu_pct": 100.0 * sg / 1e3 / kernel_total if kernel_total else 0.0, "top_kernels": top.get(i, [])}
+            for i, (u, c, tc, sc, sg, tg, k) in enumerate(zip(
+                uniq.tolist(), calls.tolist(), total_cpu.tolist(), self_cpu.tolist(), self_g.tolist(),
+                total_g.tolist(), kernel_count.tolist()))]
     for i, stacks in _call_stacks(batch, ops, inverse).items():
         rows[i]["call_stacks"] = stacks
     rows.sort(key=lambda r: (-r["self_gpu_us"], -r["total_gpu_us"], -r["total_cpu_us"], r["name"]))
@@ -225,13 +225,13 @@ def _top_kernels(batch: EventBatch, rows: np.ndarray, durs: np.ndarray, group: n
     sums = np.bincount(inv, weights=durs, minlength=len(pairs))
     counts = np.bincount(inv, minlength=len(pairs))
     out: dict[int, list[dict]] = {}
-    for p in np.lexsort((-sums, pairs[:, 0])).tolist():
-        g = int(pairs[p, 0])
+    order = np.lexsort((-sums, pairs[:, 0]))
+    for g, name_id, count, total in zip(pairs[order, 0].tolist(), pairs[order, 1].tolist(),
+                                        counts[order].tolist(), sums[order].tolist()):
         lst = out.setdefault(g, [])
         if len(lst) < top:
-            raw = batch.strings[int(pairs[p, 1])]
-            lst.append({"name": demangle(raw), "raw_name": raw, "count": int(counts[p]),
-                        "gpu_us": float(sums[p]) / 1e3})
+            raw = batch.strings[name_id]
+            lst.append({"name": demangle(raw), "raw_name": raw, "count": count, "gpu_us": total / 1e3})
     return out
 
 
