@@ -152,7 +152,7 @@ def analyse(inputs: list[str], scheduler: str | None = None, thresholds: Thresho
     local processes). Raises ``TraceError`` when no rank can be read."""
     sources = rank_sources(inputs)
     executor = executor_for(scheduler, workers)
-    reduction = Reduction()
+    reduction = Reduction(spill=True)
     refused: list[str] = []
     items = list(enumerate(sources))
     size = task_size(len(items))

@@ -11,8 +11,6 @@ row per rule, naming how many ranks it holds for) and the straggler findings.
 
 from __future__ import annotations
 
-import json
-import zlib
 from typing import Any
 
 import numpy as np
@@ -24,73 +22,54 @@ from ..analysis.summary import SCHEMA, complete
 from ..names import demangle, short_names
 from .merge_tables import OperatorFold, stat_rows, sum_dicts
 from .partial import RankPartial, is_url
+from .sections import LazyRanks, SectionFile
 from .sketch import Sketch, merged
 
 SEVERITY = {"high": 0, "medium": 1, "low": 2}
 
 
-class LazyRanks(dict):
-    """The document's ``ranks``: each rank's section kept compressed until it is read (``[]``,
-    ``get``, ``items``, ``values``), so the client holds a few kilobytes per rank, and a JSON
-    writer (``json``'s indented encoder reads ``items()``) decompresses one section at a time."""
-
-    def __init__(self, sections: dict[str, bytes]) -> None:
-        super().__init__(dict.fromkeys(sections))
-        self._packed = sections
-
-    def __getitem__(self, key: str) -> dict[str, Any]:
-        return json.loads(zlib.decompress(self._packed[key]))
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self[key] if key in self._packed else default
-
-    def items(self):  # type: ignore[override]
-        return ((k, self[k]) for k in self._packed)
-
-    def values(self):  # type: ignore[override]
-        return (self[k] for k in self._packed)
-
-    def __iter__(self):
-        return iter(self._packed)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, dict) and dict(self.items()) == dict(other.items())
-
-    __hash__ = None  # type: ignore[assignment]
-
-
 class Reduction:
     """Partials folded in as they arrive (``add``); the document built once at the end
-    (``document``). Sketches and operator tables are merged and dropped at once, so what is held
-    per rank is its metadata, its light figures, its compressed section, steps and collectives."""
+    (``document``). Sketches, kernel classes and operator tables are merged and dropped at once, so
+    what is held per rank is its metadata, its light figures, steps and collectives, and its
+    compressed section (with ``spill``, the client's way: in a ``SectionFile`` on disk)."""
 
-    def __init__(self) -> None:
+    def __init__(self, spill: bool = False) -> None:
         self.partials: list[RankPartial] = []
         self.sketches: dict[str, dict[str, Sketch]] = {}
         self.geometry: dict[str, dict[tuple, int]] = {}
+        self.kernel_classes: dict[str, str] = {}
         self.operators = OperatorFold()
+        self.sections = SectionFile() if spill else None
 
     def add(self, p: RankPartial) -> None:
-        for key, table in p.sketches.items():
-            merged(self.sketches.setdefault(key, {}), table)
-        for name, counts in p.geometry.items():
-            g = self.geometry.setdefault(name, {})
-            for shape, c in counts.items():
-                g[shape] = g.get(shape, 0) + c
+        self._fold(p.sketches, p.geometry, p.figures.pop("kernel_classes", {}))
         self.operators.add(p.operators)
         p.drop_tables()
-        self.partials.append(p)
+        self._keep(p)
 
     def absorb(self, other: "Reduction") -> None:
         """Another reduction's ranks added after these (a worker's fold of a run of inputs)."""
-        for key, table in other.sketches.items():
+        self._fold(other.sketches, other.geometry, other.kernel_classes)
+        self.operators.absorb(other.operators)
+        for p in other.partials:
+            self._keep(p)
+
+    def _fold(self, sketches: dict[str, dict[str, Sketch]], geometry: dict[str, dict[tuple, int]],
+              classes: dict[str, str]) -> None:
+        for key, table in sketches.items():
             merged(self.sketches.setdefault(key, {}), table)
-        for name, counts in other.geometry.items():
+        for name, counts in geometry.items():
             g = self.geometry.setdefault(name, {})
             for shape, c in counts.items():
                 g[shape] = g.get(shape, 0) + c
-        self.operators.absorb(other.operators)
-        self.partials.extend(other.partials)
+        self.kernel_classes.update(classes)
+
+    def _keep(self, p: RankPartial) -> None:
+        if self.sections is not None and p.section_json:
+            self.sections.put(str(p.rank), p.section_json)
+            p.section_json = b""
+        self.partials.append(p)
 
     def document(self, sources: list[str]) -> dict[str, Any]:
         """The summary document of the ranks added (in the order added), read from ``sources``."""
@@ -98,14 +77,15 @@ class Reduction:
         multi = len({p.rank for p in partials}) > 1
         out: dict[str, Any] = {"schema": SCHEMA, "sources": list(sources), "platform": _platform(partials),
                                "ranks_meta": [p.meta for p in partials]}
-        out.update(_figures(partials, self.sketches, self.geometry, multi))
+        out.update(_figures(partials, self.sketches, self.geometry, self.kernel_classes, multi))
         out["operators"] = self.operators.result()
         out["memory"] = _memory(partials, multi)
         out["compute"] = _compute(partials)
         out["cpu"] = {k: v for p in partials for k, v in p.cpu.items()}
         complete(out, [s for s in sources if not is_url(s)])
         if multi:
-            out["ranks"] = LazyRanks({str(p.rank): p.section_json for p in partials})
+            out["ranks"] = LazyRanks(self.sections if self.sections is not None else
+                                     {str(p.rank): p.section_json for p in partials})
         out["insights"] = rank_insights(partials)
         return out
 
@@ -140,7 +120,7 @@ def _keyed(p: RankPartial, table: dict[str, Any], multi: bool) -> dict[str, Any]
 
 
 def _figures(partials: list[RankPartial], sk: dict[str, dict[str, Sketch]],
-             geometry: dict[str, dict[tuple, int]], multi: bool) -> dict[str, Any]:
+             geometry: dict[str, dict[tuple, int]], classes: dict[str, str], multi: bool) -> dict[str, Any]:
     sections = [p.figures for p in partials]
     out: dict[str, Any] = {"events": sum_dicts(s["events"] for s in sections)}
     windows = [s["window_us"] for s in sections if "window_us" in s]
@@ -148,7 +128,7 @@ def _figures(partials: list[RankPartial], sk: dict[str, dict[str, Sketch]],
         start, end = min(w["start_ns"] for w in windows), max(w["end_ns"] for w in windows)
         out["window_us"] = {"start_ns": start, "end_ns": end, "span_us": float(end - start) / 1e3}
     out["devices"] = {k: v for p in partials for k, v in _keyed(p, p.figures["devices"], multi).items()}
-    out["kernels"] = _kernels(partials, sk["kernels"], geometry)
+    out["kernels"] = _kernels(partials, sk["kernels"], geometry, classes)
     out["memcpy"] = {}
     for key, s in sk["memcpy"].items():
         out["memcpy"][key] = _transfer(s, sum(x["memcpy"].get(key, {}).get("bytes", 0) for x in sections))
@@ -177,8 +157,7 @@ def _figures(partials: list[RankPartial], sk: dict[str, dict[str, Sketch]],
 
 
 def _kernels(partials: list[RankPartial], sketches: dict[str, Sketch],
-             geometry: dict[str, dict[tuple, int]]) -> dict[str, Any]:
-    classes = {raw: c for p in partials for raw, c in p.figures["kernel_classes"].items()}
+             geometry: dict[str, dict[tuple, int]], classes: dict[str, str]) -> dict[str, Any]:
     total = sum(s.total for s in sketches.values())
     by_name = []
     for row in stat_rows(sketches, "instances"):

@@ -1,0 +1,73 @@
+"""The ranks' own summary sections on the client: each rank's section arrives compressed and is
+written at once to a private temporary file (``SectionFile``), so the client's memory does not
+grow with the number of ranks; the document's ``ranks`` (``LazyRanks``) reads them back one at a
+time when it is written.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import zlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+
+class SectionFile(Mapping[str, bytes]):
+    """Rank -> compressed section, the bytes kept in an unnamed temporary file (created private to
+    the user, in their temporary folder, and gone when it is closed or the process ends)."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile(prefix="otel-profiler-ranks-")
+        self._where: dict[str, tuple[int, int]] = {}
+        self._end = 0
+
+    def put(self, rank: str, packed: bytes) -> None:
+        self._file.seek(self._end)
+        self._file.write(packed)
+        self._where[rank] = (self._end, len(packed))
+        self._end += len(packed)
+
+    def __getitem__(self, rank: str) -> bytes:
+        offset, size = self._where[rank]
+        self._file.seek(offset)
+        return self._file.read(size)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class LazyRanks(dict):
+    """The document's ``ranks``: each rank's section kept compressed (in memory or in a
+    ``SectionFile``) until it is read (``[]``, ``get``, ``items``, ``values``), and a JSON writer
+    (``json``'s indented encoder reads ``items()``) decompresses one section at a time."""
+
+    def __init__(self, sections: Mapping[str, bytes]) -> None:
+        super().__init__(dict.fromkeys(sections))
+        self._packed = sections
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        return json.loads(zlib.decompress(self._packed[key]))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self._packed else default
+
+    def items(self):
+        return ((k, self[k]) for k in self._packed)
+
+    def values(self):
+        return (self[k] for k in self._packed)
+
+    def __iter__(self):
+        return iter(self._packed)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, dict) and dict(self.items()) == dict(other.items())
+
+    __hash__ = None
