@@ -7,6 +7,7 @@ time when it is written.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import zlib
 from collections.abc import Iterator, Mapping
@@ -18,20 +19,20 @@ class SectionFile(Mapping[str, bytes]):
     the user, in their temporary folder, and gone when it is closed or the process ends)."""
 
     def __init__(self) -> None:
-        self._file = tempfile.TemporaryFile(prefix="otel-profiler-ranks-")
+        self._file = tempfile.TemporaryFile(prefix="otel-profiler-ranks-", buffering=0)
         self._where: dict[str, tuple[int, int]] = {}
         self._end = 0
 
     def put(self, rank: str, packed: bytes) -> None:
-        self._file.seek(self._end)
-        self._file.write(packed)
+        written = 0
+        while written < len(packed):
+            written += os.pwrite(self._file.fileno(), packed[written:], self._end + written)
         self._where[rank] = (self._end, len(packed))
         self._end += len(packed)
 
     def __getitem__(self, rank: str) -> bytes:
         offset, size = self._where[rank]
-        self._file.seek(offset)
-        return self._file.read(size)
+        return os.pread(self._file.fileno(), size, offset)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._where)
