@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 DEADLINE_S = 120
-PRELOAD = "otel_profiler.cluster.partial"
+PRELOAD = "otel_profiler.cluster.analyse"
 """The module a worker imports at start-up with ``--preload`` (the reader and the analysis)."""
 
 
