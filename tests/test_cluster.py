@@ -142,6 +142,31 @@ def test_merge_gives_todays_summary_of_real_ranks():
     assert _same(merged, today) == []
 
 
+def test_client_keeps_rank_sections_on_disk_not_in_memory(job, tmp_path, monkeypatch):
+    """With ``spill`` (the client's way) no partial keeps its section in memory, the temporary file
+    has no name in the temporary folder, and the document's ranks read back as without spilling."""
+    import tempfile
+
+    from otel_profiler.cluster.merge import Reduction
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where the file would show if it had a name
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    files = sorted(job[0].iterdir())[:4]
+    kept, spilled = Reduction(), Reduction(spill=True)
+    for f in files:
+        kept.add(read_partials(str(f))[0])
+        one = Reduction()
+        one.add(read_partials(str(f))[0])
+        spilled.absorb(one)
+    assert all(p.section_json == b"" for p in spilled.partials)
+    assert all(len(p.section_json) > 1000 for p in kept.partials)
+    assert list(tmp_path.iterdir()) == []
+    sources = [str(f) for f in files]
+    a, b = kept.document(sources), spilled.document(sources)
+    assert list(b["ranks"]) == list(a["ranks"]) and len(a["ranks"]) == 4
+    assert json.loads(json.dumps(b)) == json.loads(json.dumps(a))
+
+
 def test_traces_without_collectives_keep_their_clocks():
     trace = REPO / "tests/data/traces/hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"
     partial = read_partials(str(trace))[0]
