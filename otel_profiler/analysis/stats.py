@@ -94,15 +94,20 @@ def unique_rows(keys: np.ndarray, counts: bool = False) -> tuple[np.ndarray, np.
     return uniq, found.reshape(-1)
 
 
-def launch_geometry(group_ids: np.ndarray, geometry: np.ndarray) -> dict[int, tuple[list, list, int]]:
-    """Per group id: the most frequent launch geometry as ([grid x, y, z], [block x, y, z]) and how
-    many distinct geometries the group launched with. ``geometry`` is (n, 6): grid x/y/z, block
-    x/y/z; rows without a recorded geometry (all -1) are left out."""
+def shape_counts(group_ids: np.ndarray, geometry: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows (group id, grid x, y, z, block x, y, z) of the launches with a recorded
+    geometry (``geometry`` is (n, 6); all -1: none), in order, and how many launches had each."""
     known = (geometry >= 0).any(axis=1)
     if not known.any():
-        return {}
+        return np.zeros((0, 7), np.int64), np.zeros(0, np.int64)
     keys = np.column_stack([group_ids[known].astype(np.int64), geometry[known].astype(np.int64)])
-    uniq, counts = unique_rows(keys, counts=True)
+    return unique_rows(keys, counts=True)
+
+
+def launch_geometry(shapes: tuple[np.ndarray, np.ndarray]) -> dict[int, tuple[list, list, int]]:
+    """Per group id of ``shapes`` (``shape_counts``): its most frequent launch geometry as ([grid x,
+    y, z], [block x, y, z]) and how many distinct geometries the group launched with."""
+    uniq, counts = shapes
     out: dict[int, tuple[list, list, int]] = {}
     order = np.lexsort((-counts, uniq[:, 0]))  # per group, the most frequent first
     for i in order.tolist():

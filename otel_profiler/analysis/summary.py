@@ -97,7 +97,7 @@ from .host.cpu import cpu_usage
 from .memory.allocator import memory
 from .memory.snapshots import snapshots_in
 from .platform import SYNC_API, blocking_call, platform_of
-from .stats import describe_us, group_durations, launch_geometry, percentiles_us
+from .stats import describe_us, group_durations, launch_geometry, percentiles_us, shape_counts
 
 SCHEMA = "otel-profiler.summary/1"
 
@@ -177,9 +177,7 @@ def summarize_batch(batch: EventBatch, multi_rank: bool = False, every_kernel: b
     kernel_total = float(durations[kernel_rows].sum()) / 1e3
     classes = classify(batch, kernel_rows)
     class_of_name = dict(zip(batch.name[kernel_rows].tolist(), classes.tolist()))
-    geometry = launch_geometry(batch.name[kernel_rows], np.column_stack(
-        [batch.columns[c][kernel_rows] for c in ("grid_x", "grid_y", "grid_z",
-                                                   "block_x", "block_y", "block_z")]))
+    geometry = launch_geometry(kernel_shapes(batch))
     by_name = []
     for name_id, s in group_durations(batch.name[kernel_rows], durations[kernel_rows]):
         raw = batch.strings[name_id]
@@ -245,6 +243,16 @@ def summarize_batch(batch: EventBatch, multi_rank: bool = False, every_kernel: b
         out["operators"]["modules"] = modules(batch, corr, **top)
     out["memory"] = memory(batch, multi_rank=multi_rank)
     return out
+
+
+def kernel_shapes(batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
+    """``stats.shape_counts`` of the batch's kernels by name (made once per batch)."""
+    cached = batch.__dict__.get("_kernel_shapes")
+    if cached is None:
+        rows = np.flatnonzero(batch.kind == Kind.KERNEL)
+        cached = batch.__dict__["_kernel_shapes"] = shape_counts(batch.name[rows], np.column_stack(
+            [batch.columns[c][rows] for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")]))
+    return cached
 
 
 def _transfer_stats(batch: EventBatch, rows: np.ndarray) -> dict[str, Any]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +28,7 @@ from ..analysis.host.compute import compute_overview
 from ..analysis.host.cpu import cpu_usage
 from ..analysis.insights import Thresholds, insights
 from ..analysis.platform import platform_of
-from ..analysis.summary import summarize
+from ..analysis.summary import kernel_shapes, summarize
 from .rank_steps import collectives, step_figures
 from .sketch import Sketch
 
@@ -50,6 +49,11 @@ def _plain(value: Any) -> Any:
 
 _SECTION_ENCODER = msgspec.json.Encoder(enc_hook=_plain)
 """The rank's section as JSON: several times ``json.dumps``'s speed (``json`` reads it back)."""
+
+try:  # ISA-L's deflate: zlib's format (``zlib.decompress`` reads it) at about 5x zlib's speed
+    from isal.isal_zlib import compress as _compress
+except ImportError:  # pragma: no cover - isal is a dependency
+    from zlib import compress as _compress  # type: ignore[assignment]
 
 
 @dataclass
@@ -150,7 +154,7 @@ def rank_partial(rank: RankProfile, source: str, thresholds: Thresholds) -> Rank
     figures["kernel_classes"] = {r["raw_name"]: r["class"] for r in section["kernels"]["by_name"]}
     return RankPartial(
         source=source, rank=rank.rank, meta=summary["ranks_meta"][0],
-        section_json=zlib.compress(_SECTION_ENCODER.encode(section), 1), figures=figures,
+        section_json=_compress(_SECTION_ENCODER.encode(section), 1), figures=figures,
         platform=platform_of(batch, [rank.meta]), compute=compute_overview(one), cpu=cpu_usage(one),
         insights=found, sketches=_sketches(batch, corr), geometry=_geometry(batch),
         operators=ops, steps=step_figures(batch, corr), collectives=collectives(batch),
@@ -186,14 +190,7 @@ def _sketches(batch: EventBatch, corr) -> dict[str, dict[str, Sketch]]:
 
 def _geometry(batch: EventBatch) -> dict[str, dict[tuple, int]]:
     """Per kernel name: how many launches had each (grid, block) geometry."""
-    rows = np.flatnonzero(batch.kind == Kind.KERNEL)
-    geo = np.column_stack([batch.columns[c][rows] for c in ("grid_x", "grid_y", "grid_z",
-                                                            "block_x", "block_y", "block_z")])
-    known = (geo >= 0).any(axis=1)
-    if not known.any():
-        return {}
-    keys = np.column_stack([batch.name[rows][known].astype(np.int64), geo[known].astype(np.int64)])
-    uniq, counts = np.unique(keys, axis=0, return_counts=True)
+    uniq, counts = kernel_shapes(batch)
     out: dict[str, dict[tuple, int]] = {}
     for row, c in zip(uniq.tolist(), counts.tolist()):
         out.setdefault(batch.strings[row[0]], {})[tuple(row[1:])] = c
