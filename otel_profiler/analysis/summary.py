@@ -89,8 +89,8 @@ from cuda_tracer.model.events import EventBatch, Kind, MemcpyKind, SyncKind
 from cuda_tracer.profile import Profile
 
 from ..names import demangle, short_names
-from .attribution.modules import modules
-from .attribution.operators import EVERY_KERNEL, operators
+from .attribution.modules import TOP_KERNELS as MODULE_TOP_KERNELS, modules
+from .attribution.operators import EVERY_KERNEL, TOP_KERNELS as OPERATOR_TOP_KERNELS, operators
 from .breakdown import class_times, classify, idle_breakdown, temporal_breakdown, KERNEL_CLASSES
 from .host.compute import compute_overview
 from .host.cpu import cpu_usage
@@ -242,6 +242,22 @@ def summarize_batch(batch: EventBatch, multi_rank: bool = False, every_kernel: b
     if out["operators"]:
         out["operators"]["modules"] = modules(batch, corr, **top)
     out["memory"] = memory(batch, multi_rank=multi_rank)
+    return out
+
+
+def cut_top_kernels(table: dict[str, Any]) -> dict[str, Any]:
+    """The operator table (``operators``, with its ``modules``) as built by default, from one built
+    with ``top_kernels=EVERY_KERNEL``: each list of top kernels is sorted, so its first few are
+    the default's."""
+    def cut(rows: list[dict], top: int) -> list[dict]:
+        return [dict(r, top_kernels=r["top_kernels"][:top]) for r in rows]
+
+    if not table:
+        return table
+    out = dict(table, by_name=cut(table["by_name"], OPERATOR_TOP_KERNELS),
+               regions=cut(table["regions"], OPERATOR_TOP_KERNELS))
+    if table.get("modules"):
+        out["modules"] = dict(table["modules"], by_path=cut(table["modules"]["by_path"], MODULE_TOP_KERNELS))
     return out
 
 

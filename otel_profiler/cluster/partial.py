@@ -23,12 +23,11 @@ from cuda_tracer.model.events import EventBatch, Kind, MemcpyKind, SyncKind
 from cuda_tracer.profile import Profile, RankProfile, TraceError
 from cuda_tracer.trace_json.files import is_trace_file, read_trace
 
-from ..analysis.attribution.operators import cut_top_kernels
 from ..analysis.host.compute import compute_overview
 from ..analysis.host.cpu import cpu_usage
 from ..analysis.insights import Thresholds, insights
 from ..analysis.platform import platform_of
-from ..analysis.summary import kernel_shapes, summarize
+from ..analysis.summary import cut_top_kernels, kernel_shapes, summarize
 from .rank_steps import collectives, step_figures
 from .sketch import Sketch
 

@@ -163,23 +163,6 @@ def operators(batch: EventBatch, corr: Correlation | None = None, top_kernels: i
             "regions": _regions(batch, ops, parent, krows, klaunch, kop, kdur, top_kernels)}
 
 
-def cut_top_kernels(table: dict[str, Any]) -> dict[str, Any]:
-    """The operator table (``operators``, with its ``modules``) as built by default, from one built
-    with ``top_kernels=EVERY_KERNEL``: each list of top kernels is sorted, so its first few are
-    the default's."""
-    from .modules import TOP_KERNELS as MODULE_TOP_KERNELS
-
-    def cut(rows: list[dict], top: int) -> list[dict]:
-        return [dict(r, top_kernels=r["top_kernels"][:top]) for r in rows]
-
-    if not table:
-        return table
-    out = dict(table, by_name=cut(table["by_name"], TOP_KERNELS), regions=cut(table["regions"], TOP_KERNELS))
-    if table.get("modules"):
-        out["modules"] = dict(table["modules"], by_path=cut(table["modules"]["by_path"], MODULE_TOP_KERNELS))
-    return out
-
-
 def _call_stacks(batch: EventBatch, ops: np.ndarray, inverse: np.ndarray, top: int = TOP_STACKS
                  ) -> dict[int, list[dict]]:
     """Per operator name index: its most frequent call stacks, ``[{stack: [frames, innermost
