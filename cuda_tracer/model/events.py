@@ -116,7 +116,11 @@ _FORMER_NAMES = {"shared_memory": "shared_mem"}
 
 @dataclass(eq=False)
 class EventBatch:
-    """Columnar events. Build one with :class:`BatchBuilder` or :meth:`from_columns`."""
+    """Columnar events. Build one with :class:`BatchBuilder` or :meth:`from_columns`.
+
+    Once built, a batch's ``kind``, ``name`` and launch-geometry columns are not changed in place:
+    analyses keep tables made from them in the instance (``_kernel_classes``, ``_kernel_shapes``)
+    and use them again for the same batch."""
 
     columns: dict[str, np.ndarray]
     strings: list[str]
