@@ -167,6 +167,27 @@ def test_client_keeps_rank_sections_on_disk_not_in_memory(job, tmp_path, monkeyp
     assert json.loads(json.dumps(b)) == json.loads(json.dumps(a))
 
 
+def test_sections_stay_in_memory_when_the_disk_is_full(monkeypatch, caplog):
+    """A temporary file that can no longer be written: one warning, and no section is lost."""
+    import errno
+    import os
+
+    from otel_profiler.cluster.sections import SectionFile
+
+    store = SectionFile()
+    store.put("0", b"first")
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", full)
+    store.put("1", b"second")
+    store.put("2", b"third")
+    assert dict(store) == {"0": b"first", "1": b"second", "2": b"third"}
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "kept in memory" in warnings[0].getMessage()
+
+
 def test_traces_without_collectives_keep_their_clocks():
     trace = REPO / "tests/data/traces/hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"
     partial = read_partials(str(trace))[0]

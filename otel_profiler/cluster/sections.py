@@ -7,31 +7,57 @@ time when it is written.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 import zlib
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, BinaryIO
+
+log = logging.getLogger(__name__)
 
 
 class SectionFile(Mapping[str, bytes]):
     """Rank -> compressed section, the bytes kept in an unnamed temporary file (created private to
-    the user, in their temporary folder, and gone when it is closed or the process ends)."""
+    the user, in their temporary folder, and gone when it is closed or the process ends). Where
+    that file cannot be made or written (no usable temporary folder, a full disk), the sections
+    are kept in memory instead, after one warning."""
 
     def __init__(self) -> None:
-        self._file = tempfile.TemporaryFile(prefix="otel-profiler-ranks-", buffering=0)
-        self._where: dict[str, tuple[int, int]] = {}
+        self._file: BinaryIO | None = None
+        try:
+            self._file = tempfile.TemporaryFile(prefix="otel-profiler-ranks-", buffering=0)
+        except OSError as exc:
+            self._give_up(exc)
+        self._where: dict[str, tuple[int, int] | bytes] = {}
         self._end = 0
 
+    def _give_up(self, exc: OSError) -> None:
+        log.warning("the ranks' sections are kept in memory: no temporary file for them (%s)", exc)
+        if self._file is not None:
+            self._file.close()
+        self._file = None
+
     def put(self, rank: str, packed: bytes) -> None:
-        written = 0
-        while written < len(packed):
-            written += os.pwrite(self._file.fileno(), packed[written:], self._end + written)
-        self._where[rank] = (self._end, len(packed))
-        self._end += len(packed)
+        if self._file is not None:
+            try:
+                written = 0
+                while written < len(packed):
+                    written += os.pwrite(self._file.fileno(), packed[written:], self._end + written)
+                self._where[rank] = (self._end, len(packed))
+                self._end += len(packed)
+                return
+            except OSError as exc:
+                self._where = {r: self[r] for r in self._where}  # read back while the file is there
+                self._give_up(exc)
+        self._where[rank] = packed
 
     def __getitem__(self, rank: str) -> bytes:
-        offset, size = self._where[rank]
+        where = self._where[rank]
+        if isinstance(where, bytes):
+            return where
+        offset, size = where
+        assert self._file is not None
         return os.pread(self._file.fileno(), size, offset)
 
     def __iter__(self) -> Iterator[str]:
@@ -41,7 +67,8 @@ class SectionFile(Mapping[str, bytes]):
         return len(self._where)
 
     def close(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
 
 
 class LazyRanks(dict):
