@@ -105,7 +105,7 @@ SCHEMA = "otel-profiler.summary/1"
 def summarize(profile: Profile, every_kernel: bool = False) -> dict[str, Any]:
     """The summary of a whole profile (and of each rank when there are several); ``every_kernel``:
     the operator, module and region tables list all their kernels, not their top few
-    (``attribution.operators.cut_top_kernels`` cuts them back)."""
+    (``cut_top_kernels`` cuts them back)."""
     multi = len({r.rank for r in profile.ranks}) > 1
     out = summarize_batch(profile.batch(), multi_rank=multi, every_kernel=every_kernel)
     out = {"schema": SCHEMA, "sources": list(profile.sources),

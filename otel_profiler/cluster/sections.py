@@ -66,10 +66,6 @@ class SectionFile(Mapping[str, bytes]):
     def __len__(self) -> int:
         return len(self._where)
 
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-
 
 class LazyRanks(dict):
     """The document's ``ranks``: each rank's section kept compressed (in memory or in a
