@@ -108,13 +108,8 @@ def launch_geometry(shapes: tuple[np.ndarray, np.ndarray]) -> dict[int, tuple[li
     """Per group id of ``shapes`` (``shape_counts``): its most frequent launch geometry as ([grid x,
     y, z], [block x, y, z]) and how many distinct geometries the group launched with."""
     uniq, counts = shapes
-    out: dict[int, tuple[list, list, int]] = {}
     order = np.lexsort((-counts, uniq[:, 0]))  # per group, the most frequent first
-    for i in order.tolist():
-        gid = int(uniq[i, 0])
-        if gid in out:
-            grid, block, n = out[gid]
-            out[gid] = (grid, block, n + 1)
-        else:
-            out[gid] = (uniq[i, 1:4].tolist(), uniq[i, 4:7].tolist(), 1)
-    return out
+    groups = uniq[order, 0]
+    firsts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]]) if len(groups) else groups
+    configs = np.diff(np.r_[firsts, len(groups)])
+    return {row[0]: (row[1:4], row[4:7], n) for row, n in zip(uniq[order[firsts]].tolist(), configs.tolist())}

@@ -84,7 +84,7 @@ from typing import Any
 
 import numpy as np
 
-from cuda_tracer.model.correlate import correlate, queue_depths
+from cuda_tracer.model.correlate import Correlation, correlate, queue_depths
 from cuda_tracer.model.events import EventBatch, Kind, MemcpyKind, SyncKind
 from cuda_tracer.profile import Profile
 
@@ -102,12 +102,15 @@ from .stats import describe_us, group_durations, launch_geometry, percentiles_us
 SCHEMA = "otel-profiler.summary/1"
 
 
-def summarize(profile: Profile, every_kernel: bool = False) -> dict[str, Any]:
+def summarize(profile: Profile, every_kernel: bool = False, corr: Correlation | None = None
+              ) -> dict[str, Any]:
     """The summary of a whole profile (and of each rank when there are several); ``every_kernel``:
     the operator, module and region tables list all their kernels, not their top few
-    (``cut_top_kernels`` cuts them back)."""
+    (``cut_top_kernels`` cuts them back); ``corr``: ``correlate`` of a one-rank profile's batch,
+    where the caller has it already."""
     multi = len({r.rank for r in profile.ranks}) > 1
-    out = summarize_batch(profile.batch(), multi_rank=multi, every_kernel=every_kernel)
+    out = summarize_batch(profile.batch(), multi_rank=multi, every_kernel=every_kernel,
+                          corr=None if multi else corr)
     out = {"schema": SCHEMA, "sources": list(profile.sources),
            "platform": platform_of(profile.batch(), (r.meta for r in profile.ranks)),
            "ranks_meta": [_rank_meta(r.meta) for r in profile.ranks], **out}
@@ -158,9 +161,9 @@ def _rank_meta(meta: dict) -> dict:
     return out
 
 
-def summarize_batch(batch: EventBatch, multi_rank: bool = False, every_kernel: bool = False
-                    ) -> dict[str, Any]:
-    corr = correlate(batch)
+def summarize_batch(batch: EventBatch, multi_rank: bool = False, every_kernel: bool = False,
+                    corr: Correlation | None = None) -> dict[str, Any]:
+    corr = corr if corr is not None else correlate(batch)
     durations = batch.duration_ns
     out: dict[str, Any] = {"events": batch.counts_by_kind()}
     if len(batch):

@@ -139,12 +139,12 @@ def _fetched(url: str) -> str:
 
 def rank_partial(rank: RankProfile, source: str, thresholds: Thresholds) -> RankPartial:
     one = Profile(ranks=[rank], sources=[source])
-    summary = summarize(one, every_kernel=True)
-    ops = summary["operators"]
-    summary["operators"] = cut_top_kernels(ops)  # as ``summarize`` gives it
-    found = insights(one, summary, thresholds)
     batch = rank.batch
     corr = correlate(batch)
+    summary = summarize(one, every_kernel=True, corr=corr)
+    ops = summary["operators"]
+    summary["operators"] = cut_top_kernels(ops)  # as ``summarize`` gives it
+    found = insights(one, summary, thresholds, corr)
     section = {k: v for k, v in summary.items() if k not in RANK_SECTION_SKIP}
     section["steps"].pop("source", None)  # top level only
     section["memory"].pop("snapshots", None)

@@ -48,27 +48,30 @@ class Sketch:
 
     @classmethod
     def by_group(cls, groups: np.ndarray, values_ns: np.ndarray) -> dict[int, "Sketch"]:
-        """One sketch per distinct group id of ``values_ns``, in a few passes over all of them."""
+        """One sketch per distinct group id of ``values_ns``: one sort by group, then reductions
+        over each group's slice (sums in the values' own order, as ``of_ns`` adds them)."""
         if not len(groups):
             return {}
-        ids, inv = np.unique(groups, return_inverse=True)
-        inv = inv.reshape(-1)
-        v = values_ns.astype(np.float64) / 1e3
-        n = len(ids)
-        count = np.bincount(inv, minlength=n)
+        order = np.argsort(groups, kind="stable")
+        g = groups[order]
+        v = values_ns[order].astype(np.float64) / 1e3
+        starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+        ids, n = g[starts], len(starts)
+        count = np.diff(np.r_[starts, len(g)])
+        inv = np.repeat(np.arange(n), count)
         total, squares = np.bincount(inv, v, n), np.bincount(inv, v * v, n)
-        low, high = np.full(n, np.inf), np.full(n, -np.inf)
-        np.minimum.at(low, inv, v)
-        np.maximum.at(high, inv, v)
+        low, high = np.minimum.reduceat(v, starts), np.maximum.reduceat(v, starts)
         positive = v > 0
-        zeros = np.bincount(inv[~positive], minlength=n)
+        zeros = count - np.add.reduceat(positive, starts)
         bucket = np.ceil(np.log(v[positive]) / _LOG_GAMMA).astype(np.int64)
         keys, counts = np.unique((inv[positive].astype(np.int64) << 32) | (bucket + (1 << 31)),
                                  return_counts=True)
-        out = {int(g): cls(int(count[i]), float(total[i]), float(squares[i]), float(low[i]), float(high[i]),
-                           int(zeros[i])) for i, g in enumerate(ids.tolist())}
+        group_ids = ids.tolist()
+        out = {i: cls(c, t, q, lo, hi, z) for i, c, t, q, lo, hi, z in zip(
+            group_ids, count.tolist(), total.tolist(), squares.tolist(), low.tolist(), high.tolist(),
+            zeros.tolist())}
         for key, c in zip(keys.tolist(), counts.tolist()):
-            out[int(ids[key >> 32])].buckets[(key & 0xFFFFFFFF) - (1 << 31)] = c
+            out[group_ids[key >> 32]].buckets[(key & 0xFFFFFFFF) - (1 << 31)] = c
         return out
 
     def merge(self, other: "Sketch") -> "Sketch":

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
+from cuda_tracer.model.correlate import Correlation
 from cuda_tracer.profile import Profile
 
 from .context import Context
@@ -73,9 +74,11 @@ RULES: dict[str, Callable[[Context], list[dict]]] = {
 _SEVERITY = {"high": 0, "medium": 1, "low": 2}
 
 
-def insights(profile: Profile, summary: dict, thresholds: Thresholds | None = None) -> list[dict]:
-    """Run every rule; findings sorted by severity (rule order within a severity)."""
-    ctx = Context(profile, summary, thresholds or Thresholds())
+def insights(profile: Profile, summary: dict, thresholds: Thresholds | None = None,
+             corr: Correlation | None = None) -> list[dict]:
+    """Run every rule; findings sorted by severity (rule order within a severity). ``corr``:
+    ``correlate`` of ``profile.batch()``, where the caller has it already (one rank)."""
+    ctx = Context(profile, summary, thresholds or Thresholds(), corr)
     found = [i for rule in RULES.values() for i in rule(ctx)]
     return sorted(found, key=lambda i: _SEVERITY[i["severity"]])
 

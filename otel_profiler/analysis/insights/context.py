@@ -36,6 +36,8 @@ def is_dataloader_next(name: str) -> bool:
     (``enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__``), or the Python frame
     ``torch/utils/data/dataloader.py(N): __next__``. Linear in the name's length (a regex
     ``DataLoader.*__next__`` retries from every "DataLoader": quadratic on long hostile names)."""
+    if "__next__" not in name:  # (most names: one C-level search)
+        return False
     for line in name.split("\n") if "\n" in name else (name,):
         first = line.find("DataLoader")
         if first >= 0 and line.find("__next__", first + len("DataLoader")) >= 0:
@@ -46,10 +48,11 @@ def is_dataloader_next(name: str) -> bool:
 class Context:
     """What several rules read, computed once: the batch, its correlation, step windows per rank."""
 
-    def __init__(self, profile: Profile, summary: dict, th: Thresholds) -> None:
+    def __init__(self, profile: Profile, summary: dict, th: Thresholds, corr: Correlation | None = None
+                 ) -> None:
         self.profile, self.summary, self.th = profile, summary, th
         self.batch: EventBatch = profile.batch()
-        self._corr: Correlation | None = None
+        self._corr = corr
         b = self.batch
         steps = np.flatnonzero(b.kind == Kind.STEP)
         self.step_rows = steps[np.lexsort((b.start_ns[steps], b.rank[steps]))]
@@ -63,7 +66,7 @@ class Context:
     def name_rows(self, names, kinds: tuple[Kind, ...] = HOST_KINDS) -> np.ndarray:
         """Rows of ``kinds`` whose name is in ``names`` (a collection, or a predicate on a name)."""
         b = self.batch
-        match = names if callable(names) else names.__contains__
+        match = names if callable(names) else frozenset(names).__contains__
         ids = [i for i, s in enumerate(b.strings) if match(s)]
         return np.flatnonzero(np.isin(b.name, ids) & kinds_in(b.kind, kinds))
 
