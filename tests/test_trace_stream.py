@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from conftest import ALL_TRACES, trace
 from cuda_tracer.profile import TraceError
 from cuda_tracer.trace_json import files as trace_files
+from cuda_tracer.trace_json import stream as trace_stream
 from cuda_tracer.trace_json.convert import convert_part
 from cuda_tracer.trace_json.files import finish
 from cuda_tracer.trace_input import text_chunks
@@ -92,6 +93,27 @@ def test_pieces_cut_inside_strings_and_nested_values_are_not_taken(tmp_path):
         assert parts > 3
         assert_same(streamed, whole)
     assert len(whole.batch) == 400 and whole.batch.names()[0] == "k0" + trap
+
+
+@pytest.mark.parametrize("after", ['', ', "traceName": "t", "baseTimeNanoseconds": 5',
+                                   ', "deviceProperties": [{"id": 0, "name": "A100"}]',
+                                   ', "logs": ["a}]", "x.cpp:12] y"], "distributedInfo": {"rank": 3}'])
+@pytest.mark.parametrize("last_name", ["k", "k}]", "}] , {"])
+def test_the_last_piece_ends_where_the_event_array_does(tmp_path, monkeypatch, after, last_name):
+    """The rest of the text is one piece up to the array's ``]``, found from the end; a ``]`` after
+    a ``}`` in the fields after the array (or in the last event's strings) is not taken for it:
+    then all but the last event are one piece, as before."""
+    events = [{"ph": "X", "cat": "kernel", "name": f"k{i % 5}", "ts": 1000 + i, "dur": 2, "pid": 0,
+               "tid": 7, "args": {"correlation": i}} for i in range(300)]
+    events[-1]["name"] = last_name
+    path = tmp_path / "t.json"
+    path.write_text('{"schemaVersion": 1, "traceEvents": ' + json.dumps(events, indent=1) + after + "}")
+    monkeypatch.setattr(trace_stream, "TAIL_BYTES", 1000)
+    parts: list = []
+    doc = read_stream(str(path), text_chunks(str(path)), lambda e: parts.append(convert_part(e)))
+    left = len(doc.traceEvents or [])
+    assert_same(finish(str(path), doc, parts), read_whole(str(path)))
+    assert left == (1 if "deviceProperties" in after else 0)
 
 
 PIECE_EVENT = st.fixed_dictionaries({

@@ -7,9 +7,11 @@ pieces of about ``PIECE_BYTES``, each decoded (and handed on) while the next is 
   inside a string or a nested value; then the piece does not decode, and an earlier boundary is
   taken (a piece that decodes is a list of whole events: a cut inside a string or a nested value
   always leaves one unclosed).
-- The rest, once the text has ended, is one more piece, but for its last event; that event and
-  the fields after the array are decoded with the head as one small document: the file's own
-  fields.
+- The rest, once the text has ended, is one more piece, up to the array's closing ``]`` where that
+  is found (a ``]`` after a ``}`` near the end, after which the text read with the head is a
+  document with no events; the piece must then decode too), else but for its last event. The
+  fields after the array (and that last event) are decoded with the head as one small document:
+  the file's own fields.
 
 A text in which the head is not found (no ``traceEvents`` array near the start) is decoded whole,
 as are texts smaller than one piece.
@@ -67,10 +69,50 @@ def read_stream(path: str, chunks: Iterable[bytes], on_events: Callable[[Any], N
             if not taken:
                 break  # one event longer than a piece: wait for more text
             consumed += taken
-    if len(buf) > TAIL_BYTES:  # the rest but its last event is one more piece
-        _, buf = _hand_on_piece(path, buf, consumed, on_events, decode)
+    if len(buf) > TAIL_BYTES:  # the rest is one more piece: up to the array's end where it is found
+        end = _array_end(head, buf)
+        if end is not None and _hand_on_all(path, buf, end, consumed, on_events, decode):
+            return decode_document(path, head + buf[end:])
+        _, buf = _hand_on_piece(path, buf, consumed, on_events, decode)  # all but the last event
     del buf[0]
     return decode_document(path, head + buf)
+
+
+def _array_end(head: bytes, buf: bytearray) -> int | None:
+    """Where the event array ends in the text's rest (``buf``, starting with its ``[``): the last
+    ``]`` of the final ``TAIL_BYTES`` that follows a ``}`` and after which the text, read with the
+    head, is a document with no events; None when none is found in ``_ATTEMPTS`` tries."""
+    i, low = len(buf), max(len(buf) - TAIL_BYTES, 1)
+    for _ in range(_ATTEMPTS):
+        i = buf.rfind(b"]", low, i)
+        if i < 0:
+            return None
+        j = i - 1
+        while j > 0 and buf[j] in _WHITESPACE:
+            j -= 1
+        if buf[j] == ord("}"):
+            try:
+                doc = _ANY.decode(head + buf[i:])
+            except (msgspec.MsgspecError, RecursionError):
+                continue
+            if doc == [] or isinstance(doc, dict) and doc.get("traceEvents") == []:
+                return i
+    return None
+
+
+def _hand_on_all(path: str, buf: bytearray, end: int, consumed: int, on_events: Callable[[Any], None],
+                 decode: bool) -> bool:
+    """Decode and hand on ``buf[:end + 1]`` (every remaining event, ``_array_end``'s cut); False
+    when that text is no JSON list after all (nothing handed on)."""
+    piece = memoryview(buf)[:end + 1]
+    try:
+        events = _events_of(path, piece, consumed, decode)
+    except msgspec.DecodeError:
+        return False
+    finally:
+        del piece
+    on_events(events)
+    return True
 
 
 def _head_end(buf: bytearray) -> int | None:
@@ -144,24 +186,34 @@ def _decode_piece(path: str, buf: bytearray, consumed: int, on_events: Callable[
         buf[cut] = ord("]")  # buf[0] is "[": the piece is buf[:cut + 1]
         piece = memoryview(buf)[:cut + 1]
         try:
-            events = decode_events(piece) if decode else _JSON_LIST.decode(piece)
+            events = _events_of(path, piece, consumed, decode)
         except msgspec.DecodeError as exc:  # a cut inside a string or a nested value: go earlier
             buf[cut] = ord(",")  # (the view of it is gone once this function returns)
             m = _ERROR_BYTE.search(str(exc))
             if m:
                 error_at = min(error_at, int(m.group(1)))
             continue
-        except msgspec.ValidationError as exc:
-            raise TraceError(path, f"not a Chrome/Kineto trace ({exc}, in the events after "
-                                   f"byte {consumed})") from None
-        except RecursionError:
-            raise TraceError(path, "not a Chrome/Kineto trace (JSON nested too deeply)") from None
-        if not decode:
-            events = bytes(piece)  # (one copy, for another process)
-        del piece
+        finally:
+            del piece
         on_events(events)
         return cut
     return None
+
+
+def _events_of(path: str, piece: memoryview, consumed: int, decode: bool) -> Any:
+    """The events of a piece (``decode``), or else its text checked to be a JSON list and copied
+    (for another process). Raises ``msgspec.DecodeError`` for text that is no JSON list (a cut in
+    the wrong place), ``TraceError`` for a list that is not of trace events."""
+    try:
+        if decode:
+            return decode_events(piece)
+        _JSON_LIST.decode(piece)
+        return bytes(piece)  # (one copy, for another process)
+    except msgspec.ValidationError as exc:
+        raise TraceError(path, f"not a Chrome/Kineto trace ({exc}, in the events after "
+                               f"byte {consumed})") from None
+    except RecursionError:
+        raise TraceError(path, "not a Chrome/Kineto trace (JSON nested too deeply)") from None
 
 
 def decode_events(piece: bytes | memoryview) -> Any:
