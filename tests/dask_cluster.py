@@ -15,6 +15,8 @@ from typing import Iterator
 DEADLINE_S = 120
 PRELOAD = "otel_profiler.cluster.analyse"
 """The module a worker imports at start-up with ``--preload`` (the reader and the analysis)."""
+WORKER_ENV = {"DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}
+"""Dask's own sampling profiler off, as docs/cluster.md suggests for analysis workers."""
 
 
 class DaskProcesses:
@@ -26,9 +28,10 @@ class DaskProcesses:
         self.procs: dict[str, subprocess.Popen] = {}
         self.address = ""
 
-    def _start(self, name: str, argv: list[str]) -> subprocess.Popen:
+    def _start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
         log = open(self.folder / f"{name}.log", "wb")
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, **(env or {})})
         log.close()
         self.procs[name] = proc
         return proc
@@ -47,12 +50,14 @@ class DaskProcesses:
                 time.sleep(0.2)
         raise RuntimeError(f"dask scheduler did not start: {(self.folder / 'scheduler.log').read_text()[-2000:]}")
 
-    def start_worker(self, name: str, preload: bool = True) -> None:
-        """A worker with one thread; ``preload``: it imports the reader when it starts (the way
-        docs/cluster.md suggests), not in its first task."""
+    def start_worker(self, name: str, preload: bool = True, dask_profiler: bool = False) -> None:
+        """A worker with one thread; ``preload``: it imports the reader when it starts, not in its
+        first task; ``dask_profiler``: Dask's sampling profiler left on (its default; off is the way
+        docs/cluster.md suggests)."""
         self._start(name, ["dask", "worker", "--scheduler-file", str(self.scheduler_file), "--name", name,
                            "--nthreads", "1", "--no-nanny", "--no-dashboard", "--memory-limit", "0",
-                           "--host", "127.0.0.1", *(["--preload", PRELOAD] if preload else [])])
+                           "--host", "127.0.0.1", *(["--preload", PRELOAD] if preload else [])],
+                    env=None if dask_profiler else WORKER_ENV)
 
     def workers(self) -> dict[str, str]:
         """Worker name -> address, as the scheduler sees them."""
@@ -106,7 +111,7 @@ def two_workers(tmp_path_factory) -> Iterator[DaskProcesses]:
     with DaskProcesses(tmp_path_factory.mktemp("dask")) as dask:
         dask.start_scheduler()
         dask.start_worker("w1")
-        dask.start_worker("w2", preload=False)  # both ways work
+        dask.start_worker("w2", preload=False, dask_profiler=True)  # both ways work
         dask.wait_for_workers(2)
         yield dask
     for proc in dask.procs.values():
