@@ -227,10 +227,13 @@ def _kinds(cat_ids: np.ndarray, cat_strings: list[str], phases: np.ndarray,
            name_ids: np.ndarray, index: dict[str, int]) -> np.ndarray:
     """Kind of each event: from the category for complete ("X") events, else instant or memory.
     Each distinct category is looked up once (as written, then lower-cased); none is OTHER."""
-    exact = np.array([_KIND_BY_RAW_CATEGORY.get(c, 0) for c in cat_strings] + [0], np.uint8)
-    lowered = np.array([_KIND_BY_CATEGORY.get(c.lower(), Kind.OTHER) for c in cat_strings] +
-                       [Kind.OTHER], np.uint8)
-    kinds = exact[cat_ids]  # -1 (no category) reads the last entry
+    exact = np.zeros(len(cat_strings) + 1, np.uint8)  # -1 (no category) reads the last entry
+    lowered = np.full(len(cat_strings) + 1, Kind.OTHER, np.uint8)
+    for i in np.unique(cat_ids).tolist():  # (the table can hold other strings: only categories read)
+        if i >= 0:
+            exact[i] = _KIND_BY_RAW_CATEGORY.get(cat_strings[i], 0)
+            lowered[i] = _KIND_BY_CATEGORY.get(cat_strings[i].lower(), Kind.OTHER)
+    kinds = exact[cat_ids]
     complete = phases == PHASE_CODE["X"]
     unknown = (kinds == 0) & complete
     kinds[unknown] = lowered[cat_ids[unknown]]
@@ -241,7 +244,8 @@ def _kinds(cat_ids: np.ndarray, cat_strings: list[str], phases: np.ndarray,
 
 def _step_numbers(kinds: np.ndarray, name_ids: np.ndarray, strings: list[str]) -> dict[int, int]:
     """Row -> step number for ``ProfilerStep#N`` annotations (or ops, in old traces)."""
-    numbers = {i: int(m.group(1)) for i, m in enumerate(map(_STEP_NAME.match, strings)) if m}
+    numbers = {i: int(m.group(1)) for i, s in enumerate(strings) if s.startswith("ProfilerStep#")
+               and (m := _STEP_NAME.match(s))}
     if not numbers:
         return {}
     rows = np.flatnonzero(np.isin(name_ids, list(numbers)) &
