@@ -66,11 +66,27 @@ class _RowFold:
                 m["_stacks"][stack] = m["_stacks"].get(stack, 0) + c["calls"]
 
     def absorb(self, other: "_RowFold") -> None:
-        """Another fold's rows added in (a worker's fold of its ranks)."""
-        self.add([{**{f: v for f, v in m.items() if f not in ("_tops", "_stacks")},
-                   "top_kernels": list(m["_tops"].values()),
-                   "call_stacks": [{"stack": list(st), "calls": c} for st, c in m["_stacks"].items()]}
-                  for m in other.rows.values()])
+        """Another fold's rows added in (a worker's fold of its ranks), as ``add`` would add them;
+        ``other``'s rows are taken over, not copied (it is empty after)."""
+        for k, o in other.rows.items():
+            m = self.rows.get(k)
+            if m is None:
+                self.rows[k] = o
+                continue
+            for f in self.sums:
+                m[f] += o[f]
+            tops = m["_tops"]
+            for name, t in o["_tops"].items():
+                have = tops.get(name)
+                if have is None:
+                    tops[name] = t
+                else:
+                    have["count"] += t["count"]
+                    have["gpu_us"] += t["gpu_us"]
+            stacks = m["_stacks"]
+            for stack, calls in o["_stacks"].items():
+                stacks[stack] = stacks.get(stack, 0) + calls
+        other.rows = {}
 
     def result(self, top: int) -> list[dict[str, Any]]:
         out = []

@@ -135,10 +135,11 @@ class Sketch:
 
 
 def merged(sketches: dict[str, Sketch], more: dict[str, Sketch]) -> dict[str, Sketch]:
-    """``sketches`` with each of ``more`` merged in by key (in place; returned)."""
+    """``sketches`` with each of ``more`` merged in by key (in place; returned). A sketch of
+    ``more`` under a new key is taken over, not copied: ``more`` is not to be used after."""
     for key, s in more.items():
         if key in sketches:
             sketches[key].merge(s)
         else:
-            sketches[key] = Sketch().merge(s)
+            sketches[key] = s
     return sketches
