@@ -7,7 +7,9 @@ carry an order code (which step of the conversion added them). Joining them:
 
 - the string table is every part's event names in first-seen order, then the side-table keys in
   the order the whole-file conversion would first use them;
-- side-table entries are ordered by (order code, row), as the whole-file conversion adds them;
+- side-table entries are ordered by (order code, row), as the whole-file conversion adds them: each
+  part's entries are sorted and filed under their codes as the part arrives, so that the join only
+  puts the codes one after the other;
 - each part's columns are copied into the whole-file columns as the part arrives (``Assembly``,
   while later pieces are still being read) and then dropped, so the peak is the columns plus a
   part, not twice the columns; the freed pages are handed back to the system at the end
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -93,9 +96,10 @@ class Assembly:
         self.remaps: list[np.ndarray] = []
         self.strings: list[str] = []
         self.index: dict[str, int] = {}
-        # the side tables of the parts copied: whole-file rows, order codes, local keys, parts, values
-        self.side: tuple[list[np.ndarray], ...] = ([], [], [], [])
-        self.values: list[Any] = []
+        # the side tables of the parts copied, by order code: each part's entries of that code in
+        # file order (whole-file rows, local keys, parts, values) and the (part, local key) pairs in
+        # order of first use, so that the join only concatenates the codes in order
+        self.side: dict[int, _CodeEntries] = {}
 
     def intern(self, s: str) -> int:
         i = self.index.get(s)
@@ -129,14 +133,29 @@ class Assembly:
         for name, column in self.columns.items():
             values = part.columns.pop(name)
             column[self.rows:end] = self.remaps[at][values] if name == "name" else values
-        rows, order, keys, of_part = self.side
-        rows.append(np.asarray(part.extra_row, np.int64) + self.rows)
-        order.append(np.asarray(part.extra_order, np.int64))
-        keys.append(np.asarray(part.extra_key, np.int64))
-        of_part.append(np.full(len(part.extra_row), at, np.int64))
-        self.values += part.extra_value
-        part.extra_row, part.extra_order, part.extra_key, part.extra_value = [], [], [], []
+        self._sort_side(part, at)
         self.rows = end
+
+    def _sort_side(self, part: Part, at: int) -> None:
+        """The part's side-table entries put in file order (order code, row; stable within a row)
+        under their codes; the part's rows are already in file order after those added before."""
+        rows = np.asarray(part.extra_row, np.int64)
+        if len(rows):
+            codes = np.asarray(part.extra_order, np.int64)
+            keys = np.asarray(part.extra_key, np.int64)
+            sort = np.lexsort((rows, codes))
+            codes = codes[sort]
+            starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+            for code, lo, hi in zip(codes[starts].tolist(), starts.tolist(), [*starts[1:].tolist(), len(sort)]):
+                take = sort[lo:hi]
+                entries = self.side.setdefault(code, _CodeEntries())
+                entries.rows.append(rows[take] + self.rows)
+                entries.keys.append(keys[take])
+                entries.parts.append(np.full(len(take), at, np.int64))
+                entries.values += map(part.extra_value.__getitem__, take.tolist())
+                distinct, first = np.unique(keys[take], return_index=True)
+                entries.first_used += ((at, k) for k in distinct[np.argsort(first)].tolist())
+        part.extra_row, part.extra_order, part.extra_key, part.extra_value = [], [], [], []
 
     def join(self) -> tuple[EventBatch, Part]:
         """The batch of every part added, and the merged per-file facts (see ``assemble``)."""
@@ -151,30 +170,37 @@ class Assembly:
                 facts.window = p.window
         if len(parts) == 1:
             return _single(parts.pop()), facts
-        # side table: global rows, then the whole-file order (order code, row; stable within a row)
-        rows, order, local_keys, part_of = (np.concatenate(pieces) for pieces in self.side)
-        values = self.values
-        sort = np.lexsort((rows, order)) if len(rows) else np.zeros(0, np.int64)
-        width = max(len(p.strings) for p in parts) + 1
-        code = part_of[sort] * width + local_keys[sort]  # (part, local key) of each entry, in order
-        distinct, first = np.unique(code, return_index=True)
+        # side table: the order codes' entries one after the other (each code's in file order)
+        codes = [self.side[c] for c in sorted(self.side)]
         remaps = self.remaps
-        for c in distinct[np.argsort(first)].tolist():  # keys interned in order of first use
-            p, k = divmod(c, width)
-            if remaps[p][k] < 0:
+        for p, k in (pair for entries in codes for pair in entries.first_used):  # keys interned in
+            if remaps[p][k] < 0:                                                # order of first use
                 remaps[p][k] = self.intern(parts[p].strings[k])
+        rows, local_keys, part_of = (np.concatenate([a for entries in codes for a in getattr(entries, f)])
+                                     if codes else np.zeros(0, np.int64) for f in ("rows", "keys", "parts"))
+        values = list(chain.from_iterable(entries.values for entries in codes))
         flat = np.concatenate(remaps)
         starts = np.cumsum([0] + [len(r) for r in remaps[:-1]])
-        keys = flat[starts[part_of[sort]] + local_keys[sort]].astype(np.int32)
+        keys = flat[starts[part_of] + local_keys].astype(np.int32)
         for column in self.columns.values():
             if self.capacity > self.rows:
                 column.resize(self.rows, refcheck=False)  # the unused rows handed back
         if self.rows >= TRIM_ROWS:
             release_freed_memory()  # the parts' copies, in the C heap's holes: back to the system
-        batch = EventBatch(self.columns, self.strings, rows[sort], keys,
-                           list(map(values.__getitem__, sort.tolist())))
-        self.parts, self.columns, self.values = [], {}, []
+        batch = EventBatch(self.columns, self.strings, rows, keys, values)
+        self.parts, self.columns, self.side = [], {}, {}
         return batch, facts
+
+
+@dataclass
+class _CodeEntries:
+    """The side-table entries of one order code, part by part (``Assembly``)."""
+
+    rows: list[np.ndarray] = field(default_factory=list)
+    keys: list[np.ndarray] = field(default_factory=list)
+    parts: list[np.ndarray] = field(default_factory=list)
+    values: list[Any] = field(default_factory=list)
+    first_used: list[tuple[int, int]] = field(default_factory=list)
 
 
 def _single(p: Part) -> EventBatch:
