@@ -173,11 +173,12 @@ class Assembly:
         # side table: the order codes' entries one after the other (each code's in file order)
         codes = [self.side[c] for c in sorted(self.side)]
         remaps = self.remaps
-        for p, k in (pair for entries in codes for pair in entries.first_used):  # keys interned in
-            if remaps[p][k] < 0:                                                # order of first use
-                remaps[p][k] = self.intern(parts[p].strings[k])
-        rows, local_keys, part_of = (np.concatenate([a for entries in codes for a in getattr(entries, f)])
-                                     if codes else np.zeros(0, np.int64) for f in ("rows", "keys", "parts"))
+        for at, key in (pair for entries in codes for pair in entries.first_used):  # keys interned
+            if remaps[at][key] < 0:                                               # in order of first use
+                remaps[at][key] = self.intern(parts[at].strings[key])
+        rows = _joined([a for entries in codes for a in entries.rows])
+        local_keys = _joined([a for entries in codes for a in entries.keys])
+        part_of = _joined([a for entries in codes for a in entries.parts])
         values = list(chain.from_iterable(entries.values for entries in codes))
         flat = np.concatenate(remaps)
         starts = np.cumsum([0] + [len(r) for r in remaps[:-1]])
@@ -190,6 +191,10 @@ class Assembly:
         batch = EventBatch(self.columns, self.strings, rows, keys, values)
         self.parts, self.columns, self.side = [], {}, {}
         return batch, facts
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.zeros(0, np.int64)
 
 
 @dataclass
