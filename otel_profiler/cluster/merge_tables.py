@@ -45,48 +45,40 @@ class _RowFold:
 
     def add(self, rows: list[dict[str, Any]]) -> None:
         for r in rows:
-            k = r[self.key]
-            m = self.rows.get(k)
-            if m is None:
-                m = self.rows[k] = {f: v for f, v in r.items() if f not in ("top_kernels", "call_stacks")}
-                m["_tops"], m["_stacks"] = {}, {}
-            else:
-                for f in self.sums:
-                    m[f] += r[f]
-            tops = m["_tops"]
-            for t in r.get("top_kernels", ()):
-                have = tops.get(t["raw_name"])
-                if have is None:
-                    tops[t["raw_name"]] = dict(t)
-                else:
-                    have["count"] += t["count"]
-                    have["gpu_us"] += t["gpu_us"]
-            for c in r.get("call_stacks", ()):
-                stack = tuple(c["stack"])
-                m["_stacks"][stack] = m["_stacks"].get(stack, 0) + c["calls"]
+            self._merge(r[self.key], {f: v for f, v in r.items() if f not in ("top_kernels", "call_stacks")},
+                        ((t["raw_name"], dict(t)) for t in r.get("top_kernels", ())),
+                        ((tuple(c["stack"]), c["calls"]) for c in r.get("call_stacks", ())))
 
     def absorb(self, other: "_RowFold") -> None:
         """Another fold's rows added in (a worker's fold of its ranks), as ``add`` would add them;
         ``other``'s rows are taken over, not copied (it is empty after)."""
         for k, o in other.rows.items():
-            m = self.rows.get(k)
-            if m is None:
+            if k not in self.rows:
                 self.rows[k] = o
-                continue
-            for f in self.sums:
-                m[f] += o[f]
-            tops = m["_tops"]
-            for name, t in o["_tops"].items():
-                have = tops.get(name)
-                if have is None:
-                    tops[name] = t
-                else:
-                    have["count"] += t["count"]
-                    have["gpu_us"] += t["gpu_us"]
-            stacks = m["_stacks"]
-            for stack, calls in o["_stacks"].items():
-                stacks[stack] = stacks.get(stack, 0) + calls
+            else:
+                self._merge(k, o, o["_tops"].items(), o["_stacks"].items())
         other.rows = {}
+
+    def _merge(self, k: Any, fields: dict[str, Any], tops: Iterable[tuple[str, dict[str, Any]]],
+               stacks: Iterable[tuple[tuple, int]]) -> None:
+        """Row ``k``'s sums, top kernels (by raw name) and call stacks with these added."""
+        m = self.rows.get(k)
+        if m is None:
+            m = self.rows[k] = fields
+            m["_tops"], m["_stacks"] = {}, {}
+        else:
+            for f in self.sums:
+                m[f] += fields[f]
+        have_tops, have_stacks = m["_tops"], m["_stacks"]
+        for name, t in tops:
+            have = have_tops.get(name)
+            if have is None:
+                have_tops[name] = t
+            else:
+                have["count"] += t["count"]
+                have["gpu_us"] += t["gpu_us"]
+        for stack, calls in stacks:
+            have_stacks[stack] = have_stacks.get(stack, 0) + calls
 
     def result(self, top: int) -> list[dict[str, Any]]:
         out = []
