@@ -111,7 +111,7 @@ def queue_depths(batch: EventBatch, corr: Correlation) -> list[StreamQueue]:
     boundaries = np.flatnonzero((np.diff(rank) != 0) | (np.diff(device) != 0) |
                                 (np.diff(stream) != 0)) + 1
     out = []
-    for lo, hi in zip(np.r_[0, boundaries], np.r_[boundaries, len(rows)]):
+    for lo, hi in zip(np.insert(boundaries, 0, 0), np.append(boundaries, len(rows))):
         times = np.concatenate([batch.start_ns[launches[lo:hi]], batch.start_ns[rows[lo:hi]]])
         steps = np.concatenate([np.ones(hi - lo, np.int64), -np.ones(hi - lo, np.int64)])
         # At equal times an op start (-1) is applied before a launch (+1), so depth never overshoots.

@@ -145,7 +145,7 @@ class Assembly:
             keys = np.asarray(part.extra_key, np.int64)
             sort = np.lexsort((rows, codes))
             codes = codes[sort]
-            starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+            starts = np.flatnonzero(np.concatenate(([True], codes[1:] != codes[:-1])))
             for code, lo, hi in zip(codes[starts].tolist(), starts.tolist(), [*starts[1:].tolist(), len(sort)]):
                 take = sort[lo:hi]
                 entries = self.side.setdefault(code, _CodeEntries())

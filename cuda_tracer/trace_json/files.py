@@ -9,8 +9,8 @@ launches and CPU-only traces.
 The text is read as a stream (``trace_stream``): pieces of the event list are decoded against the
 typed schema of ``trace_schema`` (only the fields we use, one struct per phase, ``args`` decoded per
 kind once the kinds are known) and converted to columns (``trace_convert.convert_part``: a few
-C-level passes per field, no Python loop per event, the cycle collector paused); ``trace_assemble`` joins the pieces
-in whole-file order. Timestamps are converted from their decimal text (``trace_times``), so that
+C-level passes per field, no Python loop per event; the cycle collector and numpy's huge-page advice
+paused, ``_ReadingSettings``); ``trace_assemble`` joins the pieces in whole-file order. Timestamps are converted from their decimal text (``trace_times``), so that
 ``"1712195495519695.8"`` µs becomes exactly ``1712195495519695800`` ns (a float would be 50 ns off).
 
 A string longer than ``MAX_STRING_CHARS`` (64 Ki characters: an event name, an ``args`` value, a
@@ -69,7 +69,7 @@ def read_trace(path: str, max_text_bytes: int | None = None, workers: int = 1,
     ``progress``: called with each count of the file's bytes read."""
     chunks = text_chunks(path, max_text_bytes, progress=progress)
     parts: list[Part] | Assembly
-    with _COLLECTOR_PAUSED:
+    with _READING:
         if workers > 1 and can_fork() and text_size(path) >= MIN_PARALLEL_TEXT:
             doc, parts = read_parallel(path, chunks, workers)
         else:
@@ -102,32 +102,58 @@ def _read_serial(path: str, chunks) -> tuple[TraceFile, list[Part] | Assembly]:
             assembly.add(convert_part(events))
 
 
-class _CollectorPause:
-    """Pauses Python's cycle collector while files are converted: reading allocates a few hundred
-    thousand containers and frees none of them, so every collection it would trigger (several full
-    ones on a large trace, each walking everything alive) is wasted time. Readers in several threads
-    share one pause; the last one out restores the collector as the first one found it."""
+def _huge_page_advice():
+    """numpy's switch for advising huge pages on its large arrays (private to numpy: None where
+    it is missing)."""
+    try:
+        from numpy._core.multiarray import _set_madvise_hugepage
+    except ImportError:  # pragma: no cover - numpy < 2, or a numpy without it
+        return None
+    return _set_madvise_hugepage
+
+
+class _ReadingSettings:
+    """What a read switches off in the process, and back on once the last read in any thread ends:
+
+    - Python's cycle collector: reading allocates a few hundred thousand containers and frees none
+      of them, so every collection it would trigger (several full ones on a large trace, each
+      walking everything alive) is wasted time;
+    - numpy's advice that its arrays of 4 MiB or more be backed by huge pages: a read fills fresh
+      arrays once (pieces' columns, the file's columns) and never walks them again, and where the
+      system compacts memory on such faults (transparent huge pages with ``defrag`` at
+      ``madvise``, a common default) those faults cost more system time than the whole scan
+      (``docs/benchmarks.md``).
+
+    Readers in several threads share one pause; the last one out restores what the first one
+    found."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._readers = 0
-        self._was_enabled = False
+        self._collector_was_enabled = False
+        self._advice_was_on: bool | None = None
+        self._set_advice = _huge_page_advice()
 
     def __enter__(self) -> None:
         with self._lock:
             if self._readers == 0:
-                self._was_enabled = gc.isenabled()
+                self._collector_was_enabled = gc.isenabled()
                 gc.disable()
+                if self._set_advice is not None:
+                    self._advice_was_on = self._set_advice(False)
             self._readers += 1
 
     def __exit__(self, *exc: object) -> None:
         with self._lock:
             self._readers -= 1
-            if self._readers == 0 and self._was_enabled:
-                gc.enable()
+            if self._readers == 0:
+                if self._collector_was_enabled:
+                    gc.enable()
+                if self._set_advice is not None and self._advice_was_on:
+                    self._set_advice(True)
 
 
-_COLLECTOR_PAUSED = _CollectorPause()
+_READING = _ReadingSettings()
 
 
 # ---------------------------------------------------------------------------- decoded events

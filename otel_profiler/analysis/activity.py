@@ -62,9 +62,9 @@ def _busy_per_bucket(starts: np.ndarray, ends: np.ndarray, lo: int, width: float
     """Merged busy ns of intervals in each of ``n`` buckets of ``width`` ns starting at ``lo``."""
     order = np.argsort(starts, kind="stable")
     s, e = starts[order], np.maximum.accumulate(ends[order])
-    new = np.r_[True, s[1:] > e[:-1]]
+    new = np.concatenate(([True], s[1:] > e[:-1]))
     first = np.flatnonzero(new)
-    last = np.r_[first[1:], len(s)] - 1
+    last = np.append(first[1:], len(s)) - 1
     ms, me = (s[first] - lo).astype(np.float64), (e[last] - lo).astype(np.float64)
     edges = np.arange(n + 1, dtype=np.float64) * width
     # Busy time before each edge = sum over merged intervals of clip(edge - start, 0, length).

@@ -75,9 +75,9 @@ def merged_length(starts: np.ndarray, ends: np.ndarray) -> int:
         return 0
     order = np.argsort(starts, kind="stable")
     s, e = starts[order], np.maximum.accumulate(ends[order])
-    new = np.r_[True, s[1:] > e[:-1]]
+    new = np.concatenate(([True], s[1:] > e[:-1]))
     first = np.flatnonzero(new)
-    last = np.r_[first[1:], len(s)] - 1
+    last = np.append(first[1:], len(s)) - 1
     return int((e[last] - s[first]).sum())
 
 
@@ -136,7 +136,7 @@ def idle_breakdown(batch: EventBatch, corr: Correlation,
     launch_start = np.where(launch_of >= 0, batch.start_ns[np.maximum(launch_of, 0)], -1)
     bounds = np.flatnonzero((np.diff(rank) != 0) | (np.diff(device) != 0) | (np.diff(stream) != 0)) + 1
     out = []
-    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(rows)]):
+    for lo, hi in zip(np.insert(bounds, 0, 0), np.append(bounds, len(rows))):
         prev_end = end[lo:hi - 1]
         gap = start[lo + 1:hi] - prev_end
         positive = gap > 0

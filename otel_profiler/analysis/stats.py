@@ -39,8 +39,8 @@ def group_durations(group_ids: np.ndarray, durations_ns: np.ndarray) -> list[tup
         return []
     order = np.lexsort((durations_ns, group_ids))
     ids, durs = group_ids[order], durations_ns[order].astype(np.float64) / NS_PER_US
-    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
-    ends = np.r_[starts[1:], len(ids)]
+    starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
+    ends = np.append(starts[1:], len(ids))
     counts = ends - starts
     totals = np.add.reduceat(durs, starts)
     sq = np.add.reduceat(durs * durs, starts)
@@ -110,6 +110,6 @@ def launch_geometry(shapes: tuple[np.ndarray, np.ndarray]) -> dict[int, tuple[li
     uniq, counts = shapes
     order = np.lexsort((-counts, uniq[:, 0]))  # per group, the most frequent first
     groups = uniq[order, 0]
-    firsts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]]) if len(groups) else groups
-    configs = np.diff(np.r_[firsts, len(groups)])
+    firsts = np.flatnonzero(np.concatenate(([True], groups[1:] != groups[:-1]))) if len(groups) else groups
+    configs = np.diff(np.append(firsts, len(groups)))
     return {row[0]: (row[1:4], row[4:7], n) for row, n in zip(uniq[order[firsts]].tolist(), configs.tolist())}

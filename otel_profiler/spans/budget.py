@@ -98,7 +98,7 @@ def keep_launch_context(batch: EventBatch, keep: np.ndarray, parent_row: np.ndar
     ops, weights = np.concatenate(ops_per_level), np.concatenate(weights_per_level)
     order = np.lexsort((-weights, ops))  # per op, its heaviest chain first
     ops, weights = ops[order], weights[order]
-    first = np.r_[True, ops[1:] != ops[:-1]]
+    first = np.concatenate(([True], ops[1:] != ops[:-1]))
     ops, weights = ops[first], weights[first]
     t = trace_row[ops]
     order = np.lexsort((-batch.end_ns[ops], batch.start_ns[ops], -weights, t))

@@ -25,12 +25,12 @@ def parents(batch: EventBatch, ops: np.ndarray, points: np.ndarray | None = None
     rows = np.concatenate([ops, points])
     start = batch.start_ns[rows]
     end = np.concatenate([batch.end_ns[ops], start[len(ops):]])
-    is_point = np.r_[np.zeros(len(ops), bool), np.ones(len(points), bool)]
+    is_point = np.concatenate((np.zeros(len(ops), bool), np.ones(len(points), bool)))
     thread = _thread_codes(batch, rows)
     order = _start_order(thread, start, end, is_point)
     s, e, pt = start[order], end[order], is_point[order]
     thread = thread[order]
-    first = np.r_[True, thread[1:] != thread[:-1]] if len(rows) else np.zeros(0, bool)
+    first = np.concatenate(([True], thread[1:] != thread[:-1])) if len(rows) else np.zeros(0, bool)
     ptr = np.arange(-1, len(rows) - 1)
     ptr[first] = -1
     live = np.flatnonzero(ptr >= 0)

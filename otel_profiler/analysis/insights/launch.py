@@ -156,7 +156,7 @@ def comm_overlap(ctx: Context) -> list[dict]:
         if not len(comm):
             continue
         c_len = merged_length(b.start_ns[comm], b.end_ns[comm])
-        both = np.r_[comm, comp]
+        both = np.concatenate((comm, comp))
         overlap = c_len + merged_length(b.start_ns[comp], b.end_ns[comp]) - \
             merged_length(b.start_ns[both], b.end_ns[both])
         share = 100.0 * c_len / 1e3 / d["span_us"] if d["span_us"] else 0.0
