@@ -66,6 +66,7 @@ class Part:
     flows: int = 0
     skipped: int = 0
     window: list[int] | None = None  # the first profiler event's [start, end]
+    strings_cut: int = 0  # side-table values cut to ``MAX_STRING_CHARS`` (``trace_json.columns``)
 
     def __len__(self) -> int:
         return len(self.columns["kind"])
@@ -166,6 +167,7 @@ class Assembly:
             facts.threads.update(p.threads)
             facts.flows += p.flows
             facts.skipped += p.skipped
+            facts.strings_cut += p.strings_cut
             if facts.window is None:
                 facts.window = p.window
         if len(parts) == 1:

@@ -15,6 +15,22 @@ import numpy as np
 from cuda_tracer.model.events import COLUMNS, MISSING, Kind, sync_kind_from_name
 from cuda_tracer.trace_json.schema import PHASE_CODE
 
+MAX_STRING_CHARS = 64 << 10
+"""Longer strings of a trace are cut to this many characters (``trace_json.files``)."""
+
+
+def cut_long_strings(values: list | dict, keys: Any) -> int:
+    """Cut the strings of ``values`` (a list: all of them; a dict: those at ``keys``) that are
+    longer than ``MAX_STRING_CHARS``; returns how many."""
+    if isinstance(values, list):  # all of it (a side table holds mostly numbers): C-level passes
+        texts: Any = compress(range(len(values)), map(isinstance, values, repeat(str)))
+    else:
+        texts = [k for k in keys if isinstance(values[k], str)]
+    long = [k for k in texts if len(values[k]) > MAX_STRING_CHARS]
+    for k in long:
+        values[k] = values[k][:MAX_STRING_CHARS]
+    return len(long)
+
 
 def to_int(value: Any, default: int = MISSING) -> int:
     """An integer from a JSON value that may be an int, a float, a numeric or hex string, or junk."""

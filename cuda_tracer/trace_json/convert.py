@@ -20,8 +20,8 @@ import numpy as np
 
 from cuda_tracer.model.events import COLUMNS, MISSING, Kind, kinds_in, memcpy_kind_from_name
 from cuda_tracer.trace_json.assemble import Part
-from cuda_tracer.trace_json.columns import (Extras, call_stacks, collectives, compress_columns, field_columns,
-                            gpu_columns, ints, memory_columns, string_ids, string_index, times,
+from cuda_tracer.trace_json.columns import (Extras, call_stacks, collectives, compress_columns, cut_long_strings,
+                            field_columns, gpu_columns, ints, memory_columns, string_ids, string_index, times,
                             typed, usable_time)
 from cuda_tracer.trace_json.scan import ScannedArgsSource, ScannedPiece, StructArgsSource
 from cuda_tracer.trace_json.schema import (GPU_ARGS, HOST_ARGS, MEMORY_ARGS, METADATA_ARGS, PHASE_CODE, Event,
@@ -174,7 +174,8 @@ def _part(phases: np.ndarray, name_ids: np.ndarray, strings: list[str], cat_ids:
     for i in np.flatnonzero(kinds == Kind.PROFILER)[:1].tolist():
         window = [int(start[i]), int(start[i] + dur[i])]
     return Part(typed(col), extra.strings, names_count, extra.rows, extra.keys, extra.values,
-                extra.order, processes, threads, flows, skipped, window)
+                extra.order, processes, threads, flows, skipped, window,
+                strings_cut=cut_long_strings(extra.values, None))
 
 
 def _arg_columns(col: dict[str, np.ndarray], extra: "Extras", args: Any, pids: np.ndarray,

@@ -27,13 +27,13 @@ import os
 import re
 import threading
 from contextlib import closing
-from itertools import compress, repeat
 from typing import Any, Callable
 
 from cuda_tracer.model.events import MISSING
 from cuda_tracer.profile import RankProfile, TraceError
 from cuda_tracer.trace_json.assemble import Assembly, Part, assemble
-from cuda_tracer.trace_json.columns import NS_PER_UNIT, TIME_LIMIT_NS, to_int
+from cuda_tracer.trace_json.columns import MAX_STRING_CHARS as MAX_STRING_CHARS  # (named here too)
+from cuda_tracer.trace_json.columns import NS_PER_UNIT, TIME_LIMIT_NS, cut_long_strings, to_int
 from cuda_tracer.trace_json.convert import convert_part
 from cuda_tracer.trace_json.read_ahead import ahead, read_ahead
 from cuda_tracer.trace_input import read_text, text_chunks, text_size
@@ -45,8 +45,6 @@ from cuda_tracer.trace_json.stream import read_stream
 
 THREADED_TEXT = 32 << 20  # less JSON text is read faster without the threads' hand-offs
 TEXT_BYTES_PER_ROW = 256  # about what a Kineto trace holds (flow events counted in): sizes the columns
-MAX_STRING_CHARS = 64 << 10
-"""Longer strings of a trace are cut to this many characters (see the module docstring)."""
 _RANK_IN_FILENAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _TRACE_SUFFIXES = (".json", ".json.gz")
 
@@ -210,7 +208,7 @@ def finish(path: str, doc: TraceFile, parts: list[Part] | Assembly) -> RankProfi
     meta = _file_meta(path, doc)
     meta.update(processes=facts.processes, threads=facts.threads, profiler_window_ns=window,
                 flow_events=facts.flows, skipped_events=facts.skipped)
-    cut = _cut_long_strings(batch, meta)
+    cut = facts.strings_cut + _cut_long_strings(batch, meta)
     if cut:
         meta["strings_cut"] = cut
     if len(batch):
@@ -218,26 +216,14 @@ def finish(path: str, doc: TraceFile, parts: list[Part] | Assembly) -> RankProfi
     return RankProfile(meta=meta, batch=batch)
 
 
-def _cut(values: list | dict, keys: Any) -> int:
-    """Cut the strings of ``values`` (a list: all of them; a dict: those at ``keys``) that are
-    longer than ``MAX_STRING_CHARS``; returns how many."""
-    if isinstance(values, list):  # all of it (a side table holds mostly numbers): C-level passes
-        texts: Any = compress(range(len(values)), map(isinstance, values, repeat(str)))
-    else:
-        texts = [k for k in keys if isinstance(values[k], str)]
-    long = [k for k in texts if len(values[k]) > MAX_STRING_CHARS]
-    for k in long:
-        values[k] = values[k][:MAX_STRING_CHARS]
-    return len(long)
-
-
 def _cut_long_strings(batch: Any, meta: dict[str, Any]) -> int:
-    """Cut every string of a rank longer than ``MAX_STRING_CHARS`` (names and keys, ``args``
-    values, process, thread and host names); returns how many were cut."""
-    cut = _cut(batch.strings, None) + _cut(batch.extra_value, None)
+    """Cut every string of a rank longer than ``MAX_STRING_CHARS`` (names and keys, process,
+    thread and host names; ``args`` values were cut piece by piece, ``convert_part``); returns how
+    many were cut."""
+    cut = cut_long_strings(batch.strings, None)
     for names in (meta["processes"], meta["threads"]):
-        cut += _cut(names, list(names))
-    return cut + _cut(meta, ["host_name"])
+        cut += cut_long_strings(names, list(names))
+    return cut + cut_long_strings(meta, ["host_name"])
 
 
 def _file_meta(path: str, doc: TraceFile) -> dict[str, Any]:
