@@ -4,6 +4,7 @@ text equal exact decimal arithmetic."""
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import re
@@ -76,6 +77,37 @@ def test_every_trace_read_by_threads_and_joined_as_it_comes_equals_it_read_whole
                         lambda path, chunks, emit: original(path, chunks, emit, piece_bytes=piece))
     whole = read_whole(str(path))
     assert_same(trace_files.read_trace(str(path)), whole)
+
+
+@pytest.mark.parametrize("collector", [True, False], ids=["collector-on", "collector-off"])
+@pytest.mark.parametrize("advice", [True, False], ids=["advice-on", "advice-off"])
+def test_a_read_pauses_the_collector_and_huge_page_advice_and_restores_them(collector, advice, monkeypatch):
+    """While a file is read, Python's cycle collector and numpy's huge-page advice are off (fresh
+    arrays filled once fault in faster as small pages); after it, both are as the read found them."""
+    from numpy._core.multiarray import _set_madvise_hugepage
+
+    def advice_now() -> bool:
+        was = _set_madvise_hugepage(False)
+        _set_madvise_hugepage(was)
+        return was
+
+    seen = []
+    original = trace_files.convert_part
+
+    def converting(*args, **kwargs):
+        seen.append((gc.isenabled(), advice_now()))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(trace_files, "convert_part", converting)
+    was_enabled, was_advised = gc.isenabled(), _set_madvise_hugepage(advice)
+    (gc.enable if collector else gc.disable)()
+    try:
+        trace_files.read_trace(str(ALL_TRACES[0]))
+        assert seen and set(seen) == {(False, False)}
+        assert (gc.isenabled(), advice_now()) == (collector, advice)
+    finally:
+        (gc.enable if was_enabled else gc.disable)()
+        _set_madvise_hugepage(was_advised)
 
 
 def test_pieces_cut_inside_strings_and_nested_values_are_not_taken(tmp_path):
