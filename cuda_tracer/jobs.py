@@ -32,6 +32,10 @@ class _Job:
     world_size: int = MISSING
     start_ns: int | None = None
     end_ns: int | None = None
+    files: dict[str, RankProfile] = field(default_factory=dict)
+    """The first rank added from each file (by real path): finding one is not a walk over all."""
+    numbers: dict[int, RankProfile] = field(default_factory=dict)
+    """The first rank added with each rank number."""
 
 
 def _window(rank: RankProfile) -> tuple[int, int] | None:
@@ -56,10 +60,10 @@ def _misfit(job: _Job, rank: RankProfile) -> str | None:
     world = _world_size(rank)
     if world != MISSING and rank.rank >= world:
         return f"its rank {rank.rank} is not below its world size {world}"
-    again = next((r for r in job.ranks if _same_file(r, rank)), None)
-    if again is not None:
+    file = _real_file(rank)
+    if file is not None and file in job.files:
         return "it is given twice"
-    same = next((r for r in job.ranks if r.rank == rank.rank), None)
+    same = job.numbers.get(rank.rank)
     if same is not None:
         return f"it has the same rank ({rank.rank}) as {name_of(same)}"
     if world != MISSING and job.world_size != MISSING and world != job.world_size:
@@ -84,6 +88,10 @@ def _duration(seconds: float) -> str:
 
 def _add(job: _Job, rank: RankProfile) -> None:
     job.ranks.append(rank)
+    file = _real_file(rank)
+    if file is not None:
+        job.files.setdefault(file, rank)
+    job.numbers.setdefault(rank.rank, rank)
     if _world_size(rank) != MISSING:
         job.world_size = _world_size(rank)
     window = _window(rank)
@@ -135,6 +143,7 @@ def check_one_job(profile: Profile) -> None:
                                         "`summary --separate` summarizes each job on its own")
 
 
-def _same_file(a: RankProfile, b: RankProfile) -> bool:
-    fa, fb = a.meta.get("file"), b.meta.get("file")
-    return isinstance(fa, str) and isinstance(fb, str) and os.path.realpath(fa) == os.path.realpath(fb)
+def _real_file(rank: RankProfile) -> str | None:
+    """The real path of the file a rank was read from; None when it names none."""
+    file = rank.meta.get("file")
+    return os.path.realpath(file) if isinstance(file, str) else None

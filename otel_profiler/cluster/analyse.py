@@ -132,6 +132,7 @@ def read_run(items: list[tuple[int, str]], **kwargs: Any) -> tuple[Reduction, li
                 refused.append(r)
             else:
                 reduction.add(r)
+    reduction.compact()
     return reduction, refused
 
 

@@ -55,6 +55,13 @@ class Reduction:
         for p in other.partials:
             self._keep(p)
 
+    def compact(self) -> None:
+        """Each sketch's merged-in buckets added up (``Sketch.compact``): a worker's fold is handed
+        on with one bucket table per sketch, however many ranks it holds."""
+        for table in self.sketches.values():
+            for s in table.values():
+                s.compact()
+
     def _fold(self, sketches: dict[str, dict[str, Sketch]], geometry: dict[str, dict[tuple, int]],
               classes: dict[str, str]) -> None:
         for key, table in sketches.items():

@@ -3,16 +3,15 @@ maximum, and quantiles from logarithmic buckets (each bucket spans a factor of `
 quantile it reports lies within ``RELATIVE_ACCURACY`` of a value of the same rank. Merging two
 sketches adds their buckets: the size grows with the range of the values, never with their number.
 
-A merge only notes the other sketch's buckets; they are added up in one numpy pass once
-``COMPACT_AFTER`` have gathered or a quantile is read (a client merging the sketches of a thousand
-ranks makes a few hundred thousand merges: a Python loop over every bucket of each was most of its
-work).
+A merge only notes the other sketch's buckets; they are added up once ``COMPACT_AFTER`` tables
+have gathered, a quantile is read, or a worker hands its fold on (``Reduction.compact``): a task's
+sketches then travel with one table each, the union of its ranks' buckets, and the client adds up
+tables per sketch in batches rather than one per merge.
 """
 
 from __future__ import annotations
 
 import math
-from itertools import chain
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,15 +97,14 @@ class Sketch:
         return self
 
     def compact(self) -> None:
-        """The bucket tables merged in added to ``buckets``, in one pass."""
+        """The bucket tables merged in added to ``buckets``."""
         if not self.merged_buckets:
             return
-        tables = [self.buckets, *self.merged_buckets]
+        buckets = self.buckets = dict(self.buckets)  # (it may be another sketch's, taken over)
+        for table in self.merged_buckets:
+            for i, c in table.items():
+                buckets[i] = buckets.get(i, 0) + c
         self.merged_buckets = []
-        index, at = np.unique(np.fromiter(chain.from_iterable(tables), np.int64), return_inverse=True)
-        counts = np.zeros(len(index), np.int64)
-        np.add.at(counts, at, np.fromiter(chain.from_iterable(t.values() for t in tables), np.int64))
-        self.buckets = dict(zip(index.tolist(), counts.tolist()))
 
     def _value_at(self, rank: int) -> float:
         """The value of the ``rank``-th smallest (0-based) from the buckets, clamped to [min, max]."""
