@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from cuda_tracer.loading import load_profile
 from cuda_tracer.model.correlate import correlate
 from cuda_tracer.model.events import EventBatch, Kind, MemcpyKind, SyncKind
 from cuda_tracer.profile import Profile, RankProfile, TraceError
@@ -89,8 +90,6 @@ def read_partials(source: str, thresholds: Thresholds | None = None, max_text_by
     """The partials of every rank in ``source``; a rank that cannot be read is its error line. A
     trace file that names no rank (no ``distributedInfo``, no ``rank-N`` in its name) is rank
     ``fallback_rank`` (the caller's input position: distinct across the inputs)."""
-    from cuda_tracer.loading import load_profile
-
     folder = _fetched(source) if is_url(source) else None
     path = os.path.join(folder, _base_name(source)) if folder else source
     try:
