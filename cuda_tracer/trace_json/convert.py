@@ -230,7 +230,8 @@ def _kinds(cat_ids: np.ndarray, cat_strings: list[str], phases: np.ndarray,
     Each distinct category is looked up once (as written, then lower-cased); none is OTHER."""
     exact = np.zeros(len(cat_strings) + 1, np.uint8)  # -1 (no category) reads the last entry
     lowered = np.full(len(cat_strings) + 1, Kind.OTHER, np.uint8)
-    for i in np.unique(cat_ids).tolist():  # (the table can hold other strings: only categories read)
+    used = np.flatnonzero(np.bincount(cat_ids + 1, minlength=len(exact))) - 1  # (ids from -1 up)
+    for i in used.tolist():  # (the table can hold other strings: only categories read)
         if i >= 0:
             exact[i] = _KIND_BY_RAW_CATEGORY.get(cat_strings[i], 0)
             lowered[i] = _KIND_BY_CATEGORY.get(cat_strings[i].lower(), Kind.OTHER)
