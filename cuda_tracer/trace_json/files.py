@@ -23,6 +23,7 @@ refused; one with no events at all is an empty profile.
 from __future__ import annotations
 
 import gc
+import importlib
 import os
 import re
 import threading
@@ -100,14 +101,15 @@ def _read_serial(path: str, chunks) -> tuple[TraceFile, list[Part] | Assembly]:
             assembly.add(convert_part(events))
 
 
-def _huge_page_advice():
-    """numpy's switch for advising huge pages on its large arrays (private to numpy: None where
-    it is missing)."""
-    try:
-        from numpy._core.multiarray import _set_madvise_hugepage
-    except ImportError:  # pragma: no cover - numpy < 2, or a numpy without it
-        return None
-    return _set_madvise_hugepage
+def _huge_page_advice() -> Callable[[bool], bool] | None:
+    """numpy's switch for advising huge pages on its large arrays (sets it, returns what it was);
+    private to numpy, so None where a numpy has none."""
+    for module in ("numpy._core.multiarray", "numpy.core.multiarray"):  # numpy 2, numpy 1
+        try:
+            return importlib.import_module(module)._set_madvise_hugepage
+        except (ImportError, AttributeError):
+            continue
+    return None  # pragma: no cover - every numpy the project supports has it
 
 
 class _ReadingSettings:
