@@ -10,8 +10,9 @@ The text is read as a stream (``trace_stream``): pieces of the event list are de
 typed schema of ``trace_schema`` (only the fields we use, one struct per phase, ``args`` decoded per
 kind once the kinds are known) and converted to columns (``trace_convert.convert_part``: a few
 C-level passes per field, no Python loop per event; the cycle collector and numpy's huge-page advice
-paused, ``_ReadingSettings``); ``trace_assemble`` joins the pieces in whole-file order. Timestamps are converted from their decimal text (``trace_times``), so that
-``"1712195495519695.8"`` µs becomes exactly ``1712195495519695800`` ns (a float would be 50 ns off).
+paused, ``_ReadingSettings``); ``trace_assemble`` joins the pieces in whole-file order. Timestamps
+are converted from their decimal text (``trace_times``), so that ``"1712195495519695.8"`` µs
+becomes exactly ``1712195495519695800`` ns (a float would be 50 ns off).
 
 A string longer than ``MAX_STRING_CHARS`` (64 Ki characters: an event name, an ``args`` value, a
 process, thread or host name) is cut to that length and counted (``meta["strings_cut"]``): no real
