@@ -11,7 +11,9 @@ import os
 import pytest
 
 from cuda_tracer.model.events import Kind
-from cuda_tracer.trace_json.files import MAX_STRING_CHARS, read_trace
+from cuda_tracer.trace_json import files as trace_files
+from cuda_tracer.trace_json.columns import MAX_STRING_CHARS
+from cuda_tracer.trace_json.files import read_trace
 from otel_profiler.analysis.activity import kernel_precision
 from otel_profiler.analysis.breakdown import COMMUNICATION, COMPUTE, kernel_class
 from test_cli_bad_input import GOOD, assert_one_line, run_cli, run_cli_measured
@@ -47,6 +49,26 @@ def test_a_huge_kernel_name_is_cut_with_one_line_in_bounded_memory(tmp_path, com
     assert lines == [f"otel-profiler: warning: {path}: 1 string(s) longer than 65,536 characters cut to "
                      "that length"], stderr
     assert peak_mib < 600, f"{command} of a 64 MiB name took {peak_mib} MiB"  # 3 copies of the name, once
+
+
+@pytest.mark.parametrize("threaded", [False, True], ids=["whole", "in-pieces"])
+def test_long_args_values_are_cut_and_counted_in_whichever_piece_they_are(tmp_path, monkeypatch, threaded):
+    """Side-table values (a ``Call stack`` here) are cut piece by piece as the pieces are converted:
+    read whole or in many pieces, the same values are cut and each is counted once."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": i, "dur": 1,
+               "args": {"Call stack": "x" * (MAX_STRING_CHARS + 9) if i in (3, 700) else "a.py(1): f"}}
+              for i in range(1000)]
+    path = tmp_path / "long-args.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    if threaded:
+        original = trace_files.read_stream
+        monkeypatch.setattr(trace_files, "THREADED_TEXT", 0)
+        monkeypatch.setattr(trace_files, "read_stream",
+                            lambda p, chunks, emit: original(p, chunks, emit, piece_bytes=16 << 10))
+    rank = read_trace(str(path))
+    values = [v for v in rank.batch.extra_value if isinstance(v, str)]
+    assert sorted(map(len, values))[-2:] == [MAX_STRING_CHARS] * 2 and values.count("a.py(1): f") == 998
+    assert rank.meta["strings_cut"] == 2
 
 
 def test_a_cut_name_keeps_its_first_characters_and_the_other_names_stay(tmp_path):

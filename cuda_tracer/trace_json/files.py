@@ -34,7 +34,6 @@ from typing import Any, Callable
 from cuda_tracer.model.events import MISSING
 from cuda_tracer.profile import RankProfile, TraceError
 from cuda_tracer.trace_json.assemble import Assembly, Part, assemble
-from cuda_tracer.trace_json.columns import MAX_STRING_CHARS as MAX_STRING_CHARS  # (named here too)
 from cuda_tracer.trace_json.columns import NS_PER_UNIT, TIME_LIMIT_NS, cut_long_strings, to_int
 from cuda_tracer.trace_json.convert import convert_part
 from cuda_tracer.trace_json.read_ahead import ahead, read_ahead

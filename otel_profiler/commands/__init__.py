@@ -45,7 +45,7 @@ def load_inputs(args) -> tuple:
     ``TraceError`` when nothing is readable, or when the inputs are not the ranks of one job
     (unless ``args.separate``). A rank whose over-long strings were cut is named on one line."""
     from cuda_tracer.loading import load_profile
-    from cuda_tracer.trace_json.files import MAX_STRING_CHARS
+    from cuda_tracer.trace_json.columns import MAX_STRING_CHARS
 
     from ..profiler_warnings import print_error, print_warning
 
