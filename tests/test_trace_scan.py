@@ -206,12 +206,13 @@ def test_read_ahead_hands_on_chunks_and_errors_in_order_and_leaves_no_thread():
     assert not [t for t in threading.enumerate() if t.name == "otel-profiler-read-ahead"]
 
 
-@pytest.mark.parametrize("stop", ['\\"', "\\\\", "\\u00e9", "\\n", '"'])
+@pytest.mark.parametrize("stop", ['\\"', "\\\\", "\\u00e9", "\\n", '"', "\x01", "\x1f"])
 def test_strings_end_and_escape_at_every_place_of_a_word(stop):
-    """The scanner tests string bytes eight at a time: a quote, backslash or escape is found at
-    every offset within and across those words (the last case ends the name early, at a quote)."""
-    for before in range(18):
-        name = "a" * before + stop + "é" * (before % 3) + "b" * (17 - before)
+    """The scanner tests string bytes sixteen (or eight) at a time: a quote, backslash, escape or
+    raw control character is found at every offset within and across those blocks (a bare quote
+    ends the name early; a raw control character is not JSON)."""
+    for before in range(36):
+        name = "a" * before + stop + "é" * (before % 3) + "b" * (35 - before)
         text = f'[{{"ph": "X", "name": "{name}", "ts": 1, "dur": 2}}, {{"ph": "M", "name": "x"}}]'
         try:
             expected = json.loads(text)[0]["name"]
