@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 import numpy as np
+import numpy.ma  # noqa: F401  (numpy 2's np.unique imports it on first use: here, not in a first task)
 
 from cuda_tracer.loading import load_profile
 from cuda_tracer.model.correlate import correlate
