@@ -67,6 +67,24 @@ def test_cluster_gives_the_local_document(job, local_doc, cluster):
     assert len(doc["ranks"]) == RANKS and doc["steps"]["count"] == 2 * RANKS
 
 
+def test_the_scheduler_imports_none_of_the_reader(job, cluster):
+    """Tasks reach the scheduler as pickled calls: running them makes it import no reader or
+    analysis module (it unpickles every task; naming ``read_run`` would import them all)."""
+    from distributed import Client
+
+    def _analysis_modules() -> list[str]:  # local: pickled by value for the cluster's processes
+        import sys
+
+        return sorted(m for m in sys.modules if m.startswith(
+            ("cuda_tracer", "otel_profiler.analysis", "otel_profiler.cluster.analyse")))
+
+    code, _, err = summary_cli(str(job[0]), "--scheduler", cluster.address)
+    assert code == 0, err
+    with Client(cluster.address, timeout=DEADLINE_S) as client:
+        assert client.run_on_scheduler(_analysis_modules) == []
+        assert all(mods for mods in client.run(_analysis_modules).values())  # the workers read
+
+
 def test_straggler_ranked_first_and_offsets_recovered(job, local_doc):
     truth = job[1]
     found = local_doc["stragglers"]
