@@ -25,12 +25,13 @@ import numpy as np
 MISSING = -1
 
 
-def kinds_in(codes: np.ndarray, wanted: tuple[int, ...]) -> np.ndarray:
+def kinds_in(codes: np.ndarray, wanted: Iterable[int]) -> np.ndarray:
     """``np.isin(codes, wanted)`` for a uint8 column of codes (kinds, phases), through a 256-entry
     table: about six times faster than ``np.isin`` on millions of rows."""
+    wanted = tuple(wanted)
     if codes.dtype != np.uint8:
         return np.isin(codes, np.asarray(wanted))
-    return _code_table(tuple(wanted))[codes]
+    return _code_table(wanted)[codes]
 
 
 @functools.lru_cache(maxsize=64)
