@@ -72,7 +72,9 @@ ARG_KEYS = ["External id", "external id", "correlation", "device", "stream", "by
             "block", "registers per thread", "shared memory", "graph id", "Collective name",
             "Call stack", "In msg nelems", "dtype", "Bytes", "Device Id", "Total Allocated",
             "Total Reserved", "Device Type", "cuda_sync_kind", "wait_on_stream", "name",
-            "Input Dims", "Ev Idx", "Extern\\u0061l id"]
+            "Input Dims", "Ev Idx", "Extern\\u0061l id",
+            # near misses of the scanner's keys (same length, or one byte off)
+            "devicE", "streams", "Bytez", "External iD", "graph_id", "blocks", "grid "]
 CATEGORIES = ["kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "cuda_sync", "cuda_runtime",
               "cuda_driver", "cpu_op", "Operator", "user_annotation", "gpu_user_annotation",
               "python_function", "trace", "Trace", "ac2g", "fwdbwd", "odd\\ncat", "CUSTOM"]
@@ -111,6 +113,8 @@ def events(draw):
         fields["args"] = draw(st.sampled_from(["null", "[]", '"x"', "3"]))
     if draw(st.booleans()):
         fields["id"] = str(draw(st.integers(0, 100)))
+    if draw(st.booleans()):  # a near miss of an event key
+        fields[draw(st.sampled_from(["nam", "phx", "tS", "durs", "argz", "pi", "Name"]))] = "1"
     order = draw(st.permutations(list(fields)))
     return "{" + ", ".join(f'"{k}": {fields[k]}' for k in order) + "}"
 

@@ -229,9 +229,44 @@ static const Key ARG_KEYS[] = {KEY("External id"), KEY("external id"), KEY("corr
 enum { N_EVENT_KEYS = 8, K_GRID = 9, K_BLOCK, K_COLLECTIVE, K_CALL_STACK, K_MEMORY,
        N_ARG_KEYS = K_MEMORY + 5 };
 
-static int find_key(const char *k, Py_ssize_t n, const Key *keys, int count) {
-    for (int i = 0; i < count; i++)
-        if (keys[i].length == n && !memcmp(keys[i].name, k, n)) return i;
+/* The keys of one set chained by length, so that a look-up compares only keys of the key's length
+ * (most members of an event's args are no key of ours, and most lengths have none). */
+#define MAX_KEY_LENGTH 31
+typedef struct {
+    const Key *keys;
+    int8_t head[MAX_KEY_LENGTH + 1], next[32];
+    uint64_t word[32];  /* each key's first eight bytes, zero-padded */
+} KeyIndex;
+
+static KeyIndex EVENT_INDEX, ARG_INDEX;
+
+static void index_keys(KeyIndex *index, const Key *keys, int count) {
+    index->keys = keys;
+    memset(index->head, -1, sizeof(index->head));
+    for (int i = count - 1; i >= 0; i--) {  /* each chain in the set's order */
+        index->next[i] = index->head[keys[i].length];
+        index->head[keys[i].length] = (int8_t)i;
+        index->word[i] = 0;
+        memcpy(&index->word[i], keys[i].name, keys[i].length < 8 ? keys[i].length : 8);
+    }
+}
+
+/* The key's id in ``index``, or -1. ``end`` ends the text: a key of up to eight bytes is compared
+ * as one word where eight bytes can be read from its start (a key is followed by its quote). */
+static inline int find_key(const char *k, Py_ssize_t n, const KeyIndex *index, const char *end) {
+    if (n > MAX_KEY_LENGTH || index->head[n] < 0) return -1;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (n <= 8 && end - k >= 8) {
+        uint64_t w;
+        memcpy(&w, k, 8);
+        if (n < 8) w &= (((uint64_t)1) << (8 * n)) - 1;  /* the first n bytes (little-endian) */
+        for (int i = index->head[n]; i >= 0; i = index->next[i])
+            if (index->word[i] == w) return i;
+        return -1;
+    }
+#endif
+    for (int i = index->head[n]; i >= 0; i = index->next[i])
+        if (!memcmp(index->keys[i].name, k, n)) return i;
     return -1;
 }
 
@@ -247,7 +282,7 @@ static Status scan_args(Text *t, Columns *c, Strings *strings, Py_ssize_t r) {
     for (;;) {
         const char *k; Py_ssize_t n; int esc, more; Status s;
         if ((s = member_key(t, &k, &n, &esc))) return s;
-        int key = esc ? -1 : find_key(k, n, ARG_KEYS, N_ARG_KEYS);
+        int key = esc ? -1 : find_key(k, n, &ARG_INDEX, t->end);
         int memory = key >= K_MEMORY;
         int column = key >= 0 && key < K_GRID ? key : memory ? A_MEMORY + key - K_MEMORY : -1;
         int triple = key == K_GRID ? A_GRID : key == K_BLOCK ? A_BLOCK : -1;
@@ -326,7 +361,7 @@ static Status scan_event(Text *t, Columns *c, Strings *strings) {
         const char *k; Py_ssize_t n; int esc, more; Status s;
         if ((s = member_key(t, &k, &n, &esc))) return s;
         if (esc) return UNUSUAL;  /* a key that might decode to one of ours */
-        int key = find_key(k, n, EVENT_KEYS, N_EVENT_KEYS);
+        int key = find_key(k, n, &EVENT_INDEX, t->end);
         int field = key >= 0 ? 1 << key : 0;
         if (field & seen) return UNUSUAL;  /* a duplicate field */
         seen |= field;
@@ -472,6 +507,8 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__scan(void) {
     init_tables();
+    index_keys(&EVENT_INDEX, EVENT_KEYS, N_EVENT_KEYS);
+    index_keys(&ARG_INDEX, ARG_KEYS, N_ARG_KEYS);
     PyObject *m = PyModule_Create(&module);
     if (m && PyModule_AddIntConstant(m, "N_ARGS", N_ARGS)) { Py_DECREF(m); return NULL; }
     return m;

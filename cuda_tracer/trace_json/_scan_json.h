@@ -29,6 +29,10 @@ typedef struct {
 
 static inline void skip_ws(Text *t) {
     if (t->p < t->end && (unsigned char)*t->p > ' ') return;
+    if (t->end - t->p >= 2 && t->p[0] == ' ' && (unsigned char)t->p[1] > ' ') {  /* ", " and ": " */
+        t->p++;
+        return;
+    }
     uint64_t eight;  /* indented text: runs of spaces, eight at a time */
     while (t->end - t->p >= 8 && (memcpy(&eight, t->p, 8), eight == 0x2020202020202020ULL)) t->p += 8;
     while (t->p < t->end && (*t->p == ' ' || *t->p == '\n' || *t->p == '\r' || *t->p == '\t')) t->p++;
