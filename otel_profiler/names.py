@@ -63,6 +63,10 @@ def demangled(names: Iterable[str]) -> list[str]:
 
 
 _OPEN, _CLOSE = "<([", ">)]"
+_BRACKET = re.compile(r"[<>()\[\]]")
+_BRACKET_OR_SPACE = re.compile(r"[<>()\[\] ]")
+_ANGLE = re.compile(r"[<>]")
+_PAREN = re.compile(r"[()]")
 
 
 def _split_top(text: str) -> tuple[str, str] | None:
@@ -70,23 +74,23 @@ def _split_top(text: str) -> tuple[str, str] | None:
     if not text.endswith(")"):
         return None
     depth = 0
-    for i in range(len(text) - 1, -1, -1):
-        c = text[i]
+    for m in reversed(list(_BRACKET.finditer(text))):  # brackets only: names run to hundreds of characters
+        c = m.group()
         if c in _CLOSE:
             depth += 1
-        elif c in _OPEN:
+        else:
             depth -= 1
             if depth == 0:
-                return (text[:i], text[i:]) if c == "(" else None
+                return (text[:m.start()], text[m.start():]) if c == "(" else None
     return None
 
 
 def _balanced(text: str) -> bool:
     depth = 0
-    for c in text:
+    for c in _BRACKET.findall(text):
         if c in _OPEN:
             depth += 1
-        elif c in _CLOSE:
+        else:
             depth -= 1
             if depth < 0:
                 return False
@@ -96,13 +100,14 @@ def _balanced(text: str) -> bool:
 def _drop_return_type(text: str) -> str:
     """``void ns::f<...>`` -> ``ns::f<...>``: drop what precedes the last top-level space."""
     depth, cut = 0, -1
-    for i, c in enumerate(text):
+    for m in _BRACKET_OR_SPACE.finditer(text):
+        c = m.group()
         if c in _OPEN:
             depth += 1
         elif c in _CLOSE:
             depth -= 1
-        elif c == " " and depth == 0:
-            cut = i
+        elif depth == 0:
+            cut = m.start()
     return text[cut + 1:] if cut >= 0 else text
 
 
@@ -124,43 +129,45 @@ _CALL_OPERATOR = re.compile(r"::operator\(\)\(\)(?: const)?")
 def _fold_parameters(text: str) -> str:
     """Parameter lists inside the name (``silu_kernel(TensorIteratorBase&)::{lambda()#1}``) become
     ``(…)``; a lambda's own parameters stay (they tell lambdas apart)."""
-    out: list[str] = []
-    stack: list[tuple[int, bool]] = []  # (position in out, folded)
-    for c in text:
-        if c == "(":
-            before = "".join(out[-6:])
-            fold = bool(out) and (out[-1].isalnum() or out[-1] in "_>") and not before.endswith("lambda")
+    out, start = "", 0  # text[start:] not yet copied
+    stack: list[tuple[int, bool]] = []  # (length of out at the "(", folded)
+    for m in _PAREN.finditer(text):
+        if m.group() == ")" and not stack:
+            continue  # an unmatched ")" is copied as it is
+        out += text[start:m.start()]
+        start = m.end()
+        if m.group() == "(":
+            fold = bool(out) and (out[-1].isalnum() or out[-1] in "_>") and not out[-6:].endswith("lambda")
             stack.append((len(out), fold))
-            out.append(c)
-        elif c == ")" and stack:
+            out += "("
+        else:
             pos, fold = stack.pop()
             if fold and len(out) > pos + 1:
-                del out[pos + 1:]
-                out.append(FOLD)
-            out.append(c)
-        else:
-            out.append(c)
-    return "".join(out)
+                out = out[:pos + 1] + FOLD
+            out += ")"
+    return out + text[start:]
 
 
 def _fold(text: str, depth: int) -> str:
     """Template arguments nested deeper than ``depth`` become ``…``."""
-    out, level = [], 0
-    for c in text:
-        if c == "<":
+    out, level, start = [], 0, 0  # text[start:] not yet copied (or skipped)
+    for m in _ANGLE.finditer(text):
+        at = m.start()
+        if level <= depth:
+            out.append(text[start:at])
+        if m.group() == "<":
             level += 1
             if level == depth + 1:
                 out.append("<" + FOLD)
-            if level > depth:
-                continue
-        elif c == ">":
+            elif level <= depth:
+                out.append("<")
+        else:
             level -= 1
-            if level == depth:
+            if level <= depth:
                 out.append(">")
-            if level >= depth:
-                continue
-        if level <= depth:
-            out.append(c)
+        start = at + 1
+    if level <= depth:
+        out.append(text[start:])
     return "".join(out)
 
 
