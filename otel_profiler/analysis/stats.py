@@ -6,6 +6,8 @@ million kernel launches cost a few numpy passes rather than a Python loop per ev
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 NS_PER_US = 1000.0
@@ -18,9 +20,10 @@ def describe_us(values_ns: np.ndarray) -> dict[str, float]:
         return {"count": 0, "total_us": 0.0, "avg_us": 0.0, "med_us": 0.0, "min_us": 0.0,
                 "max_us": 0.0, "std_us": 0.0}
     v = values_ns.astype(np.float64) / NS_PER_US
-    return {"count": n, "total_us": float(v.sum()), "avg_us": float(v.mean()),
-            "med_us": float(np.median(v)), "min_us": float(v.min()), "max_us": float(v.max()),
-            "std_us": float(v.std(ddof=1)) if n > 1 else 0.0}
+    total = float(v.sum())  # in the values' own order, as numpy adds them
+    ordered = np.sort(v)
+    return {"count": n, "total_us": total, "avg_us": total / n, "med_us": _median(ordered),
+            "min_us": float(ordered[0]), "max_us": float(ordered[-1]), "std_us": _std(v, total / n)}
 
 
 def percentiles_us(values_ns: np.ndarray) -> dict[str, float]:
@@ -28,9 +31,40 @@ def percentiles_us(values_ns: np.ndarray) -> dict[str, float]:
     if len(values_ns) == 0:
         return {"p50": 0.0, "p90": 0.0, "p99": 0.0, "max": 0.0, "mean": 0.0, "count": 0}
     v = values_ns.astype(np.float64) / NS_PER_US
-    p50, p90, p99 = np.percentile(v, [50, 90, 99])
-    return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "max": float(v.max()),
-            "mean": float(v.mean()), "count": len(v)}
+    ordered = np.sort(v)
+    return {"p50": _percentile(ordered, 0.5), "p90": _percentile(ordered, 0.9),
+            "p99": _percentile(ordered, 0.99), "max": float(ordered[-1]),
+            "mean": float(v.sum()) / len(v), "count": len(v)}
+
+
+# numpy's median, percentile ("linear") and std, computed the way numpy does (the same floats to the
+# last bit, tests/test_stats.py) without its per-call overhead (tens of µs, and these run a few
+# dozen times per rank). ``v``: non-empty float64, sorted for the median and percentiles; sums are
+# taken in the values' own order (numpy's pairwise sums depend on it).
+
+def _median(v: np.ndarray) -> float:
+    n = len(v)
+    return float(v[n // 2]) if n % 2 else (float(v[n // 2 - 1]) + float(v[n // 2])) / 2
+
+
+def _percentile(v: np.ndarray, q: float) -> float:
+    """``np.percentile(v, 100 * q)``: linear between the ranks around ``(n - 1) * q``, the
+    interpolation taken from the upper value when past half-way, as numpy's ``_lerp`` does."""
+    at = (len(v) - 1) * q
+    below = math.floor(at)
+    if below >= len(v) - 1:
+        return float(v[-1])
+    a, b = float(v[below]), float(v[below + 1])
+    t = at - below
+    return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t
+
+
+def _std(v: np.ndarray, mean: float) -> float:
+    """``v.std(ddof=1)``: 0 for a single value."""
+    if len(v) < 2:
+        return 0.0
+    d = v - mean
+    return math.sqrt(float((d * d).sum()) / (len(v) - 1))
 
 
 def group_durations(group_ids: np.ndarray, durations_ns: np.ndarray) -> list[tuple[int, dict]]:
