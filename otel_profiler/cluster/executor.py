@@ -72,6 +72,8 @@ class DaskExecutor:
             raise RuntimeError(f"cannot reach the Dask scheduler at {address} ({exc})") from None
 
     def map(self, fn: Callable[..., Any], items: list[Any], **kwargs: Any) -> Iterator[Any]:
+        """As ``Executor.map``; ``fn`` and ``kwargs`` go with the standard pickle (``fn`` a module's
+        function, as the workers import it)."""
         calls = [pickle.dumps(functools.partial(fn, item, **kwargs)) for item in items]
         futures = self.client.map(run_pickled, calls, pure=False)
         try:
