@@ -98,3 +98,18 @@ def test_loading_something_else_is_a_clear_error(tmp_path):
     path.write_bytes(b"not a zip")
     with pytest.raises(ValueError, match="not a readable event batch"):
         EventBatch.load(str(path))
+
+
+@pytest.mark.parametrize("rows", [0, 1, 7, 5000])
+def test_kinds_in_is_isin_for_every_size_of_code_set(rows):
+    """Both ways of ``kinds_in`` (codes compared one by one, or a table) against ``np.isin``."""
+    from cuda_tracer.model.events import COMPARED_CODES, kinds_in
+
+    rng = np.random.default_rng(rows)
+    codes = rng.integers(0, 256, rows).astype(np.uint8)
+    for size in [0, 1, 2, COMPARED_CODES, COMPARED_CODES + 1, 40]:
+        wanted = tuple(int(c) for c in rng.choice(256, size, replace=False))
+        found = kinds_in(codes, wanted)
+        assert found.dtype == bool
+        np.testing.assert_array_equal(found, np.isin(codes, np.asarray(wanted, np.int64)))
+    np.testing.assert_array_equal(kinds_in(codes.astype(np.int64), (1, 2)), np.isin(codes, [1, 2]))

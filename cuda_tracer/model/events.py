@@ -26,12 +26,23 @@ MISSING = -1
 
 
 def kinds_in(codes: np.ndarray, wanted: Iterable[int]) -> np.ndarray:
-    """``np.isin(codes, wanted)`` for a uint8 column of codes (kinds, phases), through a 256-entry
-    table: about six times faster than ``np.isin`` on millions of rows."""
+    """``np.isin(codes, wanted)`` for a uint8 column of codes (kinds, phases): up to
+    ``COMPARED_CODES`` codes compared one by one, more through a 256-entry table (``take``, about
+    twice the speed of indexing the table). Both are several times faster than ``np.isin``: on a
+    rank's 5,000 rows, 1.5-3.3 µs for one or two codes and 5.7 µs for the table, against 12 µs
+    for indexing it; on 2M rows, 0.1-0.3 ms, and 2.5 ms for the table, against 4.8 ms."""
     wanted = tuple(wanted)
     if codes.dtype != np.uint8:
         return np.isin(codes, np.asarray(wanted))
-    return _code_table(wanted)[codes]
+    if 0 < len(wanted) <= COMPARED_CODES:
+        out = codes == wanted[0]
+        for code in wanted[1:]:
+            out |= codes == code
+        return out
+    return _code_table(wanted).take(codes)
+
+
+COMPARED_CODES = 3
 
 
 @functools.lru_cache(maxsize=64)

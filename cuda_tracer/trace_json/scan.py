@@ -171,11 +171,11 @@ class ScannedArgs:
 
     def ints(self, field: str, at: np.ndarray | None = None) -> np.ndarray:
         rows = self.rows if at is None else self.rows[at]
-        return self.columns[rows, _ARG_INDEX[field]]
+        return self.columns[:, _ARG_INDEX[field]][rows]  # (a column's view, then a flat gather)
 
     def triples(self, field: str, at: np.ndarray) -> np.ndarray:
         first = _ARG_INDEX[field]
-        return self.columns[self.rows[at], first:first + 3]
+        return self.columns.take(self.rows[at], 0)[:, first:first + 3]
 
     def present_ints(self, field: str) -> tuple[np.ndarray, np.ndarray]:
         """Which rows have ``field``, and its values there (the scanner leaves MISSING only where

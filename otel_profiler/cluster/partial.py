@@ -25,10 +25,7 @@ from cuda_tracer.model.events import EventBatch, Kind, MemcpyKind, SyncKind
 from cuda_tracer.profile import Profile, RankProfile, TraceError
 from cuda_tracer.trace_json.files import is_trace_file, read_trace
 
-from ..analysis.host.compute import compute_overview
-from ..analysis.host.cpu import cpu_usage
 from ..analysis.insights import Thresholds, insights
-from ..analysis.platform import platform_of
 from ..analysis.summary import cut_top_kernels, kernel_shapes, summarize
 from .rank_steps import collectives, step_figures
 from .sketch import Sketch
@@ -154,7 +151,7 @@ def rank_partial(rank: RankProfile, source: str, thresholds: Thresholds) -> Rank
     return RankPartial(
         source=source, rank=rank.rank, meta=summary["ranks_meta"][0],
         section_json=_compress(_SECTION_ENCODER.encode(section), 1), figures=figures,
-        platform=platform_of(batch, [rank.meta]), compute=compute_overview(one), cpu=cpu_usage(one),
+        platform=summary["platform"], compute=summary["compute"], cpu=summary["cpu"],
         insights=found, sketches=_sketches(batch, corr), geometry=_geometry(batch),
         operators=ops, steps=step_figures(batch, corr), collectives=collectives(batch),
         notes=summary["notes"])
