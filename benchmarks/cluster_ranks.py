@@ -12,8 +12,12 @@ speed-up of 2 workers over 1, and HTA 0.5.0's ``TraceAnalysis(trace_dir=...)`` (
 load of every rank) on the same folder, wall and peak memory of its process tree, where it fits
 (``--hta-max-ranks``).
 
+With ``--repeat N`` the whole set runs N times in rounds (every row of a round before the next
+round), so that a slow phase of the machine falls on both sides of a comparison: the table gives
+each row's median, and the ratios are given per round and as the median of the rounds'.
+
     python benchmarks/cluster_ranks.py [--ranks 64 256 1024] [--workers 1 2] [--hta-max-ranks 256]
-                                       [--dask-profiler]
+                                       [--repeat 1] [--dask-profiler]
 """
 
 from __future__ import annotations
@@ -106,55 +110,89 @@ def run_cluster(folder: Path, workers: int, scratch: Path, dask_profiler: bool =
     return out
 
 
+def _run_round(jobs: dict[int, tuple[Path, dict]], a: argparse.Namespace, tmp: str, round_: int) -> list[dict]:
+    """Every row of one round: each rank count through each worker count, then HTA's load."""
+    rows = []
+    for n, (folder, truth) in jobs.items():
+        mb = sum(f.stat().st_size for f in folder.iterdir()) / 2**20
+        for w in a.workers:
+            scratch = Path(tmp) / f"dask{n}-{w}-{round_}"
+            scratch.mkdir()
+            r = run_cluster(folder, w, scratch, a.dask_profiler)
+            assert r["ranks"] == n and r["straggler"] == truth["straggler"], r
+            rows.append({"round": round_, "ranks": n, "what": f"cluster, {w} worker(s)", "wall_s": r["seconds"],
+                         "ranks_per_s": n / r["seconds"], "client_peak_mib": r["peak_mib"],
+                         "worker_peak_mib": max(r["worker_peak_mib"]), "gzip_mb": mb,
+                         "worker_cpu_ms_per_rank": 1e3 * r["worker_cpu_s"] / n,
+                         "client_cpu_s": r["cpu_s"], "scheduler_cpu_s": r["scheduler_cpu_s"]})
+            print(json.dumps(rows[-1]), flush=True)
+        if n <= a.hta_max_ranks:
+            h, peak = _tree_peak([sys.executable, "-c", HTA, str(folder)])
+            rows.append({"round": round_, "ranks": n, "what": "HTA 0.5.0 TraceAnalysis load",
+                         "wall_s": h["seconds"], "ranks_per_s": n / h["seconds"], "client_peak_mib": peak,
+                         "worker_peak_mib": None, "gzip_mb": mb})
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def _median(values: list[float]) -> float:
+    import statistics
+
+    return statistics.median(values)
+
+
+def _report(rows: list[dict], a: argparse.Namespace) -> None:
+    rounds = sorted({r["round"] for r in rows})
+    whats = list(dict.fromkeys((r["ranks"], r["what"]) for r in rows))
+    median_rows = []
+    for n, what in whats:
+        same = [r for r in rows if (r["ranks"], r["what"]) == (n, what)]
+        m = {k: (_median([r[k] for r in same]) if same[0][k] is not None else None)
+             for k in same[0] if k not in ("round", "ranks", "what")}
+        median_rows.append({"ranks": n, "what": what, **m})
+    label = f", medians of {len(rounds)} rounds" if len(rounds) > 1 else ""
+    print(f"\n{'ranks':>6}  {'what':<30} {'wall s':>8} {'ranks/s':>8} {'client MiB':>11} {'worker MiB':>11}{label}")
+    for r in median_rows:
+        worker = "-" if r["worker_peak_mib"] is None else f"{r['worker_peak_mib']:,.0f}"
+        print(f"{r['ranks']:>6}  {r['what']:<30} {r['wall_s']:>8.1f} {r['ranks_per_s']:>8.1f} "
+              f"{r['client_peak_mib']:>11,.0f} {worker:>11}")
+
+    def wall(n: int, prefix: str, round_: int) -> float | None:
+        return next((r["wall_s"] for r in rows if r["ranks"] == n and r["round"] == round_
+                     and r["what"].startswith(prefix)), None)
+
+    for n in a.ranks:
+        for r in median_rows:
+            if r["ranks"] == n and r["what"].startswith("cluster"):
+                print(f"{n} ranks, {r['what']}: workers {r['worker_cpu_ms_per_rank']:.1f} ms CPU per rank, "
+                      f"client {r['client_cpu_s']:.2f} s, scheduler {r['scheduler_cpu_s']:.2f} s CPU")
+        for against, prefix, name in (("1 worker", "cluster, 1 ", "1 worker"), ("HTA", "HTA", "HTA's load")):
+            ratios = []
+            for round_ in rounds:
+                two, other = wall(n, "cluster, 2 ", round_), wall(n, prefix, round_)
+                if two and other:
+                    ratios.append(other / two)
+            if ratios:
+                each = f" (rounds: {', '.join(f'{x:.2f}x' for x in ratios)})" if len(ratios) > 1 else ""
+                print(f"{n} ranks: 2 workers {_median(ratios):.2f}x {name}{each}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ranks", type=int, nargs="+", default=[64, 256, 1024])
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     p.add_argument("--hta-max-ranks", type=int, default=256)
+    p.add_argument("--repeat", type=int, default=1, help="rounds of the whole set (medians reported)")
     p.add_argument("--dask-profiler", action="store_true",
                    help="leave Dask's sampling profiler on in the workers (its default; docs/cluster.md "
                         "suggests it off for analysis workers)")
     a = p.parse_args()
-    rows = []
+    rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for n in a.ranks:
-            folder = Path(tmp) / f"job{n}"
-            truth = make_job(folder, n, seed=11)
-            mb = sum(f.stat().st_size for f in folder.iterdir()) / 2**20
-            for w in a.workers:
-                scratch = Path(tmp) / f"dask{n}-{w}"
-                scratch.mkdir()
-                r = run_cluster(folder, w, scratch, a.dask_profiler)
-                assert r["ranks"] == n and r["straggler"] == truth["straggler"], r
-                rows.append({"ranks": n, "what": f"cluster, {w} worker(s)", "wall_s": r["seconds"],
-                             "ranks_per_s": n / r["seconds"], "client_peak_mib": r["peak_mib"],
-                             "worker_peak_mib": max(r["worker_peak_mib"]), "gzip_mb": mb,
-                             "worker_cpu_ms_per_rank": 1e3 * r["worker_cpu_s"] / n,
-                             "client_cpu_s": r["cpu_s"], "scheduler_cpu_s": r["scheduler_cpu_s"]})
-                print(json.dumps(rows[-1]), flush=True)
-            if n <= a.hta_max_ranks:
-                h, peak = _tree_peak([sys.executable, "-c", HTA, str(folder)])
-                rows.append({"ranks": n, "what": "HTA 0.5.0 TraceAnalysis load", "wall_s": h["seconds"],
-                             "ranks_per_s": n / h["seconds"], "client_peak_mib": peak,
-                             "worker_peak_mib": None, "gzip_mb": mb})
-                print(json.dumps(rows[-1]), flush=True)
-    print(f"\n{'ranks':>6}  {'what':<30} {'wall s':>8} {'ranks/s':>8} {'client MiB':>11} {'worker MiB':>11}")
-    for r in rows:
-        worker = "-" if r["worker_peak_mib"] is None else f"{r['worker_peak_mib']:,.0f}"
-        print(f"{r['ranks']:>6}  {r['what']:<30} {r['wall_s']:>8.1f} {r['ranks_per_s']:>8.1f} "
-              f"{r['client_peak_mib']:>11,.0f} {worker:>11}")
-    for n in a.ranks:
-        one = next((r for r in rows if r["ranks"] == n and r["what"].startswith("cluster, 1 ")), None)
-        two = next((r for r in rows if r["ranks"] == n and r["what"].startswith("cluster, 2 ")), None)
-        hta = next((r for r in rows if r["ranks"] == n and r["what"].startswith("HTA")), None)
-        for r in (one, two):
-            if r:
-                print(f"{n} ranks, {r['what']}: workers {r['worker_cpu_ms_per_rank']:.1f} ms CPU per rank, "
-                      f"client {r['client_cpu_s']:.2f} s, scheduler {r['scheduler_cpu_s']:.2f} s CPU")
-        if one and two:
-            print(f"{n} ranks: 2 workers {one['wall_s'] / two['wall_s']:.2f}x 1 worker")
-        if hta and two:
-            print(f"{n} ranks: 2 workers {hta['wall_s'] / two['wall_s']:.2f}x HTA's load")
+        jobs = {n: (Path(tmp) / f"job{n}", make_job(Path(tmp) / f"job{n}", n, seed=11)) for n in a.ranks}
+        for round_ in range(max(1, a.repeat)):
+            rows += _run_round({n: (folder, truth) for n, (folder, truth) in jobs.items()}, a, tmp, round_)
+    _report(rows, a)
 
 
 if __name__ == "__main__":
