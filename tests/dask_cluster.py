@@ -15,6 +15,8 @@ from typing import Iterator
 DEADLINE_S = 120
 PRELOAD = "otel_profiler.cluster.analyse"
 """The module a worker imports at start-up with ``--preload`` (the reader and the analysis)."""
+SCHEDULER_PRELOAD = "otel_profiler.cluster.executor"
+"""The module the scheduler imports at start-up with ``--preload`` (all it unpickles tasks with)."""
 WORKER_ENV = {"DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}
 """Dask's own sampling profiler off, as docs/cluster.md suggests for analysis workers."""
 
@@ -36,9 +38,12 @@ class DaskProcesses:
         self.procs[name] = proc
         return proc
 
-    def start_scheduler(self) -> str:
+    def start_scheduler(self, preload: bool = True) -> str:
+        """The scheduler, as docs/cluster.md starts it; ``preload``: it imports the module tasks are
+        unpickled with when it starts, not in the first analysis's graph."""
         self._start("scheduler", ["dask", "scheduler", "--host", "127.0.0.1", "--port", "0",
-                                  "--no-dashboard", "--scheduler-file", str(self.scheduler_file)])
+                                  "--no-dashboard", "--scheduler-file", str(self.scheduler_file),
+                                  *(["--preload", SCHEDULER_PRELOAD] if preload else [])])
         deadline = time.monotonic() + DEADLINE_S
         while time.monotonic() < deadline:
             try:
