@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
@@ -135,19 +136,13 @@ def _run_round(jobs: dict[int, tuple[Path, dict]], a: argparse.Namespace, tmp: s
     return rows
 
 
-def _median(values: list[float]) -> float:
-    import statistics
-
-    return statistics.median(values)
-
-
 def _report(rows: list[dict], a: argparse.Namespace) -> None:
     rounds = sorted({r["round"] for r in rows})
     whats = list(dict.fromkeys((r["ranks"], r["what"]) for r in rows))
     median_rows = []
     for n, what in whats:
         same = [r for r in rows if (r["ranks"], r["what"]) == (n, what)]
-        m = {k: (_median([r[k] for r in same]) if same[0][k] is not None else None)
+        m = {k: (median([r[k] for r in same]) if same[0][k] is not None else None)
              for k in same[0] if k not in ("round", "ranks", "what")}
         median_rows.append({"ranks": n, "what": what, **m})
     label = f", medians of {len(rounds)} rounds" if len(rounds) > 1 else ""
@@ -166,7 +161,7 @@ def _report(rows: list[dict], a: argparse.Namespace) -> None:
             if r["ranks"] == n and r["what"].startswith("cluster"):
                 print(f"{n} ranks, {r['what']}: workers {r['worker_cpu_ms_per_rank']:.1f} ms CPU per rank, "
                       f"client {r['client_cpu_s']:.2f} s, scheduler {r['scheduler_cpu_s']:.2f} s CPU")
-        for against, prefix, name in (("1 worker", "cluster, 1 ", "1 worker"), ("HTA", "HTA", "HTA's load")):
+        for prefix, name in (("cluster, 1 ", "1 worker"), ("HTA", "HTA's load")):
             ratios = []
             for round_ in rounds:
                 two, other = wall(n, "cluster, 2 ", round_), wall(n, prefix, round_)
@@ -174,7 +169,7 @@ def _report(rows: list[dict], a: argparse.Namespace) -> None:
                     ratios.append(other / two)
             if ratios:
                 each = f" (rounds: {', '.join(f'{x:.2f}x' for x in ratios)})" if len(ratios) > 1 else ""
-                print(f"{n} ranks: 2 workers {_median(ratios):.2f}x {name}{each}")
+                print(f"{n} ranks: 2 workers {median(ratios):.2f}x {name}{each}")
 
 
 def main() -> None:
@@ -189,9 +184,10 @@ def main() -> None:
     a = p.parse_args()
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
-        jobs = {n: (Path(tmp) / f"job{n}", make_job(Path(tmp) / f"job{n}", n, seed=11)) for n in a.ranks}
+        folders = {n: Path(tmp) / f"job{n}" for n in a.ranks}
+        jobs = {n: (folder, make_job(folder, n, seed=11)) for n, folder in folders.items()}
         for round_ in range(max(1, a.repeat)):
-            rows += _run_round({n: (folder, truth) for n, (folder, truth) in jobs.items()}, a, tmp, round_)
+            rows += _run_round(jobs, a, tmp, round_)
     _report(rows, a)
 
 

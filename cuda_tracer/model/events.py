@@ -25,6 +25,10 @@ import numpy as np
 MISSING = -1
 
 
+COMPARED_CODES = 3
+"""Up to this many wanted codes ``kinds_in`` compares one by one; more go through a table."""
+
+
 def kinds_in(codes: np.ndarray, wanted: Iterable[int]) -> np.ndarray:
     """``np.isin(codes, wanted)`` for a uint8 column of codes (kinds, phases): up to
     ``COMPARED_CODES`` codes compared one by one, more through a 256-entry table (``take``, about
@@ -41,9 +45,6 @@ def kinds_in(codes: np.ndarray, wanted: Iterable[int]) -> np.ndarray:
             out |= codes == code
         return out
     return _code_table(wanted).take(codes)
-
-
-COMPARED_CODES = 3
 
 
 @functools.lru_cache(maxsize=64)
