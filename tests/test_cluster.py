@@ -344,3 +344,17 @@ def test_traces_without_a_rank_are_numbered_as_the_local_reading_does(tmp_path):
     assert code == 0, err
     assert [m["rank"] for m in cluster_doc["ranks_meta"]] == [m["rank"] for m in plain_doc["ranks_meta"]] == [0, 1]
     assert cluster_doc["ranks"] == plain_doc["ranks"]
+
+
+@pytest.mark.parametrize("count", [0, 1, 3, 4, 17, 64, 256, 1024, 1025])
+def test_tasks_shrink_toward_the_end_and_cover_every_input_once(count):
+    from otel_profiler.cluster.analyse import MAX_TASK_INPUTS, task_runs
+
+    runs = task_runs(count)
+    assert sum(runs) == count and all(1 <= r <= MAX_TASK_INPUTS for r in runs)
+    assert runs == sorted(runs, reverse=True)  # large tasks first, small ones last
+    assert not runs or runs[-1] <= max(1, count // 64)  # no worker left waiting on a large last task
+    if count == 64:
+        assert runs[0] == MAX_TASK_INPUTS and runs[-4:] == [1] * 4 and len(runs) < 16
+    if count >= 1024:
+        assert len(runs) == -(-count // MAX_TASK_INPUTS)  # as few tasks as the largest allow

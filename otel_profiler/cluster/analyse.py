@@ -140,12 +140,25 @@ MAX_TASK_INPUTS = 16
 """The most inputs one task reads (and folds) before handing its result to the client."""
 
 
-def task_size(sources: int) -> int:
-    """Inputs per task: one for a few, up to ``MAX_TASK_INPUTS`` so that about 16 or more tasks
-    keep every worker busy to the end. Each task costs the worker's event loop, the scheduler and
-    the client some milliseconds of CPU besides its ranks (64 ranks on two workers: 1.85 s in 32
-    tasks against 1.72 s in 16, medians of 4)."""
-    return max(1, min(MAX_TASK_INPUTS, sources // 16))
+def task_runs(count: int) -> list[int]:
+    """How many inputs each task reads, in the order the tasks are handed out (guided
+    self-scheduling): each takes a quarter of the inputs left, at least a 64th of all of them and
+    at most ``MAX_TASK_INPUTS``. Large tasks first keep the tasks few (each costs the worker, the
+    scheduler and the client some milliseconds of CPU besides its ranks); small ones last leave no
+    worker long idle while another finishes the run. The shapes depend on the number of inputs
+    only, so that any cluster (and local processes) folds the ranks in the same groups and gives
+    the same document, to the bit.
+
+    64 ranks: 13 tasks, the last four of one rank each, instead of 16 tasks of 4 ranks; on two
+    workers, the client's CPU 0.24 -> 0.19 s and the scheduler's 0.14 -> 0.11 s (medians of 12
+    runs on fresh clusters, alternating). 256 ranks: 21 tasks down to 4 ranks instead of 16 of 16;
+    1,024 ranks: 64 tasks of 16, as before."""
+    runs = []
+    left, least = count, max(1, count // 64)
+    while left > 0:
+        runs.append(min(left, MAX_TASK_INPUTS, max(least, -(-left // 4))))
+        left -= runs[-1]
+    return runs
 
 
 def analyse(inputs: list[str], scheduler: str | None = None, thresholds: Thresholds | None = None,
@@ -158,10 +171,12 @@ def analyse(inputs: list[str], scheduler: str | None = None, thresholds: Thresho
     reduction = Reduction(spill=True)
     refused: list[str] = []
     items = list(enumerate(sources))
-    size = task_size(len(items))
+    tasks, start = [], 0
+    for size in task_runs(len(items)):
+        tasks.append(items[start:start + size])
+        start += size
     try:
-        for part, lines in executor.map(read_run, [items[i:i + size] for i in range(0, len(items), size)],
-                                        thresholds=thresholds, max_text_bytes=max_text_bytes):
+        for part, lines in executor.map(read_run, tasks, thresholds=thresholds, max_text_bytes=max_text_bytes):
             reduction.absorb(part)  # folded in at once: the client holds no partial's tables
             refused.extend(lines)
     finally:
