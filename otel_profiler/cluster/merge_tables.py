@@ -44,10 +44,12 @@ class _RowFold:
         self.rows: dict[Any, dict[str, Any]] = {}
 
     def add(self, rows: list[dict[str, Any]]) -> None:
+        """A rank's rows added; the rows and their top-kernel entries are taken over, not copied
+        (the rank's tables are not to be used after)."""
         for r in rows:
-            self._merge(r[self.key], {f: v for f, v in r.items() if f not in ("top_kernels", "call_stacks")},
-                        ((t["raw_name"], dict(t)) for t in r.get("top_kernels", ())),
-                        ((tuple(c["stack"]), c["calls"]) for c in r.get("call_stacks", ())))
+            tops, stacks = r.pop("top_kernels", ()), r.pop("call_stacks", ())
+            self._merge(r[self.key], r, ((t["raw_name"], t) for t in tops),
+                        ((tuple(c["stack"]), c["calls"]) for c in stacks))
 
     def absorb(self, other: "_RowFold") -> None:
         """Another fold's rows added in (a worker's fold of its ranks), as ``add`` would add them;
