@@ -114,6 +114,16 @@ def test_older_torch_reads_gpu_windows_through_the_trace_file(torch_without_the_
     assert len(capture.to_batch().of_kind(Kind.CPU_OP)) > 0
 
 
+def test_a_torch_whose_events_cannot_name_their_kind_reads_every_window_through_the_file(monkeypatch):
+    """torch 2.11's ``_KinetoEvent`` has no ``activity_type()``: every event would be skipped, so
+    the window (CPU-only here) is read through torch's trace file and keeps its operators."""
+    monkeypatch.delattr(torch._C._autograd._KinetoEvent, "activity_type")
+    assert not kineto.events_name_their_kind()
+    source, capture = capture_cpu_ops()
+    assert source.reads_through_file and capture.via_file
+    assert len(capture.to_batch().of_kind(Kind.CPU_OP)) > 0
+
+
 def test_the_trace_file_path_gives_the_event_path_result():
     """Both readings of one real window agree: names, kinds, ids, rank, times (µs in the file)."""
     config = torch._C._profiler._ExperimentalConfig(expose_kineto_event_metadata=True)

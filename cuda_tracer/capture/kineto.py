@@ -22,7 +22,8 @@ Kineto's metadata (bytes of copies and sets, grid, block, registers, shared memo
 reaches ``metadata_json()`` only when the experimental config sets ``expose_kineto_event_metadata``
 (without it the text is empty): the source always asks for it. On an older torch without
 the option, a window that captured GPU activities is read back through the Chrome trace torch
-writes (``_ProfilerResult.save``, a private temporary file) instead, so no field is lost.
+writes (``_ProfilerResult.save``, a private temporary file) instead, so no field is lost; so is
+every window on a torch whose event objects have no ``activity_type()`` (2.11 has none).
 
 Imports torch only when a source is created; never imports otel_profiler.
 """
@@ -182,12 +183,24 @@ class KinetoSource:
 
     @property
     def reads_through_file(self) -> bool:
-        """A GPU window on a torch whose events carry no metadata, or a window recording memory (the
-        event objects carry no allocator totals): read it through the trace file."""
+        """Read the window through the trace file: on a torch whose event objects cannot name their
+        kind (no ``activity_type()``, as in torch 2.11), in a GPU window on a torch whose events carry
+        no metadata, and in a window recording memory (the event objects carry no allocator totals)."""
         import torch.profiler as tp
 
-        return MEMORY_ACTIVITY in self.activities or (
-            not self.metadata_exposed and tp.ProfilerActivity.CUDA in self._kinds)
+        return (MEMORY_ACTIVITY in self.activities or not events_name_their_kind()
+                or (not self.metadata_exposed and tp.ProfilerActivity.CUDA in self._kinds))
+
+
+def events_name_their_kind() -> bool:
+    """Whether this torch's ``_KinetoEvent`` has ``activity_type()`` (the trace's category), without
+    which no event object can be told a kernel from a copy or an operator."""
+    try:
+        import torch
+
+        return hasattr(torch._C._autograd._KinetoEvent, "activity_type")
+    except Exception:  # no such class: the file is the one reading left
+        return False
 
 
 def _release(prof: Any) -> None:

@@ -40,7 +40,8 @@ OOM_JOB = textwrap.dedent("""
     profiler = api.Profiler(profile_dir=sys.argv[1], summary_at_exit=False, auto_steps=False, signal=False)
     if sys.argv[2] == "on":
         profiler.__enter__()
-    torch.ones(4, device="cuda").sum().item()
+    kept = torch.ones(1 << 20, device="cuda")  # live at the failure: its segment is in the snapshot
+    kept.sum().item()
     api.step()
     free, total = torch.cuda.mem_get_info()
     torch.empty(2 * total, dtype=torch.uint8, device="cuda")  # more than the device has
@@ -49,7 +50,9 @@ OOM_JOB = textwrap.dedent("""
 
 def _run(code: str, *args: str, **env: str) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    environ.update(env, PYTHONPATH=str(REPO))
+    # The checkout first, then whatever the check put on the path (carried wheels, say).
+    path = os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))
+    environ.update(env, PYTHONPATH=path)
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                           timeout=120, env=environ)
 
@@ -87,3 +90,4 @@ def test_out_of_memory_leaves_a_snapshot_and_the_exit_code(tmp_path):
 
     (snap,) = snapshots_in([str(tmp_path / "on")])
     assert snap["reason"] == "oom" and "error" not in snap and snap["segments"] >= 1
+    assert snap["allocated_bytes"] >= 4 << 20  # the tensor the job held
