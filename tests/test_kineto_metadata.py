@@ -124,6 +124,37 @@ def test_a_torch_whose_events_cannot_name_their_kind_reads_every_window_through_
     assert len(capture.to_batch().of_kind(Kind.CPU_OP)) > 0
 
 
+CYCLE_WARNING_OF_TORCH_2_11 = ("Warning: Profiler clears events at the end of each cycle.Only events from the "
+                               "current cycle will be reported.To keep events across cycles, set acc_events=True.")
+
+
+def test_a_window_adds_no_warning_where_torch_warns_at_every_profile(monkeypatch):
+    """torch 2.10 and 2.11 warn at the first ``torch.profiler.profile`` of a process started without
+    ``acc_events`` (pytorch/pytorch#180348). Their check is put back here: a window warns nothing,
+    and a profile of the job's own afterwards still warns once, as it would have."""
+    import warnings
+
+    import torch.profiler.profiler as torch_profiler
+
+    monkeypatch.setattr(torch_profiler, "_WARNINGS_SHOWN", set())
+    prepare = tp.profile.prepare_trace
+
+    def prepare_as_in_torch_2_11(self):
+        prepare(self)
+        if not self.acc_events:
+            torch_profiler._warn_once(CYCLE_WARNING_OF_TORCH_2_11)
+
+    monkeypatch.setattr(tp.profile, "prepare_trace", prepare_as_in_torch_2_11)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        source, capture = capture_cpu_ops()
+        assert seen == [], [str(w.message) for w in seen]
+        with tp.profile(activities=[tp.ProfilerActivity.CPU]):  # the job's own profile
+            pass
+    assert [str(w.message) for w in seen] == [CYCLE_WARNING_OF_TORCH_2_11]
+    assert len(capture.to_batch().of_kind(Kind.CPU_OP)) > 0
+
+
 def test_the_trace_file_path_gives_the_event_path_result():
     """Both readings of one real window agree: names, kinds, ids, rank, times (µs in the file)."""
     config = torch._C._profiler._ExperimentalConfig(expose_kineto_event_metadata=True)

@@ -30,11 +30,12 @@ Imports torch only when a source is created; never imports otel_profiler.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import tempfile
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import msgspec
 
@@ -125,7 +126,7 @@ class KinetoSource:
         owned = own_session("torch_profiler")
         owned.__enter__()  # our session: the CUPTI source's detector must not count it as the user's
         try:
-            with kineto_lines_dropped():
+            with kineto_lines_dropped(), cycle_warning_held():
                 prof.start()
         except BaseException:
             owned.__exit__(None, None, None)
@@ -201,6 +202,35 @@ def events_name_their_kind() -> bool:
         return hasattr(torch._C._autograd._KinetoEvent, "activity_type")
     except Exception:  # no such class: the file is the one reading left
         return False
+
+
+# torch 2.10 and 2.11 give this at the first profile of a process started without ``acc_events``,
+# cycles or not (pytorch/pytorch#180348; 2.12 gives it only when a cycle's events are cleared).
+# ``acc_events=True`` would silence it but makes torch parse every event at each stop.
+CYCLE_WARNING = "clears events at the end of each cycle"
+
+
+@contextlib.contextmanager
+def cycle_warning_held() -> Iterator[None]:
+    """Keep torch's cycle warning (``CYCLE_WARNING``) out of the job's warnings while a window
+    starts: for that moment torch's ``_warn_once`` passes on every message but that one, which is
+    not marked as shown either, so the job's own profiles warn as they would have. Touches no
+    warning filter (changing those would show the job's earlier warnings again)."""
+    module = sys.modules.get("torch.profiler.profiler")
+    original = getattr(module, "_warn_once", None)
+    if not callable(original):
+        yield
+        return
+
+    def warn_once_but_the_cycle_warning(message: Any, *args: Any, **kwargs: Any) -> None:
+        if CYCLE_WARNING not in str(message):
+            original(message, *args, **kwargs)
+
+    setattr(module, "_warn_once", warn_once_but_the_cycle_warning)
+    try:
+        yield
+    finally:
+        setattr(module, "_warn_once", original)
 
 
 def _release(prof: Any) -> None:

@@ -22,6 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -140,12 +141,16 @@ def live_kineto(out: Path, trainer: Any) -> None:
         merge_result(out, "kineto_live", {"available": False, "reason": f"no live source: {exc}"})
         return
     source = KinetoSource(GPU_ACTIVITIES)
-    source.start()
-    info = captured_work(trainer, annotate=False)
-    batch = source.stop().to_batch()
+    with warnings.catch_warnings(record=True) as seen:  # a window must add no warning to the job's
+        warnings.simplefilter("always")
+        source.start()
+        info = captured_work(trainer, annotate=False)
+        batch = source.stop().to_batch()
     batch.save(out / "kineto_live_capture.batch.zip")
     summary = summarize(batch)
-    summary.update(workload=info)
+    ours = ("profiler", "cuda_tracer", "otel_profiler")  # torch's profiler modules and this project's
+    summary.update(workload=info, warnings=[f"{w.category.__name__}: {w.message}" for w in seen
+                                            if any(part in w.filename for part in ours)])
     merge_result(out, "kineto_live", summary)
 
 
