@@ -121,7 +121,10 @@ def test_a_torch_whose_events_cannot_name_their_kind_reads_every_window_through_
     assert not kineto.events_name_their_kind()
     source, capture = capture_cpu_ops()
     assert source.reads_through_file and capture.via_file
-    assert len(capture.to_batch().of_kind(Kind.CPU_OP)) > 0
+    batch = capture.to_batch()
+    assert len(batch.of_kind(Kind.CPU_OP)) > 0
+    modules = batch.of_kind(Kind.PYTHON_FUNCTION).names()  # module calls only, as from the events
+    assert modules and all(name.startswith(kineto.MODULE_PREFIX) for name in modules), modules[:5]
 
 
 CYCLE_WARNING_OF_TORCH_2_11 = ("Warning: Profiler clears events at the end of each cycle.Only events from the "

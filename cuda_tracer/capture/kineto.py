@@ -293,7 +293,7 @@ class KinetoCapture:
         folder, self._trace_folder = self._trace_folder, None
         if folder is not None:
             with folder:
-                batch = read_trace(os.path.join(folder.name, "window.json")).batch
+                batch = modules_only(read_trace(os.path.join(folder.name, "window.json")).batch)
             if len(batch):
                 batch.columns["rank"][:] = self.rank
         elif rows is not None:
@@ -301,6 +301,22 @@ class KinetoCapture:
         else:
             return EventBatch.empty()
         return keep_activities(batch, self.activities)
+
+
+def modules_only(batch: EventBatch) -> EventBatch:
+    """The batch without its Python function events other than module calls (``MODULE_PREFIX``),
+    as ``copy_out`` keeps the event objects."""
+    import numpy as np
+
+    python = np.flatnonzero(batch.kind == Kind.PYTHON_FUNCTION)
+    if not len(python):
+        return batch
+    dropped = python[[not name.startswith(MODULE_PREFIX) for name in batch.names(python)]]
+    if not len(dropped):
+        return batch
+    keep = np.ones(len(batch), bool)
+    keep[dropped] = False
+    return batch.take(np.flatnonzero(keep))
 
 
 def convert_events(events: Iterable[Any], rank: int = -1) -> RankProfile:
