@@ -201,6 +201,7 @@ def events_name_their_kind() -> bool:
 
         return hasattr(torch._C._autograd._KinetoEvent, "activity_type")
     except Exception:  # no such class: the file is the one reading left
+        log.debug("torch has no _KinetoEvent class; windows are read through the trace file", exc_info=True)
         return False
 
 
