@@ -309,15 +309,12 @@ def modules_only(batch: EventBatch) -> EventBatch:
     as ``copy_out`` keeps the event objects."""
     import numpy as np
 
-    python = np.flatnonzero(batch.kind == Kind.PYTHON_FUNCTION)
-    if not len(python):
+    python = batch.kind == Kind.PYTHON_FUNCTION
+    names = np.unique(batch.name[python])  # each name checked once, not each event
+    other = names[[not batch.strings[i].startswith(MODULE_PREFIX) for i in names.tolist()]]
+    if not len(other):
         return batch
-    dropped = python[[not name.startswith(MODULE_PREFIX) for name in batch.names(python)]]
-    if not len(dropped):
-        return batch
-    keep = np.ones(len(batch), bool)
-    keep[dropped] = False
-    return batch.take(np.flatnonzero(keep))
+    return batch.take(np.flatnonzero(~(python & np.isin(batch.name, other))))
 
 
 def convert_events(events: Iterable[Any], rank: int = -1) -> RankProfile:
