@@ -13,7 +13,14 @@ Hooks, all installed through ``import_hooks.when_imported`` so the bootstrap nev
 - with ``OTEL_PROFILER_NVTX=true`` and a GPU, ``annotate`` ranges become NVTX ranges too
   (``markers.nvtx``);
 - a global module forward pre-hook while the session wants to hear of torch work (the first module
-  call starts the time fallback; later calls close it once its time is up). It removes itself.
+  call starts the time fallback; later calls close it once its time is up). It removes itself, and
+  is never registered again once the job calls ``torch.compile`` (``torch.compile`` is wrapped for
+  that: the call itself counts as torch work).
+
+``torch.compile`` never sees the profiler: Dynamo warns about, guards on and traces a global module
+hook, so none exists while compiled code may run; the optimizer and backward hooks that compiled
+code can reach (``torch.compile(opt.step)``, compiled autograd) return at once while Dynamo traces
+them (``torch.compiler.is_compiling``, a constant to Dynamo), so nothing of ours enters a graph.
 
 What counts as a step is decided by the session (``steps.sources.StepSources``); this module only
 reports. Every hook catches everything: the training job never sees an error from here.
@@ -65,6 +72,21 @@ class StepLeader:
         return None
 
 
+def tracing_probe(torch: ModuleType) -> Callable[[], bool]:
+    """``torch.compiler.is_compiling`` (True while Dynamo traces or runs a compiled graph; Dynamo
+    folds it to a constant), or a probe that says False on a torch without it."""
+    probe = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return probe if callable(probe) else _never
+
+
+def _never() -> bool:
+    return False
+
+
+def _ignore(*_args: Any) -> None:
+    return None
+
+
 class TorchHooks:
     """Reports torch evidence to ``sink`` (the session): ``optimizer_step_started()``,
     ``step_boundary(manual=False)``, ``optimizer_took_over(earlier_ns)``, ``optimizer_made()``,
@@ -76,6 +98,10 @@ class TorchHooks:
         self.sink = sink
         self._undo: list[Callable[[], None]] = []
         self._forward_hook: Any = None
+        self.compiled = False  # the job called torch.compile: no global module hook from then on
+        self._optimizer_hooks: list[Any] = []  # the global optimizer step hooks' handles
+        self._optimizer_step_began: Callable[[Any, Any, Any], None] = _ignore
+        self._optimizer_step_ended: Callable[[Any, Any, Any], None] = _ignore
 
     def install(self) -> None:
         import torch
@@ -84,8 +110,11 @@ class TorchHooks:
 
         sink = self.sink
         leader = StepLeader()
+        tracing = tracing_probe(torch)
 
         def pre(optimizer: Any, args: Any, kwargs: Any) -> None:
+            if tracing():
+                return  # inside a compiled optimizer step: nothing of ours in its graph
             try:
                 if leader.leads(optimizer):
                     sink.torch_scope_entered()  # both hooks run inside Optimizer.step's scope
@@ -94,6 +123,8 @@ class TorchHooks:
                 log.debug("the optimizer step's pre hook failed", exc_info=True)
 
         def post(optimizer: Any, args: Any, kwargs: Any) -> None:
+            if tracing():
+                return
             leading = False
             try:
                 earlier = leader.stepped(optimizer, perf_counter_ns())
@@ -109,14 +140,17 @@ class TorchHooks:
                 if leading:
                     sink.torch_scope_left()
 
-        self._undo.append(register_optimizer_step_pre_hook(pre).remove)
-        self._undo.append(register_optimizer_step_post_hook(post).remove)
+        self._optimizer_step_began, self._optimizer_step_ended = pre, post
+        self._optimizer_hooks = [register_optimizer_step_pre_hook(pre), register_optimizer_step_post_hook(post)]
+        self._undo.append(self._remove_optimizer_hooks)
 
         original_init = Optimizer.__init__
 
         @functools.wraps(original_init)
         def init(opt: Any, *args: Any, **kwargs: Any) -> None:
             original_init(opt, *args, **kwargs)
+            if tracing():
+                return
             try:
                 sink.optimizer_made()
             except Exception:
@@ -131,6 +165,8 @@ class TorchHooks:
         @functools.wraps(original_backward)
         def backward(*args: Any, **kwargs: Any) -> Any:
             result = original_backward(*args, **kwargs)
+            if tracing():
+                return result
             try:
                 sink.backward_done()
             except Exception:
@@ -139,15 +175,47 @@ class TorchHooks:
 
         autograd.backward = backward
         self._undo.append(lambda: _restore(autograd, "backward", backward, original_backward))
+        self._wrap_compile(torch, Optimizer)
         self.watch_module_calls()
         if getattr(sink, "wants_nvtx", False) and torch.cuda.is_available():
             nvtx = torch.cuda.nvtx
             markers.nvtx = (nvtx.range_push, nvtx.range_pop, nvtx.range_start, nvtx.range_end)
             self._undo.append(_nvtx_off)
 
+    def _wrap_compile(self, torch: ModuleType, optimizer_class: type) -> None:
+        """``torch.compile`` (also behind ``Module.compile``) first takes the module hook away for
+        good, and counts as torch work (the time fallback starts there in a compiled job). Compiling
+        an optimizer's step (``torch.compile(opt.step)``) takes the global optimizer hooks away too
+        (Dynamo would trace them and guard on them) and reports that optimizer's steps from around
+        the compiled function instead, outside what Dynamo sees."""
+        original_compile = getattr(torch, "compile", None)
+        if not callable(original_compile):
+            return
+
+        @functools.wraps(original_compile)
+        def compile(*args: Any, **kwargs: Any) -> Any:
+            stepping = None
+            try:
+                target = args[0] if args else kwargs.get("model")
+                if isinstance(getattr(target, "__self__", None), optimizer_class):
+                    stepping = target.__self__
+                    self._remove_optimizer_hooks()
+                if not self.compiled:
+                    self.compiled = True
+                    self.stop_watching_module_calls()
+                    self.sink.torch_work()
+            except Exception:
+                log.debug("noting torch.compile failed", exc_info=True)
+            compiled = original_compile(*args, **kwargs)
+            return compiled if stepping is None else self._reporting_steps(compiled, stepping)
+
+        torch.compile = compile
+        self._undo.append(lambda: _restore(torch, "compile", compile, original_compile))
+
     def watch_module_calls(self) -> None:
-        """Report module calls to ``sink.torch_work()`` until it returns False."""
-        if self._forward_hook is not None:
+        """Report module calls to ``sink.torch_work()`` until it returns False (never in a job that
+        compiles: Dynamo would see the hook)."""
+        if self._forward_hook is not None or self.compiled:
             return
         from torch.nn.modules.module import register_module_forward_pre_hook
 
@@ -160,6 +228,25 @@ class TorchHooks:
                 self.stop_watching_module_calls()
 
         self._forward_hook = register_module_forward_pre_hook(hook)
+
+    def _reporting_steps(self, compiled_step: Any, optimizer: Any) -> Any:
+        """``compiled_step`` (an optimizer's compiled ``step``) with that optimizer's step reported
+        before and after each call, as the global hooks report eager steps."""
+        began, ended = self._optimizer_step_began, self._optimizer_step_ended
+
+        @functools.wraps(compiled_step)
+        def step(*args: Any, **kwargs: Any) -> Any:
+            began(optimizer, args, kwargs)
+            result = compiled_step(*args, **kwargs)
+            ended(optimizer, args, kwargs)
+            return result
+
+        return step
+
+    def _remove_optimizer_hooks(self) -> None:
+        handles, self._optimizer_hooks = self._optimizer_hooks, []
+        for handle in handles:
+            handle.remove()
 
     def stop_watching_module_calls(self) -> None:
         handle, self._forward_hook = self._forward_hook, None
@@ -188,7 +275,8 @@ def _restore(owner: Any, name: str, ours: Any, original: Any) -> None:
 
 
 def when_torch_imported(sink: Any, installed: Callable[[TorchHooks], None]) -> None:
-    """Install the hooks as soon as ``torch.optim`` is loaded; hand them to ``installed``."""
+    """Install the hooks as soon as ``torch`` is loaded (with ``torch.optim`` and ``torch.compile``
+    defined); hand them to ``installed``."""
     from ..import_hooks import when_imported
 
     def install(_module: ModuleType) -> None:
@@ -196,4 +284,4 @@ def when_torch_imported(sink: Any, installed: Callable[[TorchHooks], None]) -> N
         installed(hooks)
         hooks.install()
 
-    when_imported("torch.optim", install)
+    when_imported("torch", install)
