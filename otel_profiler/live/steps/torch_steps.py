@@ -9,7 +9,9 @@ Hooks, all installed through ``import_hooks.when_imported`` so the bootstrap nev
   (one per layer, trained in sequence) each lead while it is their turn, so every step counts once;
 - ``Optimizer.__init__``: an optimizer exists, so backward passes wait longer for its first step
   (gradient accumulation);
-- ``torch.autograd.backward`` (``Tensor.backward`` calls it): one call per backward pass;
+- ``torch.Tensor.backward``: one call per backward pass (Dynamo handles ``Tensor.backward`` by its
+  name and never runs the patched method while tracing; ``torch.autograd.backward``, which it does
+  trace, is left alone);
 - with ``OTEL_PROFILER_NVTX=true`` and a GPU, ``annotate`` ranges become NVTX ranges too
   (``markers.nvtx``);
 - a global module forward pre-hook while the session wants to hear of torch work (the first module
@@ -87,6 +89,20 @@ def _ignore(*_args: Any) -> None:
     return None
 
 
+def _step_owner(target: Any, optimizer_class: type, module_class: type) -> Any:
+    """What ``torch.compile(target)`` compiles a step of: the optimizer of a bound ``step``, the
+    function itself when its code calls ``step`` or ``backward`` (a training step), else None
+    (a model, or a function that does neither)."""
+    owner = getattr(target, "__self__", None)
+    if isinstance(owner, optimizer_class):
+        return owner
+    if target is None or isinstance(target, module_class):
+        return None
+    code = getattr(getattr(target, "__func__", target), "__code__", None)
+    names = set(getattr(code, "co_names", ()))
+    return target if names & {"step", "backward"} else None
+
+
 class TorchHooks:
     """Reports torch evidence to ``sink`` (the session): ``optimizer_step_started()``,
     ``step_boundary(manual=False)``, ``optimizer_took_over(earlier_ns)``, ``optimizer_made()``,
@@ -102,6 +118,7 @@ class TorchHooks:
         self._optimizer_hooks: list[Any] = []  # the global optimizer step hooks' handles
         self._optimizer_step_began: Callable[[Any, Any, Any], None] = _ignore
         self._optimizer_step_ended: Callable[[Any, Any, Any], None] = _ignore
+        self._restore_backward: Callable[[], None] = _ignore
 
     def install(self) -> None:
         import torch
@@ -159,12 +176,12 @@ class TorchHooks:
         Optimizer.__init__ = init  # type: ignore[method-assign, assignment]  # the wrapper has the original's signature
         self._undo.append(lambda: _restore(Optimizer, "__init__", init, original_init))
 
-        autograd = torch.autograd
-        original_backward = autograd.backward
+        tensor = torch.Tensor
+        original_backward = tensor.backward
 
         @functools.wraps(original_backward)
-        def backward(*args: Any, **kwargs: Any) -> Any:
-            result = original_backward(*args, **kwargs)
+        def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original_backward(self, *args, **kwargs)
             if tracing():
                 return result
             try:
@@ -173,8 +190,9 @@ class TorchHooks:
                 log.debug("reporting a backward pass failed", exc_info=True)
             return result
 
-        autograd.backward = backward
-        self._undo.append(lambda: _restore(autograd, "backward", backward, original_backward))
+        tensor.backward = backward  # type: ignore[method-assign]  # the wrapper has the original's signature
+        self._restore_backward = lambda: _restore(tensor, "backward", backward, original_backward)
+        self._undo.append(self._give_backward_back)
         self._wrap_compile(torch, Optimizer)
         self.watch_module_calls()
         if getattr(sink, "wants_nvtx", False) and torch.cuda.is_available():
@@ -184,22 +202,28 @@ class TorchHooks:
 
     def _wrap_compile(self, torch: ModuleType, optimizer_class: type) -> None:
         """``torch.compile`` (also behind ``Module.compile``) first takes the module hook away for
-        good, and counts as torch work (the time fallback starts there in a compiled job). Compiling
-        an optimizer's step (``torch.compile(opt.step)``) takes the global optimizer hooks away too
-        (Dynamo would trace them and guard on them) and reports that optimizer's steps from around
-        the compiled function instead, outside what Dynamo sees."""
+        good, and counts as torch work (the time fallback starts there in a compiled job).
+
+        Compiling what steps (an optimizer's ``step``, or a function whose code calls ``step`` or
+        ``backward``: a compiled training step) takes the global optimizer hooks away (Dynamo would
+        trace them and guard on them) and, for a function, gives ``Tensor.backward`` back (Dynamo
+        would inline the patched one); each call of the compiled function is then reported as an
+        optimizer step from around it, outside what Dynamo sees."""
         original_compile = getattr(torch, "compile", None)
         if not callable(original_compile):
             return
+        module_class = torch.nn.Module
 
         @functools.wraps(original_compile)
         def compile(*args: Any, **kwargs: Any) -> Any:
             stepping = None
             try:
                 target = args[0] if args else kwargs.get("model")
-                if isinstance(getattr(target, "__self__", None), optimizer_class):
-                    stepping = target.__self__
+                stepping = _step_owner(target, optimizer_class, module_class)
+                if stepping is not None:
                     self._remove_optimizer_hooks()
+                    if stepping is target:
+                        self._give_backward_back()
                 if not self.compiled:
                     self.compiled = True
                     self.stop_watching_module_calls()
@@ -230,8 +254,9 @@ class TorchHooks:
         self._forward_hook = register_module_forward_pre_hook(hook)
 
     def _reporting_steps(self, compiled_step: Any, optimizer: Any) -> Any:
-        """``compiled_step`` (an optimizer's compiled ``step``) with that optimizer's step reported
-        before and after each call, as the global hooks report eager steps."""
+        """``compiled_step`` (a compiled optimizer ``step`` or training step) with a step of
+        ``optimizer`` (the optimizer, or the function itself) reported before and after each call,
+        as the global hooks report eager steps."""
         began, ended = self._optimizer_step_began, self._optimizer_step_ended
 
         @functools.wraps(compiled_step)
@@ -242,6 +267,10 @@ class TorchHooks:
             return result
 
         return step
+
+    def _give_backward_back(self) -> None:
+        restore, self._restore_backward = self._restore_backward, _ignore
+        restore()
 
     def _remove_optimizer_hooks(self) -> None:
         handles, self._optimizer_hooks = self._optimizer_hooks, []
