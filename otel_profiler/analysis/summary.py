@@ -52,7 +52,7 @@ Shape (all times in µs, every section present even when empty)::
                   {value, source}, source: "live"|"trace"}],   # top level: one per host
      "cpu": {rank: {samples, interval_s, window: "steps"|"run", cores, machine_cores,
                     machine_pct: {mean, p50, max}, process_pct: {mean, p50, max}, process_cores,
-                    others_cores}},   # top level: CPU utilization of live runs ({} for trace files)
+                    others_cores, job_cores?}},   # top level: CPU utilization of live runs ({} for trace files)
      "ranks_meta": [{..., cuda_memory: {steps: [{step, device, peak_allocated_bytes,
                      peak_reserved_bytes, allocated_bytes}], snapshots: [{reason, file}]}}],
      "ranks": {rank: <this same shape for one rank>}   # only for multi-rank profiles

@@ -34,6 +34,7 @@ from .. import config
 from cuda_tracer.private_files import make_private_dir
 
 from ..bootstrap import SITE_DIR
+from ..live.child_processes import JOB_ROOT_ENV
 from ..live.resource import run_id as resource_run_id
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,7 @@ def child_environment(args: argparse.Namespace, base: dict[str, str]) -> tuple[d
     folder = os.path.abspath(folder)
     env.update({
         "OTEL_PROFILER_ENABLED": "true",
+        JOB_ROOT_ENV: str(os.getpid()),  # the job is this process tree (CPU samples)
         "OTEL_PROFILER_RUN_ID": run_id,
         "OTEL_PROFILER_PROFILE_DIR": folder,
         "OTEL_PROFILER_SUMMARY_AT_EXIT": "false",

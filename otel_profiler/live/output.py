@@ -21,7 +21,7 @@ import sys
 from typing import Any
 
 from cuda_tracer.private_files import make_private_dir, open_private
-from cuda_tracer.model.events import EventBatch
+from cuda_tracer.model.events import MISSING, EventBatch
 from cuda_tracer.profile import PROFILE_EVENTS, PROFILE_META, RankProfile, write_rank
 
 from ..profiler_warnings import warn
@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 
 class RankWriter:
+    """Writes one rank's parts into the profile folder, once it has claimed the rank."""
+
     def __init__(self, folder: str, rank: int) -> None:
         self.folder = folder
         self.rank = rank
@@ -51,6 +53,18 @@ class RankWriter:
                     if name.startswith(prefix) and name.endswith(".events"):
                         os.unlink(os.path.join(self.folder, name))
         return self._claimed
+
+    @classmethod
+    def free_rank(cls, folder: str, first: int, tries: int = 4096) -> "RankWriter | None":
+        """A writer of the lowest rank number from ``first`` up that no process has claimed (a
+        multiprocessing child with no rank of its own), or None when none is free."""
+        make_private_dir(folder)
+        for rank in range(first, first + tries):
+            if _lock(os.path.join(folder, f"rank-{rank}.lock")):
+                writer = cls(folder, rank)
+                writer._claimed = True
+                return writer
+        return None
 
     def write(self, meta: dict[str, Any], batch: EventBatch) -> bool:
         """Write ``batch`` as the next part (and the current metadata). False when not written."""
@@ -156,7 +170,7 @@ class RankOutput:
     where (the profile folder and its ``RankWriter``), and the metadata written next to its parts."""
 
     def __init__(self, folder: str, origin: str, run_id: str, position: dict[str, int],
-                 resource: dict[str, Any], activities: frozenset[str]) -> None:
+                 resource: dict[str, Any], activities: frozenset[str], child_of_run: bool = False) -> None:
         self.folder = folder
         self.origin = origin
         self.run_id = run_id
@@ -166,6 +180,7 @@ class RankOutput:
         self.activities = activities
         self.writer = RankWriter(folder, self.rank)
         self.rank_known = "RANK" in os.environ
+        self.child_of_run = child_of_run  # a multiprocessing child writing into its parent's run
         self._write_failed = False  # a part could not be written (said once)
         self._compute: dict[str, Any] | None = None  # read once, by the first flush
 
@@ -195,14 +210,29 @@ class RankOutput:
             self.resource.update({"ml.rank": rank, "ml.world_size": world})
             self.writer = RankWriter(self.folder, rank)
 
-    def settle_identity(self) -> bool:
-        """Before the first write. False for a multiprocessing helper with no rank of its own (a
-        spawned DataLoader worker): it writes nothing, so it never takes rank 0 from the trainer."""
+    def settle_identity(self, steps_recorded: bool) -> bool | None:
+        """Before the first write: True to write as ``self.rank``; None, not yet. A multiprocessing
+        child with no rank of its own (a DataLoader worker, a Hogwild trainer) writes only once it
+        has recorded a step, as the next free rank from the world size up; until then it never
+        takes rank 0 from the trainer."""
         if self.rank_known:
             return True
         self.learn_rank()
         mp = sys.modules.get("multiprocessing")
-        return self.rank_known or mp is None or mp.parent_process() is None
+        child = self.child_of_run or (mp is not None and mp.parent_process() is not None)
+        if self.rank_known or not child:
+            return True
+        if not steps_recorded:
+            return None
+        writer = RankWriter.free_rank(self.folder, self.position["world_size"])
+        if writer is None:
+            return None
+        self.rank_known = self.child_of_run = True
+        self.rank = writer.rank
+        self.position["rank"] = writer.rank
+        self.resource["ml.rank"] = writer.rank
+        self.writer = writer
+        return True
 
     def meta(self, recording: dict[str, Any], trailer: dict[str, Any]) -> dict[str, Any]:
         """This rank's metadata (``rank-<r>.json``): who and where, then ``recording`` (what the
@@ -216,9 +246,10 @@ class RankOutput:
             "format": "otel-profiler.live",
             "rank": self.rank,
             "local_rank": self.position["local_rank"],
-            "world_size": self.position["world_size"],
+            "world_size": MISSING if self.child_of_run else self.position["world_size"],  # not one of a world
             "host_name": socket.gethostname(),
             "pid": os.getpid(),
+            **({"parent_pid": os.getppid()} if self.child_of_run else {}),
             "run_id": self.run_id,
             "resource": self.resource,
             "versions": versions,

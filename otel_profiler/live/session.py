@@ -43,13 +43,14 @@ from .. import config
 from ..logs import enable_from_env
 from ..profiler_warnings import ProfilerWarning, warn  # noqa: F401 (ProfilerWarning: part of this module's API)
 from . import summary_later
+from .child_processes import SleepingChild, announce_run, children_trained, inherited_run
 from .hygiene import ProcessHygiene, install_fork_hooks
 from .lifecycle import Lifecycle
 from .options import StepRangeOption, apply_overrides, upload_warnings
 from .output import RankOutput
 from .resource import attributes, distributed_position, run_id
 from .samples.cuda_memory import SNAPSHOT_NAME, CudaMemory
-from .samples.host_samples import CpuTimeline
+from .samples.host_samples import CpuTimeline, job_root
 from .steps import markers
 from .steps.evidence import TIME_FALLBACK_S, StepEvidence
 from .steps.sources import StepSources
@@ -124,14 +125,21 @@ class Session:
     torch_scope_entered: Callable[[], None]
     torch_scope_left: Callable[[], None]
 
-    def __init__(self, settings: config.Settings, origin: str, steps: StepRangeOption | None = None) -> None:
+    def __init__(self, settings: config.Settings, origin: str, steps: StepRangeOption | None = None,
+                 run: tuple[str, str] | None = None) -> None:
+        """``run``: the run id and folder of the job this process is a child of (``child_processes``)."""
         self.settings = settings
         self.lifecycle = Lifecycle()
         position = distributed_position()
-        identity = run_id(settings.run_id)
-        folder = settings.profile_dir or os.path.join(settings.output_dir, identity)
+        run = run or inherited_run()
+        if run is not None:
+            identity, folder = run
+        else:
+            identity = run_id(settings.run_id)
+            folder = settings.profile_dir or os.path.join(settings.output_dir, identity)
         activities = frozenset(settings.activities)
-        self.output = RankOutput(os.path.abspath(folder), origin, identity, position, attributes(settings.values), activities)
+        self.output = RankOutput(os.path.abspath(folder), origin, identity, position, attributes(settings.values),
+                                 activities, child_of_run=run is not None)
         step_range = settings.steps if steps is None else steps.step_range
         self.policy = WindowPolicy(step_range, settings.every_steps,
                                    settings.window_steps, settings.duration_s,
@@ -164,7 +172,7 @@ class Session:
         self.cuda_memory = CudaMemory(
             lambda reason: os.path.join(output.folder, SNAPSHOT_NAME.format(rank=output.rank, reason=reason)),
             "memory" in activities, self.settings.memory_snapshot)
-        self.cpu_timeline = CpuTimeline(self.settings.cpu_sample_s)
+        self.cpu_timeline = CpuTimeline(self.settings.cpu_sample_s, job_root())
         self.run_span = RunSpan(parent_from_settings(settings), time.time_ns())  # TRACEPARENT: its parent
         self.user_spans = UserSpans(settings.mark_user_spans, settings.run_id or identity)
         self.flusher = Flusher(self.lock, self.lifecycle, self.windows, self.output, self.wiring,
@@ -200,7 +208,8 @@ class Session:
         return self.step_sources.evidence
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> None:
+    def start(self, hooks: Any = None) -> None:
+        """Start recording; ``hooks``: torch hooks already installed in this process (a forked child's)."""
         settings = self.settings
         # Import now whatever writing at exit needs: a module first imported during interpreter
         # shutdown can make a Ctrl-C'd job exit 1 instead of dying of SIGINT as it should.
@@ -226,10 +235,14 @@ class Session:
                                            self.policy.request)
             except OSError as exc:
                 warn(f"trigger port unavailable ({exc}); on-demand capture by the trigger socket is off")
-        if settings.auto_steps:
+        if hooks is not None:
+            hooks.sink = self
+            self._hook_installed(hooks)
+        elif settings.auto_steps:
             from .steps.torch_steps import when_torch_imported
 
             when_torch_imported(self, self._hook_installed)
+        announce_run(self.output.run_id, self.output.folder)
         self._thread = threading.Thread(target=self.flusher.loop, name="otel-profiler-flush", daemon=True)
         self._thread.start()
         if settings.duration_s and "torch" in sys.modules:  # else: from the first torch work
@@ -279,7 +292,7 @@ class Session:
                     self.step_sources.end_time_window()
                 else:
                     self.windows.close(self._step + (self._step_start is not None))
-            self.step_sources.say_no_steps()
+            self.step_sources.say_no_steps(lambda: children_trained(self.output.folder))
             self._unhook()
             self.cuda_memory.close()
             self.wiring.start_metrics_when_due()  # a run shorter than one poll
@@ -418,9 +431,34 @@ class Session:
         self.wiring.forget_after_fork()
 
     def after_fork_in_new_child(self) -> None:
-        """In the child: record nothing, SIGTERM back to the default action, then unblocked."""
+        """In the child: record nothing, SIGTERM back to the default action, then unblocked; the
+        torch hooks wake a session of the child's own if it trains (``child_processes``)."""
         self.after_fork_in_child()
         self.hygiene.after_fork_in_new_child()
+        hooks = self.step_sources.torch_hooks
+        if hooks is not None:
+            hooks.sink = SleepingChild(lambda: _start_in_forked_child(self.settings, self.output, hooks))
+
+
+def _start_in_forked_child(settings: config.Settings, parent: RankOutput, hooks: Any) -> "Session | None":
+    """A forked child trains: its own session, in the parent's run and folder, with the hooks it
+    inherited. Closed by ``multiprocessing``'s exit finalizers too (its children end in ``os._exit``)."""
+    global _current
+    with _start_lock:
+        if _current is not None:
+            return _current
+        session = Session(settings, "fork", run=(parent.run_id, parent.folder))
+        try:
+            session.start(hooks)
+        except Exception as exc:
+            warn(f"profiling is off in process {os.getpid()}: could not start ({type(exc).__name__}: {exc})")
+            session.close()
+            return None
+        _current = session
+    mp_util = sys.modules.get("multiprocessing.util")
+    if mp_util is not None:
+        mp_util.Finalize(None, session._close_at_exit, exitpriority=100)
+    return session
 
 
 # ---------------------------------------------------------------------- the process-wide fork hooks

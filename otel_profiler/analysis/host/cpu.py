@@ -36,15 +36,18 @@ def cpu_usage(profile: Profile) -> dict[str, dict[str, Any]]:
 
     ``cores``: the cores the process may use (its affinity); ``machine_cores``: the machine's logical
     cores (``cores`` when the run did not record them); ``process_pct``: the process's share of its
-    ``cores``; ``process_cores``: its mean CPU in cores (1.0: one core kept busy); ``others_cores``:
-    the mean CPU the rest of the machine used, in cores (every other process, the job's own
-    DataLoader workers and child processes among them)."""
+    ``cores``; ``process_cores``: its mean CPU in cores (1.0: one core kept busy); ``job_cores``
+    (runs that sampled them): the mean CPU of the job's other processes, in cores (its DataLoader
+    workers and children, sibling ranks, the launcher); ``others_cores``: the mean CPU the rest of
+    the machine used, in cores (processes not of the job; without ``job_cores``, every other
+    process, the job's own among them)."""
     out: dict[str, dict[str, Any]] = {}
     for r in profile.ranks:
         s = r.meta.get("cpu_samples")
         if not isinstance(s, dict) or not s.get("t"):
             continue
         t, machine, process = s["t"], s.get("system_pct") or [], s.get("process_pct") or []
+        job = s.get("job_cores")
         cores = int(s.get("cores") or 1)
         machine_cores = int(((r.meta.get("compute") or {}).get("cpu_cores") or {}).get("logical") or cores)
         interval = float(s.get("interval_s") or 1.0)
@@ -58,9 +61,12 @@ def cpu_usage(profile: Profile) -> dict[str, dict[str, Any]]:
             continue
         m, p = [float(machine[i]) for i in keep], [float(process[i]) for i in keep]
         process_cores = statistics.fmean(p) / 100 * cores
-        others = max(0.0, statistics.fmean(m) / 100 * machine_cores - process_cores)
+        job_cores = statistics.fmean(float(job[i]) for i in keep) if isinstance(job, list) and len(job) >= len(t) else None
+        others = max(0.0, statistics.fmean(m) / 100 * machine_cores - process_cores - (job_cores or 0.0))
         out[str(r.rank)] = {"samples": len(keep), "interval_s": interval, "window": window,
                             "cores": cores, "machine_cores": machine_cores,
                             "machine_pct": _stats(m), "process_pct": _stats(p),
                             "process_cores": round(process_cores, 3), "others_cores": round(others, 3)}
+        if job_cores is not None:
+            out[str(r.rank)]["job_cores"] = round(job_cores, 3)
     return out

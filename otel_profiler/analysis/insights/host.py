@@ -66,6 +66,16 @@ def _window(u: dict) -> str:
     return f"{u['samples']} samples every {u['interval_s']:g} s {where}"
 
 
+def _whose(u: dict) -> str:
+    """Who the other processes were, as far as the profile knows."""
+    if "job_cores" in u:
+        return (f"The job's own other processes (its DataLoader workers and child processes, sibling "
+                f"ranks, the launcher) took {u['job_cores']:.1f} cores besides and are not counted "
+                "among the others.")
+    return ("The profile records this process's CPU and the machine's, not which other processes "
+            "ran; this job's own DataLoader workers and child processes count among them.")
+
+
 def cpu_contention(ctx: Context) -> list[dict]:
     """The machine ≥ ``contention_machine_pct`` % busy, other processes using ≥
     ``contention_others_cores`` cores, and the training process getting less than
@@ -87,14 +97,13 @@ def cpu_contention(ctx: Context) -> list[dict]:
             f"process got only {job:.2f} cores ({u['process_pct']['mean']:.0f}% of its {u['cores']} "
             f"cores); other processes used about {others:.1f} cores ({_window(u)}; thresholds: machine "
             f"{th.contention_machine_pct:g}%, others {_cores_text(th.contention_others_cores)}, job under "
-            f"{_cores_text(th.contention_job_cores)}). The profile records this process's CPU and the "
-            "machine's, not which other processes ran; this job's own DataLoader workers and child "
-            "processes count among them.",
+            f"{_cores_text(th.contention_job_cores)}). {_whose(u)}",
             "Find what else runs on the machine while the job does (top, or ps -eo pid,pcpu,comm "
             "--sort=-pcpu) and stop or move it, keep it off the job's cores (taskset, cgroup CPU "
             "quotas), or ask the scheduler for dedicated CPUs. If the others are the job's DataLoader "
             "workers, use fewer workers than cores.",
-            machine_pct=machine, process_cores=job, others_cores=others, cores=u["cores"]))
+            machine_pct=machine, process_cores=job, others_cores=others, job_cores=u.get("job_cores"),
+            cores=u["cores"]))
     return out
 
 

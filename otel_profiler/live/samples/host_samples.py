@@ -1,7 +1,13 @@
 """CPU utilization over time of a profiled run, kept in the rank's metadata (``cpu_samples``) so the
-profile folder holds it: the machine's busy share of all its cores and this process's share of the
-cores it may use, sampled by the session's flush thread from psutil's CPU times (deltas between
-samples, with its own state: the metrics sampler's readings are not disturbed).
+profile folder holds it: the machine's busy share of all its cores, this process's share of the
+cores it may use, and the cores the job's other processes kept busy (``job_cores``: the process tree
+of the job's root, this process left out: its DataLoader workers and children, sibling ranks and the
+launcher), sampled by the session's flush thread from psutil's CPU times (deltas between samples,
+with its own state: the metrics sampler's readings are not disturbed).
+
+The job's root (``job_root``) is the ``otel-profiler run`` process, else a launcher's agent for a rank
+it started (``LOCAL_RANK``), else the first profiled process; it is passed on to the job's
+processes in ``JOB_ROOT_ENV``.
 
 At most ``MAX_SAMPLES`` samples are kept: when full, every other one is dropped and the interval
 doubles, so a long run keeps an even, bounded timeline."""
@@ -9,25 +15,79 @@ doubles, so a long run keeps an even, bounded timeline."""
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any
 
 from ...metrics.system import process_cpu_share, usable_cores
+from ..child_processes import JOB_ROOT_ENV
 
 log = logging.getLogger(__name__)
 
 MAX_SAMPLES = 1200
 
 
+def job_root() -> int:
+    """The pid whose process tree is this job (see the module docstring); said to the job's children."""
+    try:
+        root = int(os.environ.get(JOB_ROOT_ENV, ""))
+    except ValueError:
+        root = os.getppid() if "LOCAL_RANK" in os.environ else os.getpid()
+    os.environ.setdefault(JOB_ROOT_ENV, str(root))
+    return root
+
+
+class JobProcesses:
+    """CPU seconds the job's other processes used between two readings (a process that ended
+    between them takes its last interval with it; one that began counts from its start)."""
+
+    def __init__(self, psutil: Any, root: int) -> None:
+        self._psutil = psutil
+        self._root = root
+        self._me = os.getpid()
+        self._last: dict[tuple[int, float], float] = {}  # (pid, create time) -> CPU seconds
+
+    def cpu_since_last(self) -> float:
+        psutil = self._psutil
+        try:
+            root = psutil.Process(self._root)
+            tree = [root, *root.children(recursive=True)]
+        except Exception:  # the root ended (a launcher gone): this process's own children remain
+            try:
+                tree = psutil.Process(self._me).children(recursive=True)
+            except Exception:
+                tree = []
+        now: dict[tuple[int, float], float] = {}
+        used = 0.0
+        for proc in tree:
+            if proc.pid == self._me:
+                continue
+            try:
+                key = (proc.pid, proc.create_time())
+                times = proc.cpu_times()
+            except Exception:  # ended meanwhile
+                continue
+            now[key] = seconds = times.user + times.system
+            used += seconds - self._last.get(key, 0.0)
+        first = not self._last
+        self._last = now
+        return 0.0 if first else max(0.0, used)
+
+
 class CpuTimeline:
-    def __init__(self, interval_s: float) -> None:
+    """The samples of one session; ``root``: the pid of the job's root (``job_root``)."""
+
+    def __init__(self, interval_s: float, root: int) -> None:
         self.interval_s = interval_s
+        self.root = root
         self.t: list[float] = []  # unix seconds
         self.system_pct: list[float] = []
         self.process_pct: list[float] = []
+        self.job_cores: list[float] = []  # the job's other processes, in cores
         self.cores = 0
         self._ps: Any = None
         self._last: tuple[float, float, float, float] | None = None  # (wall, busy, total, process)
+        self._job: JobProcesses | None = None
         self._next = 0.0
         self._off = interval_s <= 0
 
@@ -50,7 +110,9 @@ class CpuTimeline:
                 proc = psutil.Process()
                 self._ps = (psutil, proc)
                 self.cores = usable_cores(psutil, proc)
+                self._job = JobProcesses(psutil, self.root)
             now = self._reading()
+            job_cpu = self._job.cpu_since_last() if self._job is not None else 0.0
         except Exception:
             log.debug("host samples are off: the first reading failed", exc_info=True)
             self._off = True
@@ -61,15 +123,18 @@ class CpuTimeline:
             self.system_pct.append(round(100.0 * (now[1] - self._last[1]) / (now[2] - self._last[2]), 2))
             share = process_cpu_share(now[3] - self._last[3], now[0] - self._last[0], self.cores)
             self.process_pct.append(round(100.0 * share, 2))
+            self.job_cores.append(round(job_cpu / max(now[0] - self._last[0], 1e-9), 3))
             if len(self.t) > MAX_SAMPLES:
-                self.t, self.system_pct, self.process_pct = \
-                    self.t[::2], self.system_pct[::2], self.process_pct[::2]
+                self.t, self.system_pct, self.process_pct, self.job_cores = \
+                    self.t[::2], self.system_pct[::2], self.process_pct[::2], self.job_cores[::2]
                 self.interval_s *= 2
         self._last = now
 
     def meta(self) -> dict[str, Any]:
-        """``{interval_s, cores, t, system_pct, process_pct}``; empty before the second sample."""
+        """``{interval_s, cores, t, system_pct, process_pct, job_cores}``; empty before the second
+        sample."""
         if not self.t:
             return {}
         return {"interval_s": self.interval_s, "cores": self.cores, "t": list(self.t),
-                "system_pct": list(self.system_pct), "process_pct": list(self.process_pct)}
+                "system_pct": list(self.system_pct), "process_pct": list(self.process_pct),
+                "job_cores": list(self.job_cores)}

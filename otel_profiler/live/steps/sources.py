@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 from time import perf_counter_ns
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from ..windows.capture import DetailedWindows
 from ..windows.policy import WindowPolicy
@@ -175,9 +175,12 @@ class StepSources:
         self.time_deadline = None
         self.windows.close(self.clock.step)
 
-    def say_no_steps(self) -> None:
-        """One line when torch ran but no step was ever seen (what was recorded instead)."""
+    def say_no_steps(self, children_trained: Callable[[], bool] = lambda: False) -> None:
+        """One line when torch ran but no step was ever seen (what was recorded instead), unless
+        ``children_trained()``: the job's trainers are this process's children (Hogwild)."""
         if self._fallback_said or self.first_torch_ns is None or self.evidence.source is not None:
+            return
+        if children_trained():
             return
         self._fallback_said = True
         kept = (f"the first {self.time_window_s:g} s of torch work were recorded as a time window"

@@ -125,7 +125,7 @@ class TorchHooks:
         from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook, \
             register_optimizer_step_pre_hook
 
-        sink = self.sink
+        hooks = self  # the sink is read at each call: a forked child gets a new one
         leader = StepLeader()
         tracing = tracing_probe(torch)
 
@@ -134,8 +134,8 @@ class TorchHooks:
                 return  # inside a compiled optimizer step: nothing of ours in its graph
             try:
                 if leader.leads(optimizer):
-                    sink.torch_scope_entered()  # both hooks run inside Optimizer.step's scope
-                    sink.optimizer_step_started()
+                    hooks.sink.torch_scope_entered()  # both hooks run inside Optimizer.step's scope
+                    hooks.sink.optimizer_step_started()
             except Exception:
                 log.debug("the optimizer step's pre hook failed", exc_info=True)
 
@@ -147,15 +147,15 @@ class TorchHooks:
                 earlier = leader.stepped(optimizer, perf_counter_ns())
                 leading = leader.leads(optimizer)
                 if leading:
-                    sink.torch_scope_entered()  # again: a pre-hook may have been missed
+                    hooks.sink.torch_scope_entered()  # again: a pre-hook may have been missed
                     if earlier is not None:  # its turn began with its previous step
-                        sink.optimizer_took_over(earlier)
-                    sink.step_boundary(manual=False)
+                        hooks.sink.optimizer_took_over(earlier)
+                    hooks.sink.step_boundary(manual=False)
             except Exception:
                 log.debug("the optimizer step's post hook failed", exc_info=True)
             finally:
                 if leading:
-                    sink.torch_scope_left()
+                    hooks.sink.torch_scope_left()
 
         self._optimizer_step_began, self._optimizer_step_ended = pre, post
         self._optimizer_hooks = [register_optimizer_step_pre_hook(pre), register_optimizer_step_post_hook(post)]
@@ -169,7 +169,7 @@ class TorchHooks:
             if tracing():
                 return
             try:
-                sink.optimizer_made()
+                hooks.sink.optimizer_made()
             except Exception:
                 log.debug("noting a new optimizer failed", exc_info=True)
 
@@ -185,7 +185,7 @@ class TorchHooks:
             if tracing():
                 return result
             try:
-                sink.backward_done()
+                hooks.sink.backward_done()
             except Exception:
                 log.debug("reporting a backward pass failed", exc_info=True)
             return result
@@ -195,7 +195,7 @@ class TorchHooks:
         self._undo.append(self._give_backward_back)
         self._wrap_compile(torch, Optimizer)
         self.watch_module_calls()
-        if getattr(sink, "wants_nvtx", False) and torch.cuda.is_available():
+        if getattr(self.sink, "wants_nvtx", False) and torch.cuda.is_available():
             nvtx = torch.cuda.nvtx
             markers.nvtx = (nvtx.range_push, nvtx.range_pop, nvtx.range_start, nvtx.range_end)
             self._undo.append(_nvtx_off)

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from cuda_tracer.model.events import EventBatch
+from cuda_tracer.model.events import EventBatch, Kind
 
 from ..lifecycle import Lifecycle
 from ..output import RankOutput
@@ -83,9 +83,13 @@ class Flusher:
                 batch = EventBatch.concat(b for b in batches if len(b))
                 if not len(batch):
                     return
-                if output.writer.parts == 0 and not output.settle_identity():
-                    lifecycle.stop_quietly()
-                    return
+                if output.writer.parts == 0:
+                    settled = output.settle_identity(bool(len(batch.of_kind(Kind.STEP))))
+                    if settled is None:
+                        return  # a multiprocessing child that has not trained (yet): nothing written
+                    if not settled:
+                        lifecycle.stop_quietly()
+                        return
                 batch.columns["rank"][:] = output.rank
                 meta = self.meta()
                 try:
