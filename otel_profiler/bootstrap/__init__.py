@@ -4,7 +4,9 @@
   puts in site-packages (``setup.py``) calls :func:`from_environment` in every Python process; it
   reads only that variable and imports nothing when it is unset or false. Where the package is
   mounted rather than installed, ``site/`` on ``PYTHONPATH`` does the same through its
-  ``sitecustomize.py`` (``otel-profiler run`` sets both up);
+  ``sitecustomize.py`` (``otel-profiler run`` sets both up). The session itself starts when the
+  process imports torch, TensorFlow or Keras (:func:`when_framework_imported`): a process that never
+  does (a shell tool, a compile worker of another kind) pays for reading the settings only;
 - ``opentelemetry-instrument python train.py``: the ``opentelemetry_instrumentor`` entry point
   (:mod:`.instrumentor`) starts the session whatever ``OTEL_PROFILER_ENABLED`` says;
 - ``otel-profiler run -- python train.py`` (``otel_profiler.commands.run``).
@@ -29,23 +31,65 @@ def from_environment() -> None:
         return  # our own exporter process: nothing to profile, nothing more to import
     _done = True
     try:
-        from .. import config
+        # not false (``config.parsers.parse_bool``'s words): true, or a value the session warns about
+        if os.environ.get("OTEL_PROFILER_ENABLED", "").strip().lower() not in ("0", "false", "no", "off", ""):
+            when_framework_imported("env")  # settings are read then, in a process that uses torch
+    except Exception as exc:  # the bootstrap must never stop a program from starting
+        _warn_failed(exc)
 
-        settings = config.load()
-        enabled_invalid = any(w.startswith("OTEL_PROFILER_ENABLED=") for w in settings.warnings)
-        if settings.enabled or enabled_invalid:
+
+FRAMEWORKS = ("torch", "tensorflow", "keras")
+"""Importing any of these starts the session of a zero-code process."""
+
+
+def when_framework_imported(origin: str) -> None:
+    """Start the session (``origin``) now if a framework is imported already, else right after the
+    first of ``FRAMEWORKS`` finishes importing. Never raises."""
+    import sys
+
+    def start(_module: object = None) -> None:
+        try:
             from ..live.session import start_session
 
-            install_framework_hooks(start_session(origin="env"))  # invalid settings: one warning
-    except Exception as exc:  # the bootstrap must never stop a program from starting
-        try:
-            from ..profiler_warnings import warn
+            install_framework_hooks(start_session(origin=origin))
+        except Exception as exc:  # the import that triggered it must go on
+            _warn_failed(exc)
 
-            warn(f"bootstrap failed ({type(exc).__name__}: {exc})")
-        except Exception:
-            import logging  # here, not at the top: every process of a profiled job imports this module
+    if any(name in sys.modules for name in FRAMEWORKS):
+        start()
+        return
+    if _is_compile_worker():
+        return
+    from ..live.import_hooks import when_imported
 
-            logging.getLogger(__name__).debug("the bootstrap's own warning failed", exc_info=True)
+    started = []
+
+    def once(module: object) -> None:
+        if not started:
+            started.append(module)
+            start(module)
+
+    for name in FRAMEWORKS:
+        when_imported(name, once)
+
+
+def _is_compile_worker() -> bool:
+    """An Inductor compile worker (``torch/_inductor/compile_worker``): it imports torch but runs no
+    step of the job, so it gets no session at all."""
+    import sys
+
+    return any("compile_worker" in arg for arg in getattr(sys, "orig_argv", sys.argv)[:3])
+
+
+def _warn_failed(exc: Exception) -> None:
+    try:
+        from ..profiler_warnings import warn
+
+        warn(f"bootstrap failed ({type(exc).__name__}: {exc})")
+    except Exception:
+        import logging  # here, not at the top: every process of a profiled job imports this module
+
+        logging.getLogger(__name__).debug("the bootstrap's own warning failed", exc_info=True)
 
 
 def install_framework_hooks(session: object) -> None:

@@ -8,15 +8,16 @@ right away if the module is already loaded, else right after it finishes loading
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import logging
 import sys
 import threading
 from types import ModuleType
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    import importlib.abc
+    import importlib.machinery
+# Neither logging nor importlib.abc is imported here: every process of a profiled job imports this
+# module at start-up (``bootstrap.when_framework_imported``), most of them never use it.
 
 _callbacks: dict[str, list[Callable[[ModuleType], None]]] = {}
 _lock = threading.Lock()
@@ -37,10 +38,15 @@ def _safe_call(callback: Callable[[ModuleType], None], module: ModuleType) -> No
     try:
         callback(module)
     except Exception:  # a hook must never break the user's import
-        log.debug("the hook on importing %s failed", getattr(module, "__name__", "?"), exc_info=True)
+        import logging
+
+        logging.getLogger(__name__).debug("the hook on importing %s failed", getattr(module, "__name__", "?"),
+                                          exc_info=True)
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:
+    """A ``sys.meta_path`` finder (the protocol of ``importlib.abc.MetaPathFinder``)."""
+
     def find_spec(self, fullname: str, path: Sequence[str] | None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         if fullname not in _callbacks:
@@ -60,7 +66,9 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
-class _Loader(importlib.abc.Loader):
+class _Loader:
+    """Wraps the real loader (the protocol of ``importlib.abc.Loader``)."""
+
     def __init__(self, inner: importlib.abc.Loader, name: str) -> None:
         self._inner = inner
         self._name = name
@@ -70,10 +78,13 @@ class _Loader(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         self._inner.exec_module(module)
-        with _lock:
-            callbacks = _callbacks.pop(self._name, [])
-        for callback in callbacks:
-            _safe_call(callback, module)
+        while True:  # a callback may ask for this module again (it is still initializing then)
+            with _lock:
+                callbacks = _callbacks.pop(self._name, [])
+            if not callbacks:
+                break
+            for callback in callbacks:
+                _safe_call(callback, module)
 
     def __getattr__(self, name: str) -> Any:  # is_package, get_source, ... of the real loader
         return getattr(self._inner, name)
