@@ -90,6 +90,11 @@ def other_profiler() -> str | None:
     return other_profiler_active()
 
 
+class PythonTracerFailed(RuntimeError):
+    """torch's Python tracer (``with_stack``, for module calls) failed as a window stopped (torch 2.6:
+    ``Python replay stack is empty``); later windows record operators without module calls."""
+
+
 class KinetoSource:
     """One torch.profiler session per capture window."""
 
@@ -107,6 +112,7 @@ class KinetoSource:
         self._prof: Any = None
         self._owned: Any = None
         self.metadata_exposed = False  # set by start(): does metadata_json() carry Kineto's metadata?
+        self.modules_failed = False  # torch's Python tracer failed once: no module calls from then on
 
     @property
     def running(self) -> bool:
@@ -120,13 +126,13 @@ class KinetoSource:
         if reason is not None:
             raise ProfilerBusy(reason)
         modules = self.records_modules
-        prof = tp.profile(activities=self._kinds, record_shapes=False, with_stack=modules, with_modules=modules,
-                          profile_memory=MEMORY_ACTIVITY in self.activities,
-                          experimental_config=self._experimental_config())
         owned = own_session("torch_profiler")
         owned.__enter__()  # our session: the CUPTI source's detector must not count it as the user's
-        try:
+        try:  # Kineto may write its device probe's line as early as the profile is made (torch 2.4)
             with kineto_lines_dropped(), cycle_warning_held():
+                prof = tp.profile(activities=self._kinds, record_shapes=False, with_stack=modules,
+                                  profile_memory=MEMORY_ACTIVITY in self.activities,
+                                  experimental_config=self._experimental_config())
                 prof.start()
         except BaseException:
             owned.__exit__(None, None, None)
@@ -137,8 +143,9 @@ class KinetoSource:
     def records_modules(self) -> bool:
         """Whether windows record ``nn.Module`` calls: when operators are recorded (``cpu_op``). In
         eager mode torch records them through its Python tracer (``with_stack``), whose other Python
-        function events are dropped at copy-out (``MODULE_PREFIX``)."""
-        return bool(self.activities & CPU_ACTIVITIES)
+        function events are dropped at copy-out (``MODULE_PREFIX``). ``with_modules`` is not asked
+        for: it only ever recorded TorchScript models, and torch 2.15 warns about it."""
+        return bool(self.activities & CPU_ACTIVITIES) and not self.modules_failed
 
     def _experimental_config(self) -> Any:
         """Kineto's experimental options: event metadata always exposed, cuda_sync events (opt-in in
@@ -174,6 +181,12 @@ class KinetoSource:
         try:
             with kineto_lines_dropped():
                 prof.stop()
+        except RuntimeError as exc:
+            if not self.records_modules or "profiler_python" not in str(exc):
+                raise
+            self.modules_failed = True
+            _release(prof)
+            raise PythonTracerFailed(str(exc).split("\n")[0]) from exc
         finally:
             self._owned.__exit__(None, None, None)
         capture = KinetoCapture(prof.profiler.kineto_results, self.activities, self.rank,
@@ -279,7 +292,8 @@ class KinetoCapture:
             return
         if self.via_file:
             folder = tempfile.TemporaryDirectory(prefix="otel-profiler-kineto-")  # created 0700
-            results.save(os.path.join(folder.name, "window.json"))
+            with kineto_lines_dropped():  # torch 2.4 probes the devices as it writes the trace
+                results.save(os.path.join(folder.name, "window.json"))
             self._trace_folder = folder
         else:
             rows = [_event_row(e) for e in results.events()]

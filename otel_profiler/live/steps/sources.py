@@ -164,7 +164,7 @@ class StepSources:
                 try:
                     windows.stop_source()  # dropped: the steps' own windows replace it
                 except Exception as exc:
-                    windows.back_off(f"the detailed source failed to stop ({exc})")
+                    windows.stop_failed(exc)
         hooks = self.torch_hooks
         if hooks is not None:
             hooks.stop_watching_module_calls()

@@ -118,7 +118,7 @@ class DetailedWindows:
             self.wake = True
         except Exception as exc:
             window.captured = False
-            self.back_off(f"the detailed source failed to stop ({exc})")
+            self.stop_failed(exc)
 
     def _resume(self, step: int) -> None:
         """Do what waited for a safe point: a part's hand-over (and restart), or a start.
@@ -178,7 +178,7 @@ class DetailedWindows:
             try:
                 capture = self.stop_source()
             except Exception as exc:
-                self.back_off(f"the detailed source failed to stop ({exc})")
+                self.stop_failed(exc)
         if len(self.windows) < MAX_WINDOWS_IN_META:
             self.windows.append(window)
         self.finished.append((capture, window))
@@ -225,6 +225,18 @@ class DetailedWindows:
         if type(self.source) is not make:
             self.source = make(self.activities, rank=self._rank())
         return self.source
+
+    def stop_failed(self, exc: Exception) -> None:
+        """A window's capture could not be stopped: it is lost. When only torch's Python tracer
+        failed (module calls), later windows go on without module calls (one warning); otherwise
+        detailed capture backs off for the run."""
+        from cuda_tracer.capture.kineto import PythonTracerFailed
+
+        if isinstance(exc, PythonTracerFailed):
+            warn(f"a detailed window was lost and module calls are not recorded for the rest of this run "
+                 f"(torch's Python tracer failed: {exc}); operators are still recorded")
+            return
+        self.back_off(f"the detailed source failed to stop ({exc})")
 
     def back_off(self, why: str, announced: bool = False) -> None:
         """Another profiler holds the process (or ours failed): no more detailed windows.
