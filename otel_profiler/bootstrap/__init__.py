@@ -5,8 +5,8 @@
   reads only that variable and imports nothing when it is unset or false. Where the package is
   mounted rather than installed, ``site/`` on ``PYTHONPATH`` does the same through its
   ``sitecustomize.py`` (``otel-profiler run`` sets both up). The session itself starts when the
-  process imports torch, TensorFlow or Keras (:func:`when_framework_imported`): a process that never
-  does (a shell tool, a compile worker of another kind) pays for reading the settings only;
+  process imports torch, TensorFlow, Keras or this package's API (:func:`when_framework_imported`):
+  a process that never does (a shell tool, a compile worker) pays a few milliseconds;
 - ``opentelemetry-instrument python train.py``: the ``opentelemetry_instrumentor`` entry point
   (:mod:`.instrumentor`) starts the session whatever ``OTEL_PROFILER_ENABLED`` says;
 - ``otel-profiler run -- python train.py`` (``otel_profiler.commands.run``).
@@ -38,8 +38,9 @@ def from_environment() -> None:
         _warn_failed(exc)
 
 
-FRAMEWORKS = ("torch", "tensorflow", "keras")
-"""Importing any of these starts the session of a zero-code process."""
+FRAMEWORKS = ("torch", "tensorflow", "keras", "otel_profiler.api")
+"""Importing any of these starts the session of a zero-code process (a framework, or this package's
+own API: ``annotate`` and ``step`` used without torch)."""
 
 
 def when_framework_imported(origin: str) -> None:

@@ -181,6 +181,7 @@ class RankOutput:
         self.writer = RankWriter(folder, self.rank)
         self.rank_known = "RANK" in os.environ
         self.child_of_run = child_of_run  # a multiprocessing child writing into its parent's run
+        self.free_rank = False  # its rank is the next free number, not one of a distributed world
         self._write_failed = False  # a part could not be written (said once)
         self._compute: dict[str, Any] | None = None  # read once, by the first flush
 
@@ -227,7 +228,7 @@ class RankOutput:
         writer = RankWriter.free_rank(self.folder, self.position["world_size"])
         if writer is None:
             return None
-        self.rank_known = self.child_of_run = True
+        self.rank_known = self.child_of_run = self.free_rank = True
         self.rank = writer.rank
         self.position["rank"] = writer.rank
         self.resource["ml.rank"] = writer.rank
@@ -246,7 +247,7 @@ class RankOutput:
             "format": "otel-profiler.live",
             "rank": self.rank,
             "local_rank": self.position["local_rank"],
-            "world_size": MISSING if self.child_of_run else self.position["world_size"],  # not one of a world
+            "world_size": MISSING if self.free_rank else self.position["world_size"],  # not one of a world
             "host_name": socket.gethostname(),
             "pid": os.getpid(),
             **({"parent_pid": os.getppid()} if self.child_of_run else {}),

@@ -46,6 +46,7 @@ class JobProcesses:
         self._root = root
         self._me = os.getpid()
         self._last: dict[tuple[int, float], float] = {}  # (pid, create time) -> CPU seconds
+        self._primed = False  # a first reading was taken
 
     def cpu_since_last(self) -> float:
         psutil = self._psutil
@@ -69,7 +70,7 @@ class JobProcesses:
                 continue
             now[key] = seconds = times.user + times.system
             used += seconds - self._last.get(key, 0.0)
-        first = not self._last
+        first, self._primed = not self._primed, True
         self._last = now
         return 0.0 if first else max(0.0, used)
 
