@@ -184,8 +184,10 @@ class KinetoSource:
         except RuntimeError as exc:
             if not self.records_modules or "profiler_python" not in str(exc):
                 raise
-            self.modules_failed = True
             _release(prof)
+            if not _disabled_left_over():
+                raise  # torch keeps its profiler on: no later window can start
+            self.modules_failed = True
             raise PythonTracerFailed(str(exc).split("\n")[0]) from exc
         finally:
             self._owned.__exit__(None, None, None)
@@ -204,6 +206,22 @@ class KinetoSource:
 
         return (MEMORY_ACTIVITY in self.activities or not events_name_their_kind()
                 or (not self.metadata_exposed and tp.ProfilerActivity.CUDA in self._kinds))
+
+
+def _disabled_left_over() -> bool:
+    """After a stop that failed half-way, turn off the profiler torch left enabled (its events are
+    lost), so that the next window can start. False when it stays on."""
+    try:
+        import torch
+
+        autograd = torch._C._autograd
+        if autograd._profiler_enabled():
+            with kineto_lines_dropped():
+                autograd._disable_profiler()
+        return not autograd._profiler_enabled()
+    except Exception:
+        log.debug("turning off the profiler left enabled by a failed stop failed", exc_info=True)
+        return False
 
 
 def events_name_their_kind() -> bool:
