@@ -1,12 +1,30 @@
 #!/usr/bin/env bash
 # The full test suite, as CI runs it: installs what the tests need on a fresh Debian machine (Prometheus,
 # Chromium and its driver, PostgreSQL, when run as root with apt-get), this package with the `dev` extra and the
-# CPU build of torch, then runs every test. Arguments go to pytest, e.g. `bash scripts/test.sh -x`.
+# CPU build of torch, then runs every test. Arguments go to pytest, e.g. `bash scripts/test.sh -x`, except
+# `--repeat N` (or `--repeat=N`): after the one-time installs, run pytest N times in a row, stopping at the first
+# run that fails (its exit status is the script's), with one line per run giving its result and duration.
 # Jaeger and the OpenTelemetry Collector come from scripts/backends.sh (built once per machine with Go).
 # In CI (CI=true) a missing Chromium, chromedriver, Prometheus, PostgreSQL, Jaeger or Collector fails the run instead
 # of skipping tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+repeat=""  # empty: one run, exactly as without the option
+pytest_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --repeat) [ $# -ge 2 ] || { echo "scripts/test.sh: --repeat needs a number of runs" >&2; exit 2; }
+              repeat=$2; shift 2;;
+    --repeat=*) repeat=${1#--repeat=}; shift;;
+    --) pytest_args+=("$@"); break;;  # the rest is pytest's, as it is
+    *) pytest_args+=("$1"); shift;;
+  esac
+done
+if [ -n "$repeat" ] && ! [[ "$repeat" =~ ^[1-9][0-9]*$ ]]; then
+  echo "scripts/test.sh: --repeat takes a whole number of runs, 1 or more (not '$repeat')" >&2
+  exit 2
+fi
 
 have_driver() { command -v chromedriver >/dev/null; }
 have_chromium() { command -v chromium >/dev/null; }
@@ -40,6 +58,12 @@ case "${CI:-}" in
     ;;
 esac
 
+# The oldest and the newest supported torch, each in a virtual environment of its own (tests/torch_venvs.py;
+# about 4 GB each, made once per machine, then only checked): made in the background while the rest installs.
+releases_log=$(mktemp)
+python3 tests/torch_venvs.py >"$releases_log" 2>&1 &
+releases_pid=$!
+
 # Jaeger and the OpenTelemetry Collector for the `backends` tests: built once per machine (Go), then
 # only checked. Without them those tests skip; in CI that fails the run.
 if backends=$(bash scripts/backends.sh); then
@@ -50,4 +74,23 @@ else
 fi
 
 python3 -m pip install -q torch==2.13.0 -e '.[dev]'
-python3 -m pytest -q "$@"
+if ! wait "$releases_pid"; then
+  echo "scripts/test.sh: the torch release environments could not be made: $(tail -n 5 "$releases_log")" >&2
+  case "${CI:-}" in ""|0|false|no) ;; *) exit 1;; esac
+fi
+rm -f "$releases_log"
+if [ -z "$repeat" ]; then
+  python3 -m pytest -q ${pytest_args[@]+"${pytest_args[@]}"}
+  exit
+fi
+
+load() { [ -r /proc/loadavg ] && echo ", load average $(cut -d' ' -f1-3 /proc/loadavg)" || true; }
+for run in $(seq "$repeat"); do
+  started=$(date +%s)
+  status=0
+  python3 -m pytest -q ${pytest_args[@]+"${pytest_args[@]}"} || status=$?
+  took=$(( $(date +%s) - started ))
+  if [ "$status" -eq 0 ]; then result=passed; else result="FAILED (pytest exit status $status)"; fi
+  echo "scripts/test.sh: run $run of $repeat $result in $((took / 60)) min $((took % 60)) s$(load)"
+  [ "$status" -eq 0 ] || exit "$status"
+done
