@@ -35,7 +35,8 @@ import logging
 import os
 import sys
 import tempfile
-from typing import Any, Iterable, Iterator
+import threading
+from typing import Any, Callable, Iterable, Iterator
 
 import msgspec
 
@@ -83,6 +84,34 @@ def unavailable_reason(activities: Iterable[str]) -> str | None:
     if wanted & GPU_ACTIVITIES and cuda_available():
         return None
     return "no CUDA device and CPU ops not requested"
+
+
+_starting = threading.local()  # ``ours``: this thread is starting one of our own windows
+
+
+def watch_user_profilers(on_user_start: Callable[[], None]) -> None:
+    """Call ``on_user_start()`` (in the starting thread, before torch does anything) whenever a
+    profiler that is not one of our windows starts in this process: ``torch.profiler.profile``, the
+    autograd profiler, ``emit_nvtx``, in any form (context manager, ``start()``, a schedule's warm-up).
+    Patches the two functions of ``torch.autograd.profiler`` every one of them calls; once per process."""
+    module = sys.modules.get("torch.autograd.profiler")
+    if module is None:
+        return
+    for name in ("_prepare_profiler", "_enable_profiler"):
+        original = getattr(module, name, None)
+        if original is None or getattr(original, "otel_profiler_watch", False):
+            continue
+
+        def starting(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            if not getattr(_starting, "ours", False):
+                try:
+                    on_user_start()
+                except Exception:
+                    log.debug("yielding to the job's own profiler failed", exc_info=True)
+            return _original(*args, **kwargs)
+
+        starting.otel_profiler_watch = True  # type: ignore[attr-defined]
+        setattr(module, name, starting)
 
 
 def other_profiler() -> str | None:
@@ -133,7 +162,11 @@ class KinetoSource:
                 prof = tp.profile(activities=self._kinds, record_shapes=False, with_stack=modules,
                                   profile_memory=MEMORY_ACTIVITY in self.activities,
                                   experimental_config=self._experimental_config())
-                prof.start()
+                _starting.ours = True
+                try:
+                    prof.start()
+                finally:
+                    _starting.ours = False
         except BaseException:
             owned.__exit__(None, None, None)
             raise

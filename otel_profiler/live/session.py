@@ -251,6 +251,20 @@ class Session:
     def _hook_installed(self, hooks: Any) -> None:
         self.step_sources.torch_hooks = self.windows.torch_hooks = hooks
         self._remove_step_hook = hooks.remove
+        from cuda_tracer.capture.kineto import watch_user_profilers
+
+        watch_user_profilers(self._user_profiler_starting)
+
+    def _user_profiler_starting(self) -> None:
+        """The job starts a torch profiler of its own: the window open now ends here (what it
+        captured is kept) and detailed capture backs off for the run, so the job's profiler runs
+        as it would without us (one warning)."""
+        windows = self.windows
+        if windows.backed_off or self.lifecycle.closed:
+            return
+        if windows.window is not None:
+            windows.close(self._step + (self._step_start is not None))
+        windows.back_off("the job started a torch.profiler session of its own")
 
     def _close_at_exit(self) -> None:
         self.lifecycle.exiting = True
