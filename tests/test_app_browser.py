@@ -13,6 +13,7 @@ from app_support import AppServer, cli, live_job, make_store, wait_until
 webdriver = pytest.importorskip("selenium.webdriver")
 from chromium import chromium  # noqa: E402
 requests = pytest.importorskip("requests")
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select  # noqa: E402
 
@@ -37,17 +38,43 @@ def server(tmp_path_factory):
     app.stop()
 
 
+def click_to_new_page(driver, element, ready, what: str):
+    """Click ``element`` (a link or a form's button) and wait for the page it leads to: the current
+    page gone (its root element stale), the new one loaded, and ``ready()`` true on it; returns
+    ``ready()``'s value. A click returns before the navigation it starts is done, sooner or later
+    depending on the machine's load, so a read right after it can still see the old page (whose
+    flash message or links then answer for the new one)."""
+    old = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+
+    def arrived():
+        try:
+            old.is_enabled()
+            return None  # still the old page
+        except StaleElementReferenceException:
+            pass
+        try:
+            if driver.execute_script("return document.readyState") != "complete":
+                return None
+            return ready()
+        except StaleElementReferenceException:  # yet another page came meanwhile (a redirect)
+            return None
+    return wait_until(arrived, what)
+
+
 def sign_in(driver, server, name: str) -> None:
     driver.delete_all_cookies()
     driver.get(server.url + "/")
     wait_until(lambda: driver.find_elements(By.ID, "login"), "the sign-in form")
     driver.find_element(By.ID, "name").send_keys(name)
     driver.find_element(By.ID, "password").send_keys(PASSWORDS[name])
-    driver.find_element(By.ID, "sign-in").click()
-    wait_until(lambda: (who := driver.find_elements(By.ID, "who")) and name in who[0].text, f"{name} signed in")
+    click_to_new_page(driver, driver.find_element(By.ID, "sign-in"),
+                      lambda: (who := driver.find_elements(By.ID, "who")) and name in who[0].text, f"{name} signed in")
 
 
 def admin_form(driver, form_id: str, **fields: str) -> None:
+    """Fill and submit a form of the admin page; waits for the admin page that answers it (the
+    page before it may show the previous form's outcome)."""
     form = driver.find_element(By.ID, form_id)
     for name, value in fields.items():
         field = form.find_element(By.NAME, name)
@@ -55,8 +82,8 @@ def admin_form(driver, form_id: str, **fields: str) -> None:
             Select(field).select_by_visible_text(value)
         else:
             field.send_keys(value)
-    form.find_element(By.TAG_NAME, "button").click()
-    wait_until(lambda: driver.find_elements(By.CSS_SELECTOR, ".flash.done, .flash.error"), "the outcome")
+    click_to_new_page(driver, form.find_element(By.TAG_NAME, "button"),
+                      lambda: driver.find_elements(By.CSS_SELECTOR, ".flash.done, .flash.error"), "the outcome")
     errors = driver.find_elements(By.CSS_SELECTOR, ".flash.error")
     assert not errors, errors[0].text
 
@@ -89,8 +116,8 @@ def test_admin_grants_teams_and_users_who_see_only_their_teams_runs(browser, ser
     for name, mine, other in (("alice", "vision-run", "nlp-run"), ("bob", "nlp-run", "vision-run")):
         sign_in(browser, server, name)
         assert listed_runs(browser, server) == [mine]
-        browser.find_element(By.LINK_TEXT, mine).click()
-        wait_until(lambda: browser.find_elements(By.ID, "tl-canvas"), f"{mine}'s report")
+        click_to_new_page(browser, browser.find_element(By.LINK_TEXT, mine),
+                          lambda: browser.find_elements(By.ID, "tl-canvas"), f"{mine}'s report")
         assert browser.find_elements(By.ID, "dashboard") and browser.find_elements(By.ID, "insights")
         browser.get(f"{server.url}/runs/{other}")
         assert "Not Found" in browser.page_source and not browser.find_elements(By.ID, "tl-canvas")
@@ -98,8 +125,11 @@ def test_admin_grants_teams_and_users_who_see_only_their_teams_runs(browser, ser
         form = browser.find_element(By.ID, "compare")
         form.find_element(By.NAME, "base").send_keys(mine)
         form.find_element(By.NAME, "new").send_keys(mine)
-        form.find_element(By.TAG_NAME, "button").click()
-        wait_until(lambda: "Step" in browser.page_source and mine in browser.page_source, "the comparison page")
+        # The comparison page by its own elements: the landing page has "Steps" and the run id too.
+        header = click_to_new_page(browser, form.find_element(By.TAG_NAME, "button"),
+                                   lambda: browser.find_elements(By.ID, "diff-data") and
+                                   browser.find_element(By.TAG_NAME, "header").text, "the comparison page")
+        assert f"base: {mine}" in header and f"new: {mine}" in header and "Step" in browser.page_source
         browser.get(f"{server.url}/diff?base={mine}&new={other}")
         assert "Not Found" in browser.page_source
         browser.get(f"{server.url}/admin")
@@ -117,8 +147,8 @@ def test_a_run_uploaded_by_a_live_job_appears_on_the_landing_page_and_opens(brow
     sign_in(browser, server, "alice")
     assert sorted(wait_until(lambda: r if len(r := listed_runs(browser, server)) == 2 else None, "the upload")) == \
         ["vision-run", "vision-uploaded"]
-    browser.find_element(By.LINK_TEXT, "vision-uploaded").click()
-    wait_until(lambda: browser.find_elements(By.ID, "tl-canvas"), "the uploaded run's report")
+    click_to_new_page(browser, browser.find_element(By.LINK_TEXT, "vision-uploaded"),
+                      lambda: browser.find_elements(By.ID, "tl-canvas"), "the uploaded run's report")
 
 
 def test_a_removed_users_session_and_token_stop_at_once(browser, server):
@@ -132,8 +162,8 @@ def test_a_removed_users_session_and_token_stop_at_once(browser, server):
     sign_in(browser, server, "root")
     browser.get(server.url + "/admin")
     row = browser.find_element(By.CSS_SELECTOR, 'tr[data-user="bob"]')
-    row.find_element(By.CSS_SELECTOR, "button.remove").click()
-    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, ".flash.done"), "the removal")
+    click_to_new_page(browser, row.find_element(By.CSS_SELECTOR, "button.remove"),
+                      lambda: browser.find_elements(By.CSS_SELECTOR, ".flash.done"), "the removal")
     assert not browser.find_elements(By.CSS_SELECTOR, 'tr[data-user="bob"]')
     assert "user.remove bob" in browser.find_element(By.ID, "audit").text
 

@@ -71,12 +71,20 @@ def _alone_and_beside_neighbours(tmp_path: Path) -> tuple[SummaryDocument, Summa
 
 def test_busy_neighbours_give_the_contention_insight_and_the_job_alone_does_not(tmp_path):
     """One job alone, then the same job beside busy neighbours. Beside them: the insight, with the
-    figures it read. Alone: none, unless the machine's other work (other tests) starved the job
-    too, and then the run proves nothing about "alone" (it was not alone): skipped with its figures.
-    Either way the neighbours must take CPU from the job."""
+    figures it read. Alone: none, and less CPU beside the neighbours than alone, unless the
+    machine's other work (other tests, other users) starved the job alone too: then that run proves
+    nothing about "alone" (it was not alone), so the job runs alone once more, after the
+    neighbours are gone, and if the machine's work starved that one too the comparison is skipped
+    with its figures.
+
+    On a busy machine: every figure asserted of the run beside the neighbours only grows more
+    certain with more load elsewhere (less CPU for the job, a busier machine), but the comparison
+    with the run alone does not: the two runs are seconds apart, and the machine's other work can
+    starve the run alone as much as the neighbours starve the other one (two runs each under a
+    third of a core, the one alone the lower). So the job alone is compared only when it was not
+    starved by others, the state the comparison is about."""
     alone, busy = _alone_and_beside_neighbours(tmp_path)
     a, b = alone.summary["cpu"]["0"], busy.summary["cpu"]["0"]
-    assert b["process_cores"] < a["process_cores"], (a, b)
     found = _rules(busy).get("cpu_contention")
     assert found, f"no contention insight beside busy neighbours; cpu: {b}"
     assert b["window"] == "steps" and b["samples"] >= 3
@@ -84,8 +92,17 @@ def test_busy_neighbours_give_the_contention_insight_and_the_job_alone_does_not(
     assert f"{b['process_cores']:.2f} cores" in found["evidence"]
     assert "job_cores" in b and f"took {b['job_cores']:.1f} cores besides" in found["evidence"]  # the job's own
     assert "host_bound" not in _rules(busy)  # a starved job is not host-bound
-    if a["process_cores"] < 0.5 and a["others_cores"] >= 1.0:
-        pytest.skip(f"the machine's other work starved the job alone too (cpu: {a})")
+
+    def starved(u: dict) -> bool:  # by other processes, as the rule's thresholds see it
+        return u["process_cores"] < 0.5 and u["others_cores"] >= 1.0
+
+    if starved(a):  # by the machine's other work, not by neighbours of ours: alone once more
+        first = a
+        alone = _doc(_train(tmp_path / "alone-again"))
+        a = alone.summary["cpu"]["0"]
+        if starved(a):
+            pytest.skip(f"the machine's other work starved the job alone too, twice (cpu: {first}, then {a})")
+    assert b["process_cores"] < a["process_cores"], (a, b)  # the neighbours took CPU from the job
     assert "cpu_contention" not in _rules(alone), f"cpu: {a}"
 
 
