@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite (scripts/test.sh) several times in a row while one CPU-bound process per core runs
 # beside it: the check that the tests hold on a busy machine. Usage: bash scripts/suite_under_load.sh [RUNS]
-# [pytest arguments]; RUNS defaults to 3. Stops at the first run that fails; the busy processes end with it.
+# [pytest arguments]; RUNS defaults to 3. The runs are `scripts/test.sh --repeat RUNS` (the installs once, then
+# one line per run with its result, duration and load average); it stops at the first run that fails, and the
+# busy processes end with it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
@@ -13,10 +15,5 @@ for _ in $(seq "$(nproc)"); do
   python3 -c 'while True: pass' &
   busy+=($!)
 done
-echo "started ${#busy[@]} busy processes (one per core)"
-for run in $(seq "$runs"); do
-  started=$(date +%s)
-  echo "run $run of $runs started $(date -u +%H:%M:%S) UTC, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-  bash scripts/test.sh "$@"
-  echo "run $run of $runs passed in $(( $(date +%s) - started )) s, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-done
+echo "started ${#busy[@]} busy processes (one per core), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+bash scripts/test.sh --repeat "$runs" "$@"
