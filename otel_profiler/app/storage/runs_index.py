@@ -36,10 +36,7 @@ def refresh(db: Session, store: str) -> int:
         if facts is None:  # not (or no longer) a profile folder
             continue
         seen.add(run_id)
-        if run_id in known:
-            db.merge(_row(facts))
-        else:
-            db.add(_row(facts))
+        _index(db, facts, run_id in known)
         changed += 1
         if changed % BATCH == 0:
             db.commit()
@@ -48,6 +45,21 @@ def refresh(db: Session, store: str) -> int:
         db.execute(delete(Run).where(Run.run_id.in_(gone[start:start + BATCH])))
     db.commit()
     return changed + len(gone)
+
+
+def _index(db: Session, facts: RunFacts, known: bool) -> None:
+    """Put one run in the index, in a savepoint of its own: a run the database refuses (a value it
+    cannot hold) is indexed as unreadable with the reason, and every other run goes on."""
+    try:
+        with db.begin_nested():
+            db.merge(_row(facts)) if known else db.add(_row(facts))
+            db.flush()
+    except Exception as exc:  # noqa: BLE001 - any database error is this one run's
+        bad = RunFacts(run_id=facts.run_id, signature=facts.signature, status="corrupt",
+                       reason=f"cannot be indexed ({type(exc).__name__})")
+        with db.begin_nested():
+            db.merge(_row(bad))
+            db.flush()
 
 
 def _row(facts: RunFacts) -> Run:

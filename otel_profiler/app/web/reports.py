@@ -17,6 +17,7 @@ from ...analysis.document import SummaryDocument
 from ...analysis.insights import Thresholds
 from ...report import renderers
 from ...report.renderers import RenderOptions
+from ..storage.store import unsafe_run
 
 
 class ReportError(Exception):
@@ -54,6 +55,9 @@ class ReportCache:
                 self.prepare(run_id)
             except Exception as exc:  # noqa: BLE001 - each filesystem raises its own errors
                 raise ReportError(f"cannot copy the run's files from the store ({type(exc).__name__})") from None
+        unsafe = unsafe_run(os.path.join(self.store, run_id))
+        if unsafe is not None:
+            raise ReportError(unsafe)
         try:
             profile = load_profile([os.path.join(self.store, run_id)], workers=1, skip_bad=True)
             if not profile.ranks:
