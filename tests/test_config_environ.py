@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
 from otel_profiler.config import VARIABLES
+from otel_profiler.live.child_processes import RUN_ENV
 from otel_profiler.live.wiring import EXPORTER_CHILD_ENV
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,8 +47,9 @@ NOT_OURS = {
     "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH",
     # Proxies gRPC honours: with one set, the OTLP target's reach is not tested directly.
     "grpc_proxy", "https_proxy", "http_proxy", "GRPC_PROXY", "HTTPS_PROXY", "HTTP_PROXY",
-    # Internal: marks the profiler's own exporter processes (never set by users).
-    EXPORTER_CHILD_ENV,
+    # Internal: marks the profiler's own exporter processes; a job's run and root process, passed on
+    # to its child processes (never set by users).
+    EXPORTER_CHILD_ENV, RUN_ENV,
 }
 
 

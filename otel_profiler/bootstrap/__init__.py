@@ -63,7 +63,7 @@ def when_framework_imported(origin: str) -> None:
         return
     from ..live.import_hooks import when_imported
 
-    started = []
+    started: list[object] = []
 
     def once(module: object) -> None:
         if not started:

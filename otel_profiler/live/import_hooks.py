@@ -62,7 +62,7 @@ class _Finder:
         loader = spec.loader
         if loader is None or not hasattr(loader, "exec_module"):
             return spec
-        spec.loader = _Loader(loader, fullname)
+        spec.loader = _Loader(loader, fullname)  # type: ignore[assignment]  # the Loader protocol, duck-typed
         return spec
 
 

@@ -233,7 +233,7 @@ class TorchHooks:
             compiled = original_compile(*args, **kwargs)
             return compiled if stepping is None else self._reporting_steps(compiled, stepping)
 
-        torch.compile = compile
+        setattr(torch, "compile", compile)
         self._undo.append(lambda: _restore(torch, "compile", compile, original_compile))
 
     def watch_module_calls(self) -> None:
