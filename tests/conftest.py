@@ -55,6 +55,11 @@ MODULE_MARKERS: dict[str, tuple[str, ...]] = {
     "test_real_backends_tenants": ("backends",),
     "test_app_api": ("jobs",),
     "test_app_browser": ("browser", "jobs"),
+    "test_app_store_hostile": ("jobs",),
+    "test_compiled_jobs": ("jobs",),
+    "test_multiprocess_trainers": ("jobs",),
+    "test_job_own_profiler": ("jobs",),
+    "test_torch_releases": ("jobs", "torch_releases"),
 }
 # Fixture -> markers, for tests elsewhere that use it (e.g. the TensorFlow environment).
 FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {"tf_python": ("tensorflow",), "browser": ("browser",)}
@@ -71,7 +76,7 @@ FUNCTION_MARKERS: dict[str, tuple[str, ...]] = {
     "test_metrics_exporter_prometheus_serves_the_standard_port_for_a_real_scrape": ("prometheus",),
 }
 SLOW_ENV = {"browser", "prometheus", "tensorflow", "fault_process", "fresh_venv", "jobs", "fuzz", "hta",
-            "slow", "backends"}
+            "slow", "backends", "torch_releases"}
 MUST_NOT_SKIP_IN_CI = {"browser", "prometheus", "backends"}
 
 
@@ -97,6 +102,7 @@ def pytest_configure(config: pytest.Config) -> None:
                        ("fuzz", "generated inputs by the thousand (hypothesis)"),
                        ("hta", "runs Holistic Trace Analysis on every test trace for comparison"),
                        ("backends", "runs the Jaeger and Collector binaries of scripts/backends.sh with training jobs"),
+                       ("torch_releases", "runs jobs on the oldest and newest supported torch (tests/torch_venvs.py)"),
                        ("slow_env", "any of the above: left out of the fast loop")):
         config.addinivalue_line("markers", f"{name}: {text}")
 
