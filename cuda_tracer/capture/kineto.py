@@ -251,7 +251,13 @@ def _disabled_left_over() -> bool:
         if autograd._profiler_enabled():
             with kineto_lines_dropped():
                 autograd._disable_profiler()
-        return not autograd._profiler_enabled()
+        if autograd._profiler_enabled():
+            return False
+        profiler = sys.modules.get("torch.autograd.profiler")
+        said_stopped = getattr(profiler, "_run_on_profiler_stop", None)  # torch's Python-side flag
+        if callable(said_stopped):
+            said_stopped()
+        return not getattr(profiler, "_is_profiler_enabled", False)
     except Exception:
         log.debug("turning off the profiler left enabled by a failed stop failed", exc_info=True)
         return False
