@@ -87,6 +87,15 @@ def unavailable_reason(activities: Iterable[str]) -> str | None:
 
 
 _starting = threading.local()  # ``ours``: this thread is starting one of our own windows
+_compiling_job = False  # the job compiles (``compiling_job``): windows record no module calls
+
+
+def compiling_job() -> None:
+    """The job calls ``torch.compile``: from now on no window records module calls, whose Python
+    tracer (``with_stack``) would record every Python call of Dynamo's compilations in a window
+    (a compiled-autograd job's window grew to 9.5 GB)."""
+    global _compiling_job
+    _compiling_job = True
 
 
 def watch_user_profilers(on_user_start: Callable[[], None]) -> None:
@@ -177,8 +186,9 @@ class KinetoSource:
         """Whether windows record ``nn.Module`` calls: when operators are recorded (``cpu_op``). In
         eager mode torch records them through its Python tracer (``with_stack``), whose other Python
         function events are dropped at copy-out (``MODULE_PREFIX``). ``with_modules`` is not asked
-        for: it only ever recorded TorchScript models, and torch 2.15 warns about it."""
-        return bool(self.activities & CPU_ACTIVITIES) and not self.modules_failed
+        for: it only ever recorded TorchScript models, and torch 2.15 warns about it. Not in a job
+        that compiles (``compiling_job``), nor after the Python tracer failed once."""
+        return bool(self.activities & CPU_ACTIVITIES) and not (self.modules_failed or _compiling_job)
 
     def _experimental_config(self) -> Any:
         """Kineto's experimental options: event metadata always exposed, cuda_sync events (opt-in in

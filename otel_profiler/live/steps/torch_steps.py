@@ -37,6 +37,8 @@ from time import perf_counter_ns
 from types import ModuleType
 from typing import Any, Callable
 
+from cuda_tracer.capture.kineto import compiling_job
+
 from . import markers
 
 log = logging.getLogger(__name__)
@@ -227,6 +229,7 @@ class TorchHooks:
                 if not self.compiled:
                     self.compiled = True
                     self.stop_watching_module_calls()
+                    compiling_job()  # no module calls in windows: they would record Dynamo's every call
                     self.sink.torch_work()
             except Exception:
                 log.debug("noting torch.compile failed", exc_info=True)
