@@ -72,7 +72,7 @@ def test_the_timeline_stays_bounded(monkeypatch):
         time.sleep(0.005)
     meta = timeline.meta()
     assert 4 <= len(meta["t"]) <= 8 and meta["interval_s"] == 2e-6
-    assert len(meta["system_pct"]) == len(meta["process_pct"]) == len(meta["t"])
+    assert len(meta["system_pct"]) == len(meta["process_pct"]) == len(meta["job_cores"]) == len(meta["t"])
 
 
 def test_instance_type_from_the_platform_variable():

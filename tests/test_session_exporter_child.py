@@ -2,7 +2,8 @@
 tracker), though they inherit ``OTEL_PROFILER_ENABLED`` and the bootstrap's ``PYTHONPATH``.
 
 A probe ``sitecustomize`` after ours on ``PYTHONPATH`` (the bootstrap chains to it) records, in every
-Python process of the job, its command line and whether a profiling session runs there.
+Python process of the job, its command line and whether a profiling session ran there (sessions start
+when a process imports torch or this package's API, so it is recorded again at exit).
 """
 
 from __future__ import annotations
@@ -15,10 +16,27 @@ import sys
 from otel_profiler.live import session
 
 PROBE = """
-import json, os, sys
-from otel_profiler.live.session import current
-with open(os.path.join(os.environ["PROBE_DIR"], f"{os.getpid()}.json"), "w") as out:
-    json.dump({"argv": sys.argv, "session": current() is not None}, out)
+import atexit, json, os, sys
+import otel_profiler.live.session as live_session
+
+started = []
+original = live_session.start_session
+
+
+def start_session(*args, **kwargs):  # the session starts when the process imports torch or our API
+    result = original(*args, **kwargs)
+    started.append(result is not None)
+    return result
+
+
+def report():
+    with open(os.path.join(os.environ["PROBE_DIR"], f"{os.getpid()}.json"), "w") as out:
+        json.dump({"argv": sys.argv, "session": any(started)}, out)
+
+
+live_session.start_session = start_session
+report()  # at start-up (a process that ends in os._exit keeps this one)
+atexit.register(report)  # and at exit, with whether a session ever ran
 """
 
 JOB = """

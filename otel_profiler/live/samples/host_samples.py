@@ -76,11 +76,12 @@ class JobProcesses:
 
 
 class CpuTimeline:
-    """The samples of one session; ``root``: the pid of the job's root (``job_root``)."""
+    """The samples of one session; ``root``: the pid of the job's root (``job_root``; this process
+    when not given)."""
 
-    def __init__(self, interval_s: float, root: int) -> None:
+    def __init__(self, interval_s: float, root: int | None = None) -> None:
         self.interval_s = interval_s
-        self.root = root
+        self.root = os.getpid() if root is None else root
         self.t: list[float] = []  # unix seconds
         self.system_pct: list[float] = []
         self.process_pct: list[float] = []
