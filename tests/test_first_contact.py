@@ -186,6 +186,27 @@ def test_kineto_lines_stay_off_stderr_and_the_jobs_lines_stay_in_order(tmp_path)
     assert [line for line in lines if line.startswith("main-line ")] == [f"main-line {i}" for i in range(40)]
 
 
+TREE_WARNING = (b"[W1205 00:39:58.600899872 collection.cpp:671] Warning: threading.py(611): wait "
+                b"(function operator())")
+
+
+def test_torchs_event_tree_warning_is_cut_out_and_the_jobs_lines_are_kept(tmp_path):
+    """torch 2.15's warning while it builds a stopped window's tree, written as torch writes it (the
+    message, then its newline in a second write, another thread's line between the two), is cut out
+    during a stop; the job's lines around it, and a torch warning from elsewhere, are kept."""
+    other = b"[W1205 00:40:01.000000001 Module.cpp:12] Warning: the job's own (function operator())\n"
+    writes = [TREE_WARNING, b"job line 1\n", b"\n", other, TREE_WARNING + b"\n", b"job line 2\n"]
+    code = "\n".join(["import os",
+                      "from cuda_tracer.capture.stderr_filter import kineto_lines_dropped",
+                      "os.write(2, b'before\\n')",
+                      "with kineto_lines_dropped():",
+                      *(f"    os.write(2, {data!r})" for data in writes),
+                      "os.write(2, b'after\\n')"])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, cwd=SCRIPTS.parent.parent)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stderr == b"before\njob line 1\n" + other + b"job line 2\nafter\n"
+
+
 # ------------------------------------------------------------------------- 5. modules, live
 def test_a_live_run_with_operators_records_the_module_tree(tmp_path):
     """``--cpu-ops``: the windows record nn.Module calls as recorded traces have them, so the summary

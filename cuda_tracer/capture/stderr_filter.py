@@ -1,4 +1,5 @@
-"""Keep Kineto's own log lines off the job's stderr while the profiler starts or stops a window.
+"""Keep Kineto's own log lines (and torch's warning about its window's event tree) off the job's
+stderr while the profiler starts or stops a window.
 
 Kineto (inside torch) writes lines such as ``USDT:2026-01-02 10:00:00 123:123
 SyncActivityProfilerHandler.cpp:52] profiler_start`` and ``ERROR:... DeviceProperties.cpp:50]
@@ -40,6 +41,16 @@ messages it writes at every start and stop. Kineto writes the message, then its 
 second write, so another thread's line can land between the two: the message is cut out of the
 stream exactly (never the line it ran into), and its newline is dropped where it comes. Other
 Kineto lines are kept: their end cannot be told from the text of a line that ran into them."""
+
+TORCH_TREE_WARNING = re.compile(rb"\[W\d{4} \d\d:\d\d:\d\d\.\d+ collection\.cpp:\d+\] Warning: "
+                                rb"[^\n]*? \(function operator\(\)\)")
+"""The warning torch (2.15 on) prints while it builds a stopped window's event tree when a Python
+call of another thread ended before it began by its clock (``[W1205 00:39:58.600899872
+collection.cpp:671] Warning: threading.py(611): wait (function operator())``; torch 2.13 raised
+instead, see ``PythonTracerFailed``): torch's own bookkeeping of the profiler's window, printed
+at random in jobs with busy threads. Cut out like Kineto's messages."""
+
+DROPPED = re.compile(KINETO_MESSAGE.pattern + rb"|" + TORCH_TREE_WARNING.pattern)
 
 DRAIN_WAIT_S = 1.0
 """How long the block waits for the pipe to be read out (longer only if a forked child holds it)."""
@@ -95,7 +106,7 @@ class _Forwarder:
         was cut out: its newline, which may come later than the message)."""
         if not text:
             return
-        pieces = KINETO_MESSAGE.split(text)
+        pieces = DROPPED.split(text)
         self.newlines_owed += len(pieces) - 1
         out = []
         for piece in pieces:

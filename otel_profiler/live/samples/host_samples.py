@@ -53,10 +53,10 @@ class JobProcesses:
         try:
             root = psutil.Process(self._root)
             tree = [root, *root.children(recursive=True)]
-        except Exception:  # the root ended (a launcher gone): this process's own children remain
+        except Exception:  # not logged: the root ended (a launcher gone); this process's children remain
             try:
                 tree = psutil.Process(self._me).children(recursive=True)
-            except Exception:
+            except Exception:  # not logged: an unreadable process table reads as no other processes
                 tree = []
         now: dict[tuple[int, float], float] = {}
         used = 0.0
@@ -66,7 +66,7 @@ class JobProcesses:
             try:
                 key = (proc.pid, proc.create_time())
                 times = proc.cpu_times()
-            except Exception:  # ended meanwhile
+            except Exception:  # not logged: the process ended meanwhile
                 continue
             now[key] = seconds = times.user + times.system
             used += seconds - self._last.get(key, 0.0)
