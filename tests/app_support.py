@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from ports import free_port  # noqa: F401  (also for the modules importing it from here)
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "tests" / "scripts" / "manual_sgd.py"
@@ -55,15 +56,6 @@ def live_job(output_dir: Path, team: str, user: str, upload: dict[str, str], pro
         env["OTEL_PROFILER_PROFILE_DIR"] = str(profile_dir)
     return subprocess.run([sys.executable, str(script)], env=env, cwd=output_dir.parent, capture_output=True,
                           text=True, timeout=DEADLINE_S * 2)
-
-
-def free_port() -> int:
-    """A port of 127.0.0.1 that nothing listens on (just now)."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_until(condition, what: str, deadline_s: float = DEADLINE_S):
@@ -155,9 +147,7 @@ class PostgresCluster:
         self.as_postgres = os.geteuid() == 0
         if self.as_postgres:
             shutil.chown(self.folder, "postgres")
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         data = self.folder / "data"
         self._run([self.initdb, "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8"])
         self._run([self.pg_ctl, "-D", str(data), "-l", str(self.folder / "log"), "-w", "-t", "120", "-o",

@@ -32,6 +32,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from ports import free_port  # noqa: F401  (also for the modules importing it from here)
 
 
 class Collected:
@@ -208,15 +209,6 @@ def otlp_json_ids_to_base64(node):
         for item in node:
             otlp_json_ids_to_base64(item)
     return node
-
-
-def free_port() -> int:
-    """A localhost port nothing listens on (for 'receiver down' tests)."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ------------------------------------------------------------------------- comparing spans

@@ -12,21 +12,15 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 import urllib.parse
 import urllib.request
 from typing import Any, Iterator
+from ports import free_port  # noqa: F401  (also for the modules importing it from here)
 
 PROMETHEUS = os.environ.get("OTEL_PROFILER_TEST_PROMETHEUS", "/usr/bin/prometheus")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def available() -> bool:

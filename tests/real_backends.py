@@ -29,16 +29,11 @@ from typing import Any
 
 import pytest
 import yaml
+from ports import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 DEADLINE_S = 120  # every poll gives a busy machine this long
 ADDRESS = re.compile(r"(?:https?://)?[A-Za-z0-9_.\-]+:\d+(?:/.*)?")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def binaries() -> dict[str, str]:

@@ -11,7 +11,6 @@ import gzip
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ from dask_cluster import DEADLINE_S, two_workers
 from otel_profiler.cluster.align import clock_offsets
 from otel_profiler.cluster.partial import read_partials
 from otel_profiler.cluster.sketch import RELATIVE_ACCURACY
+from ports import free_port
 
 pytestmark = pytest.mark.slow  # real Dask processes and hundreds of rank reads: out of the fast loop
 
@@ -236,15 +236,9 @@ def test_nothing_of_dask_imported_without_a_scheduler(job, tmp_path):
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def s3_server(tmp_path):
-    port = _free_port()
+    port = free_port()
     log = open(tmp_path / "moto.log", "wb")
     proc = subprocess.Popen(["moto_server", "-H", "127.0.0.1", "-p", str(port)], stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)

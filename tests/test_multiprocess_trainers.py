@@ -116,3 +116,43 @@ def test_a_process_that_never_imports_torch_starts_no_session(tmp_path):
     assert out.returncode == 0 and out.stderr == "", out.stderr
     assert json.loads(out.stdout.replace("'", '"')) == []
     assert not (tmp_path / "p").exists()
+
+
+PARENT_PROGRAM = """
+import os, subprocess, sys, torch
+scripts, spawned, plain = sys.argv[1:4]
+model = torch.nn.Linear(8, 1); opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(3):
+    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
+def job(folder, *args):
+    env = dict(os.environ, OTEL_PROFILER_PROFILE_DIR=folder, OTEL_PROFILER_CPU_SAMPLE_S="0.5")
+    subprocess.run([sys.executable, *args], env=env, check=True)
+job(spawned, os.path.join(scripts, "spawn_trainers.py"), "2", "20")
+burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+job(plain, "-c", TRAIN)
+burner.kill(); burner.wait()
+"""
+PLAIN_TRAINING = ("import time, torch\n"
+                  "model = torch.nn.Linear(8, 1); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                  "end = time.time() + 5\n"
+                  "while time.time() < end:\n"
+                  "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step(); time.sleep(0.02)\n")
+
+
+def test_a_program_a_profiled_program_starts_is_a_job_of_its_own(tmp_path):
+    """A profiled program (a driver, a notebook, a test runner) starts two profiled programs: one that
+    spawns trainers, one that trains beside a busy process of the driver's. Each is its own job: the
+    trainers are ranks of their program's run, not the driver's, and the driver's busy process is
+    not counted as the second program's own CPU (``job_cores``)."""
+    driver, spawned, plain = tmp_path / "driver", tmp_path / "spawned", tmp_path / "plain"
+    code = PARENT_PROGRAM.replace("TRAIN", repr(PLAIN_TRAINING))
+    out = subprocess.run([sys.executable, "-c", code, str(SCRIPTS), str(spawned), str(plain)],
+                         env=zero_code_env(driver), cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    trainers = steps_by_rank(spawned)
+    assert sorted(r for r, (steps, _) in trainers.items() if steps >= 19) == [1, 2], trainers.keys()
+    assert {r for r, (steps, _) in steps_by_rank(driver).items()} == {0}  # the driver's own rank only
+    from otel_profiler.analysis.host.cpu import cpu_usage
+
+    usage = cpu_usage(load_profile([str(plain)]))["0"]
+    assert usage["job_cores"] < 0.1, usage  # the burner took about a core meanwhile: not the job's

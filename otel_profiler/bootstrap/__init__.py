@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
 """The folder whose ``sitecustomize.py`` bootstraps profiling; put it first on ``PYTHONPATH``."""
@@ -33,6 +34,8 @@ def from_environment() -> None:
     try:
         # not false (``config.parsers.parse_bool``'s words): true, or a value the session warns about
         if os.environ.get("OTEL_PROFILER_ENABLED", "").strip().lower() not in ("0", "false", "no", "off", ""):
+            if "--multiprocessing-fork" not in getattr(sys, "orig_argv", ()):  # = live.child_processes
+                os.environ.pop("_OTEL_PROFILER_RUN", None)  # a new program: no run of an earlier job's
             when_framework_imported("env")  # settings are read then, in a process that uses torch
     except Exception as exc:  # the bootstrap must never stop a program from starting
         _warn_failed(exc)

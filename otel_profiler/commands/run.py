@@ -34,7 +34,7 @@ from .. import config
 from cuda_tracer.private_files import make_private_dir
 
 from ..bootstrap import SITE_DIR
-from ..live.child_processes import JOB_ROOT_ENV
+from ..live.child_processes import JOB_ROOT_ENV, RUN_ENV
 from ..live.resource import run_id as resource_run_id
 
 log = logging.getLogger(__name__)
@@ -106,6 +106,7 @@ FLAG_VARIABLES = {"steps": "OTEL_PROFILER_STEPS", "every": "OTEL_PROFILER_EVERY_
 def child_environment(args: argparse.Namespace, base: dict[str, str]) -> tuple[dict[str, str], str]:
     """The environment COMMAND runs in, and the profile folder it writes."""
     env = dict(base)
+    env.pop(RUN_ENV, None)  # the job is a run of its own, not one of the program that started this
     run_id = resource_run_id(env.get("OTEL_PROFILER_RUN_ID", ""), env)
     folder = args.output_dir or os.path.join(config.load(env).output_dir, run_id)
     folder = os.path.abspath(folder)

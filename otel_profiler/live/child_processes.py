@@ -12,8 +12,9 @@
   number from the world size up (``output.RankWriter``), so a Hogwild job's trainers are ranks 1, 2, …
   beside the parent's rank 0.
 
-The parent tells its children its run id and folder through ``RUN_ENV`` (set once, by the first
-session of the job).
+The parent tells its children its run id and folder through ``RUN_ENV`` (set by each session; a
+new program started with the profiler on drops a value it inherited, and so does ``otel-profiler
+run``: the run of the program that started it is not its run).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from typing import Any, Callable
 log = logging.getLogger(__name__)
 
 JOB_ROOT_ENV = "_OTEL_PROFILER_JOB_ROOT"
-"""The pid of the job's root process (``otel-profiler run``, a launcher's agent, or the first profiled
-process), for the CPU samples of the job's own processes (``samples.host_samples``)."""
+"""The pid of ``otel-profiler run``, said to the job it starts, for the CPU samples of the job's own
+processes (``samples.host_samples``); no session sets it."""
 RUN_ENV = "_OTEL_PROFILER_RUN"
 """``<run id>/<absolute profile folder>`` of the job's first session, for its multiprocessing children."""
 
@@ -38,8 +39,9 @@ def is_spawned_child() -> bool:
 
 
 def announce_run(run_id: str, folder: str) -> None:
-    """Let the job's multiprocessing children write into this run (only the first session says it)."""
-    os.environ.setdefault(RUN_ENV, f"{run_id}/{folder}")
+    """Let the job's multiprocessing children write into this run (a value inherited from an earlier
+    job, one that started this program, is replaced)."""
+    os.environ[RUN_ENV] = f"{run_id}/{folder}"
 
 
 def inherited_run() -> tuple[str, str] | None:

@@ -172,7 +172,7 @@ class Session:
         self.cuda_memory = CudaMemory(
             lambda reason: os.path.join(output.folder, SNAPSHOT_NAME.format(rank=output.rank, reason=reason)),
             "memory" in activities, self.settings.memory_snapshot)
-        self.cpu_timeline = CpuTimeline(self.settings.cpu_sample_s, job_root())
+        self.cpu_timeline = CpuTimeline(self.settings.cpu_sample_s, job_root(run is not None))
         self.run_span = RunSpan(parent_from_settings(settings), time.time_ns())  # TRACEPARENT: its parent
         self.user_spans = UserSpans(settings.mark_user_spans, settings.run_id or identity)
         self.flusher = Flusher(self.lock, self.lifecycle, self.windows, self.output, self.wiring,

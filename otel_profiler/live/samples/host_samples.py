@@ -5,9 +5,10 @@ of the job's root, this process left out: its DataLoader workers and children, s
 launcher), sampled by the session's flush thread from psutil's CPU times (deltas between samples,
 with its own state: the metrics sampler's readings are not disturbed).
 
-The job's root (``job_root``) is the ``otel-profiler run`` process, else a launcher's agent for a rank
-it started (``LOCAL_RANK``), else the first profiled process; it is passed on to the job's
-processes in ``JOB_ROOT_ENV``.
+The job's root (``job_root``) is the ``otel-profiler run`` process (it says so in ``JOB_ROOT_ENV``),
+else the parent of a multiprocessing child or of a rank a launcher started (``LOCAL_RANK``), else
+this process. No session passes its root on: a program started by a profiled program (a test
+runner's, a notebook's) is a job of its own.
 
 At most ``MAX_SAMPLES`` samples are kept: when full, every other one is dropped and the interval
 doubles, so a long run keeps an even, bounded timeline."""
@@ -27,14 +28,13 @@ log = logging.getLogger(__name__)
 MAX_SAMPLES = 1200
 
 
-def job_root() -> int:
-    """The pid whose process tree is this job (see the module docstring); said to the job's children."""
+def job_root(child_of_run: bool) -> int:
+    """The pid whose process tree is this job (see the module docstring). ``child_of_run``: this
+    process is a multiprocessing child of a profiled process (its parent is the job's root)."""
     try:
-        root = int(os.environ.get(JOB_ROOT_ENV, ""))
+        return int(os.environ.get(JOB_ROOT_ENV, ""))
     except ValueError:
-        root = os.getppid() if "LOCAL_RANK" in os.environ else os.getpid()
-    os.environ.setdefault(JOB_ROOT_ENV, str(root))
-    return root
+        return os.getppid() if child_of_run or "LOCAL_RANK" in os.environ else os.getpid()
 
 
 class JobProcesses:
