@@ -14,7 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -41,8 +41,16 @@ def check_private_dir(path: str) -> None:
     """Raise :class:`UnsafeFolderError` unless ``path`` is a folder this user owns and only this
     user can write (see :func:`make_private_dir`). The folder is checked through an open handle,
     so it cannot be swapped for another between the check and the answer."""
-    if not hasattr(os, "geteuid"):  # no POSIX owners (Windows): nothing to check
-        return
+    fd = _open_private_dir(path)
+    if fd is not None:
+        os.close(fd)
+
+
+def _open_private_dir(path: str) -> int | None:
+    """An open handle on the private folder ``path`` (checked as :func:`check_private_dir` says), or
+    None where there are no POSIX owners (Windows)."""
+    if not hasattr(os, "geteuid"):  # no POSIX owners: nothing to check
+        return None
     uid = os.geteuid()
     link = os.lstat(path)
     if stat.S_ISLNK(link.st_mode) and link.st_uid not in (uid, 0):
@@ -50,14 +58,57 @@ def check_private_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC)
     try:
         st = os.fstat(fd)
+        if not stat.S_ISLNK(link.st_mode) and (st.st_dev, st.st_ino) != (link.st_dev, link.st_ino):
+            raise UnsafeFolderError(path, "was replaced while it was checked")
+        if st.st_uid != uid:
+            raise UnsafeFolderError(path, f"belongs to another user (uid {st.st_uid})")
+        if st.st_mode & 0o022:
+            raise UnsafeFolderError(path, f"can be written by other users (mode {stat.S_IMODE(st.st_mode):04o})")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_in_private_dir(folder: str, name: str, mode: str = "w", **kwargs: Any) -> IO:
+    """:func:`open_private` of the file ``name`` in the private folder ``folder``, made through the
+    handle the folder was checked by: a folder swapped meanwhile for a link or for another user's
+    folder gets nothing (:class:`UnsafeFolderError`), wherever the swap's target is."""
+    fd = _open_private_dir(folder)
+    if fd is None:
+        return open_private(os.path.join(folder, name), mode, **kwargs)
+    try:
+        return _fdopen(os.open(name, _FLAGS[mode[0]] | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=fd), mode, **kwargs)
     finally:
         os.close(fd)
-    if not stat.S_ISLNK(link.st_mode) and (st.st_dev, st.st_ino) != (link.st_dev, link.st_ino):
-        raise UnsafeFolderError(path, "was replaced while it was checked")
-    if st.st_uid != uid:
-        raise UnsafeFolderError(path, f"belongs to another user (uid {st.st_uid})")
-    if st.st_mode & 0o022:
-        raise UnsafeFolderError(path, f"can be written by other users (mode {stat.S_IMODE(st.st_mode):04o})")
+
+
+def write_in_private_dir(folder: str, name: str, write: Callable[[IO], None], mode: str = "w",
+                         **kwargs: Any) -> str:
+    """Write the file ``name`` of the private folder ``folder`` whole or not at all: ``write`` fills
+    ``name.tmp``, which is then renamed; both through one checked handle on the folder (see
+    :func:`open_in_private_dir`). An ``OSError`` leaves no temporary file. Returns the file's path."""
+    fd = _open_private_dir(folder)
+    tmp = name + ".tmp"
+    try:
+        at: dict[str, Any] = {} if fd is None else {"dir_fd": fd}
+        where = tmp if fd is not None else os.path.join(folder, tmp)
+        try:
+            with _fdopen(os.open(where, _FLAGS[mode[0]] | _NOFOLLOW | _CLOEXEC, 0o600, **at), mode,
+                         **kwargs) as f:
+                write(f)
+            os.replace(where, name if fd is not None else os.path.join(folder, name),
+                       **({} if fd is None else {"src_dir_fd": fd, "dst_dir_fd": fd}))
+        except OSError:
+            try:
+                os.unlink(where, **at)
+            except OSError:
+                pass  # not made, or gone already
+            raise
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return os.path.join(folder, name)
 
 
 def make_parent_dirs(path: str) -> None:
@@ -69,7 +120,10 @@ def make_parent_dirs(path: str) -> None:
 def open_private(path: str, mode: str = "w", **kwargs: Any) -> IO:
     """``open(path, mode)`` for writing ("w", "wb", "a", "ab", or "x", "xb": a new file only),
     creating the file as 0600; a symbolic link at ``path`` is refused (``OSError``, ELOOP)."""
-    fd = os.open(path, _FLAGS[mode[0]] | _NOFOLLOW | _CLOEXEC, 0o600)
+    return _fdopen(os.open(path, _FLAGS[mode[0]] | _NOFOLLOW | _CLOEXEC, 0o600), mode, **kwargs)
+
+
+def _fdopen(fd: int, mode: str, **kwargs: Any) -> IO:
     try:
         return os.fdopen(fd, mode.replace("x", "w"), **kwargs)
     except Exception:

@@ -9,12 +9,11 @@ flush), so ranks never write the same file; ``write_rank`` writes them, ``profil
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from cuda_tracer.model.events import EventBatch
-from cuda_tracer.private_files import make_private_dir, open_private
+from cuda_tracer.private_files import make_private_dir, write_in_private_dir
 
 
 class TraceError(ValueError):
@@ -65,13 +64,8 @@ def write_rank(folder: str, rank_profile: RankProfile, part: int = 0) -> str:
     """Write one rank's batch (as part ``part``) and metadata into a profile folder."""
     rank = rank_profile.rank
     make_private_dir(folder)
-    events_path = os.path.join(folder, PROFILE_EVENTS.format(rank=rank, part=part))
-    tmp = events_path + ".tmp"
-    with open_private(tmp, "wb") as f:
-        rank_profile.batch.save(f)
-    os.replace(tmp, events_path)
-    meta_path = os.path.join(folder, PROFILE_META.format(rank=rank))
-    with open_private(meta_path + ".tmp", "w") as f:
-        json.dump(rank_profile.meta, f, indent=1, default=str)
-    os.replace(meta_path + ".tmp", meta_path)
+    events_path = write_in_private_dir(folder, PROFILE_EVENTS.format(rank=rank, part=part),
+                                       rank_profile.batch.save, "wb")
+    write_in_private_dir(folder, PROFILE_META.format(rank=rank),
+                         lambda f: json.dump(rank_profile.meta, f, indent=1, default=str))
     return events_path

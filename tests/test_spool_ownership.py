@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -131,3 +134,44 @@ def test_a_profile_folder_of_another_user_gets_no_part_and_the_victim_is_untouch
     assert not list(profile.glob("*.events")) and (profile / "rank-0.json").is_symlink()
     lines = [line for line in out.stderr.splitlines() if "profile folder" in line]
     assert len(lines) == 1 and f"belongs to another user (uid {OTHER_UID})" in lines[0], out.stderr
+
+
+@ROOT_ONLY
+def test_a_profile_folder_swapped_for_a_link_mid_run_gets_nothing_more(tmp_path):
+    """The profile folder is made in a folder another user can rename entries of. Once the job has
+    written its first part, that user renames the job's folder away and puts a link of theirs to
+    a folder of the victim's in its place: nothing more is written through the link (no part, no
+    summary, no delivery notes of the exporter, which has spans it could not send), the job keeps
+    its exit code, and one line says the profile folder was refused."""
+    from app_support import wait_until
+    from fault_kit import JOB
+
+    shared = tmp_path / "shared"  # another user's, writable by all and not sticky: entries can be renamed
+    shared.mkdir()
+    os.chown(shared, OTHER_UID, OTHER_UID)
+    os.chmod(shared, 0o777)
+    profile, victim = shared / "run", tmp_path / "victim"
+    victim.mkdir(mode=0o700)
+    (victim / "notes.txt").write_text("the victim's own file\n")
+    until = tmp_path / "stop-now"
+    env = job_env(profile, **otlp_env(f"http://127.0.0.1:{free_port()}", "http/protobuf", tmp_path / "spool"))
+    proc = subprocess.Popen([sys.executable, JOB, "--steps", "0", "--step-sleep", "0.02", "--until", str(until),
+                             "--exit-code", str(JOB_EXIT)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        wait_until(lambda: (profile / "rank-0.json").exists(), "the job's first part")
+        before = _state(victim)
+        profile.rename(shared / "run.moved")
+        profile.symlink_to(victim, target_is_directory=True)
+        os.lchown(profile, OTHER_UID, OTHER_UID)
+        until.touch()
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == JOB_EXIT, err[-3000:]
+    assert "Traceback" not in err, err
+    assert _state(victim) == before, sorted(os.listdir(victim))
+    refused = [line for line in err.splitlines() if "profile folder" in line]
+    assert len(refused) == 1 and f"is a symbolic link of another user (uid {OTHER_UID})" in refused[0], err

@@ -42,7 +42,7 @@ import weakref
 from typing import Any
 
 from cuda_tracer.model.events import EventBatch
-from cuda_tracer.private_files import open_private
+from cuda_tracer.private_files import open_in_private_dir
 
 from ..config import Settings
 from ..metrics.points import MetricsSnapshot
@@ -385,8 +385,7 @@ class Exporter:
         if not lines or self.profile_folder is None:
             return
         try:
-            path = os.path.join(self.profile_folder, DELIVERY_NOTES.format(pid=os.getpid()))
-            with open_private(path, "a") as f:
+            with open_in_private_dir(self.profile_folder, DELIVERY_NOTES.format(pid=os.getpid()), "a") as f:
                 f.write("".join(line + "\n" for line in lines))
         except Exception:
             log.debug("the failed-export record could not be written", exc_info=True)

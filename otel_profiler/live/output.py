@@ -20,9 +20,9 @@ import socket
 import sys
 from typing import Any
 
-from cuda_tracer.private_files import make_private_dir, open_private
+from cuda_tracer.private_files import make_private_dir, write_in_private_dir
 from cuda_tracer.model.events import MISSING, EventBatch
-from cuda_tracer.profile import PROFILE_EVENTS, PROFILE_META, RankProfile, write_rank
+from cuda_tracer.profile import RankProfile, write_rank
 
 from ..profiler_warnings import warn
 from ..version import __version__
@@ -71,23 +71,10 @@ class RankWriter:
         if not self.claim():
             return False
         meta = dict(meta, parts=self.parts + 1, events=self.events + len(batch))
-        try:
-            write_rank(self.folder, RankProfile(meta=meta, batch=batch), part=self.parts)
-        except OSError:  # a full disk: leave no half-written temporary file behind
-            for name in (PROFILE_EVENTS.format(rank=self.rank, part=self.parts),
-                         PROFILE_META.format(rank=self.rank)):
-                _remove(os.path.join(self.folder, name + ".tmp"))
-            raise
+        write_rank(self.folder, RankProfile(meta=meta, batch=batch), part=self.parts)  # whole files or none
         self.parts += 1
         self.events += len(batch)
         return True
-
-
-def _remove(path: str) -> None:
-    try:
-        os.remove(path)
-    except OSError:
-        pass
 
 
 def _lock(path: str) -> bool:
@@ -154,14 +141,7 @@ def write_summary(folder: str) -> dict[str, Any] | None:
     summary = summarize_folder(folder)
     if summary is None:
         return None
-    tmp = os.path.join(folder, "summary.json.tmp")
-    try:
-        with open_private(tmp, "w") as f:
-            json.dump(summary, f, indent=1, default=str)
-        os.replace(tmp, os.path.join(folder, "summary.json"))
-    except OSError:
-        _remove(tmp)
-        raise
+    write_in_private_dir(folder, "summary.json", lambda f: json.dump(summary, f, indent=1, default=str))
     return summary
 
 

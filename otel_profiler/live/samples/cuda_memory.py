@@ -26,7 +26,7 @@ import threading
 from collections import deque
 from typing import Any, Callable
 
-from cuda_tracer.private_files import open_private
+from cuda_tracer.private_files import make_private_dir, write_in_private_dir
 
 from ...profiler_warnings import warn
 
@@ -118,10 +118,9 @@ class CudaMemory:
                 raise RuntimeError("no CUDA device")
             snapshot = torch.cuda.memory._snapshot()
             path = self.snapshot_path(reason)
-            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-            with open_private(path + ".tmp", "wb") as f:
-                pickle.dump(snapshot, f)
-            os.replace(path + ".tmp", path)
+            make_private_dir(os.path.dirname(path))
+            write_in_private_dir(os.path.dirname(path), os.path.basename(path),
+                                 lambda f: pickle.dump(snapshot, f), "wb")
         except Exception as exc:
             self._turn_off("snapshot", exc)
             return None
