@@ -239,3 +239,31 @@ def test_a_zero_code_job_that_cannot_upload_says_so_in_one_line_and_runs_on(tmp_
     lines = [line for line in job.stderr.splitlines() if "OTEL_PROFILER_UPLOAD" in line]
     assert len(lines) == 1 and expected in lines[0] and "will not be uploaded" in lines[0], job.stderr[-3000:]
     assert profile_folders(out) and not (out / "upload-spool").exists()
+
+
+@pytest.mark.parametrize("case", ["others-can-write", pytest.param("link-of-another-user", marks=pytest.mark.skipif(
+    os.geteuid() != 0, reason="a link of another uid needs root"))])
+def test_a_zero_code_job_whose_upload_spool_is_unsafe_says_so_in_one_line(tmp_path, case):
+    """The upload spool (``OTEL_PROFILER_OUTPUT_DIR/upload-spool``) is a folder others can write, or
+    another user's link: the job says in one line that the profile will not be uploaded (as ``run``
+    does), and nothing is written into the spool or through the link."""
+    out = tmp_path / "out"
+    out.mkdir()
+    spool, target = out / "upload-spool", tmp_path / "target"
+    target.mkdir(mode=0o700)
+    if case == "others-can-write":
+        spool.mkdir()
+        os.chmod(spool, 0o777)
+        why = "it can be written by other users (mode 0777)"
+    else:
+        spool.symlink_to(target, target_is_directory=True)
+        os.lchown(spool, 4242, 4242)
+        why = "it is a symbolic link of another user (uid 4242)"
+    job = live_job(out, "vision", "alice", {"OTEL_PROFILER_UPLOAD": "http://127.0.0.1:9/",
+                                            "OTEL_PROFILER_UPLOAD_TOKEN": "t"})
+    assert job.returncode == 0, job.stderr[-3000:]
+    lines = [line for line in job.stderr.splitlines() if "OTEL_PROFILER_UPLOAD" in line]
+    assert lines == [f"otel-profiler: warning: OTEL_PROFILER_UPLOAD: cannot use the upload spool {spool} ({why}); "
+                     "the profile will not be uploaded"], job.stderr[-3000:]
+    assert profile_folders(out)
+    assert not any(spool.iterdir()) and not any(target.iterdir())

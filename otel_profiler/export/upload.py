@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Mapping
 
-from cuda_tracer.private_files import make_private_dir, open_private
+from cuda_tracer.private_files import UnsafeFolderError, check_private_dir, make_private_dir, open_private
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +149,21 @@ def upload_folder(url: str, folder: str, run_id: str, token: str) -> Outcome:
 
 
 # ------------------------------------------------------------------------------------ the spool
+def spool_problem(spool: str) -> str:
+    """Why ``spool`` cannot be used ("it is a symbolic link of another user (uid 1001)", "it can be
+    written by other users (mode 0777)": see ``make_private_dir``), or "" when it is usable or can be
+    made."""
+    try:
+        check_private_dir(spool)
+    except FileNotFoundError:
+        return ""  # made at the first upload
+    except UnsafeFolderError as exc:
+        return f"it {exc.strerror}"
+    except OSError as exc:
+        return str(exc.strerror or exc)
+    return ""
+
+
 def spool_upload(spool: str, url: str, folder: str, run_id: str) -> Path | None:
     """Record a pending upload in ``spool`` (made 0700; an unsafe one raises ``OSError``); the
     record, or None when the spool is full. The same folder for the same app is recorded once."""

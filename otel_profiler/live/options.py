@@ -5,6 +5,7 @@ session as that value (``StepRangeOption``), the text form being for the environ
 from __future__ import annotations
 
 import operator
+import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -18,11 +19,16 @@ def upload_warnings(settings: config.Settings) -> list[str]:
     url = settings.upload.strip()
     if not url or not settings.summary_at_exit:
         return []
-    from ..export.upload import http_url
+    from ..export.upload import SPOOL_NAME, http_url, spool_problem
 
     problem = http_url(url) or ("" if settings.upload_token.strip()
                                 else "OTEL_PROFILER_UPLOAD_TOKEN is not set")
-    return [f"OTEL_PROFILER_UPLOAD: {problem}; the profile will not be uploaded"] if problem else []
+    if problem:
+        return [f"OTEL_PROFILER_UPLOAD: {problem}; the profile will not be uploaded"]
+    spool = os.path.abspath(os.path.join(settings.output_dir, SPOOL_NAME))
+    unsafe = spool_problem(spool)
+    return [f"OTEL_PROFILER_UPLOAD: cannot use the upload spool {spool} ({unsafe}); the profile will not be "
+             "uploaded"] if unsafe else []
 
 
 @dataclass(frozen=True)
