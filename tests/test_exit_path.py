@@ -205,3 +205,35 @@ def test_run_ends_with_the_replay_command_when_spans_were_spooled(tmp_path):
     assert last.endswith(f"send them with: otel-profiler replay {tmp_path / 'spool'} --endpoint {endpoint}/v1/traces")
     assert "== Steps" in err  # the summary came before it
     assert list(pb_requests(tmp_path / "spool"))
+
+
+HARD_EXIT_JOB = """
+import os, torch
+model = torch.nn.Linear(16, 1); opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for i in range(40):
+    opt.zero_grad(); model(torch.randn(8, 16)).pow(2).mean().backward(); opt.step()
+print("trained", flush=True)
+os._exit(3)
+"""
+
+
+def test_a_job_ending_with_os_exit_keeps_what_was_recorded(tmp_path):
+    """A zero-code job that ends with ``os._exit(3)`` after 40 steps (atexit never runs), with the
+    default flush interval (longer than the job): its steps are written to the profile folder and
+    its spans reach the receiver; the exit status and the output are the job's."""
+    folder = tmp_path / "prof"
+    with FaultyReceiver("ok") as receiver:
+        env = job_env(folder, **otlp_env(receiver.endpoint("http/protobuf"), "http/protobuf", tmp_path / "spool"))
+        del env["OTEL_PROFILER_FLUSH_INTERVAL_S"]  # the default
+        out = subprocess.run([sys.executable, "-c", HARD_EXIT_JOB], env=env, capture_output=True, text=True,
+                             timeout=TIMEOUT)
+        sent = span_ids(receiver.requests)
+    assert out.returncode == 3 and out.stdout == "trained\n", out.stderr[-3000:]
+    assert "Traceback" not in out.stderr, out.stderr
+    from cuda_tracer.loading import load_profile
+    from cuda_tracer.model.events import Kind
+
+    rank = load_profile([str(folder)]).ranks[0]
+    assert len(rank.batch.of_kind(Kind.STEP)) >= 39
+    expected = set(expected_span_ids(folder, tmp_path / "expected.pb"))
+    assert expected and set(sent) == expected

@@ -119,7 +119,10 @@ def test_a_full_disk_keeps_the_exit_code_and_the_export(tmp_path, busy_cores):
     assert not left, left  # no half-written temporary file
     warnings = [x for x in lines if x.startswith("otel-profiler: warning")]
     assert "cannot write the profile folder" in warnings[0], stderr  # said once, in the job
-    assert len(warnings) <= 2, "".join(warnings)  # + summary.json not written, said by `run`
+    assert len(warnings) <= 3, "".join(warnings)  # + summary.json not written and the last line, by `run`
+    assert not any("profile written to" in x for x in lines), stderr  # never said as if complete
+    if mounted:  # (under a file-size limit instead, the disk itself is not full)
+        assert "is incomplete (its disk is full" in lines[-1], stderr
     # Every step went out over OTLP though the disk was full (what the receiver had not taken
     # when the job ended is in the spool, on another disk).
     steps = step_span_ids(delivered) | step_span_ids(pb_requests(tmp_path / "spool"))

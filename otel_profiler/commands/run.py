@@ -184,8 +184,7 @@ def run(args: argparse.Namespace) -> int:
     if folder is not None:
         try:
             if args.no_summary:
-                print(f"otel-profiler: profile written to {folder} (`otel-profiler summary {folder}`)",
-                      file=sys.stderr)
+                print(_written_line(folder, summary_written=False), file=sys.stderr)
             else:
                 if preparing is not None:
                     preparing.join()
@@ -360,8 +359,44 @@ def _report(folder: str, top: int) -> None:
         print(f"otel-profiler: no profile was recorded in {folder}", file=sys.stderr)
         return
     print(render_table(summary, top=top), file=sys.stderr)
-    print(f"\notel-profiler: profile written to {folder} ({'summary.json; ' if written else ''}"
-          f"`otel-profiler summary {folder}`)", file=sys.stderr)
+    print("\n" + _written_line(folder, summary_written=written), file=sys.stderr)
+
+
+FULL_DISK_BYTES = 64 << 10
+"""Less free space than this on the profile folder's disk at the end: the profile may lack parts."""
+
+
+def _written_line(folder: str, summary_written: bool) -> str:
+    """The last line about the profile: where it is, or that it is incomplete and why."""
+    where = f"{'summary.json; ' if summary_written else ''}`otel-profiler summary {folder}`"
+    problem = _incomplete(folder)
+    if problem:
+        return f"otel-profiler: warning: the profile in {folder} is incomplete ({problem}); what was written: {where}"
+    return f"otel-profiler: profile written to {folder} ({where})"
+
+
+def _incomplete(folder: str) -> str:
+    """Why the profile in ``folder`` lacks parts (its ranks said so, or its disk is full), or ""."""
+    import json
+
+    parts, reasons = 0, set()
+    for name in _names(folder):
+        if name.startswith("rank-") and name.endswith(".json"):
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    lost = json.load(f).get("parts_not_written") or {}
+                parts += int(lost.get("parts", 0))
+                reasons.add(str(lost.get("reason", "")))
+            except (OSError, ValueError, AttributeError, TypeError):
+                continue
+    if parts:
+        return f"{parts} parts could not be written: {', '.join(sorted(r for r in reasons if r))}"
+    try:
+        disk = os.statvfs(folder)
+    except OSError:
+        return ""
+    free = disk.f_bavail * disk.f_frsize
+    return f"its disk is full: {free >> 10} KiB free" if free < FULL_DISK_BYTES else ""
 
 
 def _upload_in_background(folder: str) -> None:

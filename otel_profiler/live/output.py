@@ -163,15 +163,30 @@ class RankOutput:
         self.child_of_run = child_of_run  # a multiprocessing child writing into its parent's run
         self.free_rank = False  # its rank is the next free number, not one of a distributed world
         self._write_failed = False  # a part could not be written (said once)
+        self.not_written = {"parts": 0, "events": 0, "reason": ""}  # parts lost to a full disk, a refused folder
         self._compute: dict[str, Any] | None = None  # read once, by the first flush
 
-    def cannot_write(self, exc: OSError) -> None:
+    def cannot_write(self, exc: OSError, events: int) -> None:
         """One warning the first time a part cannot be written; recording, metrics and OTLP
-        export go on (later parts are tried again: a disk may get space back)."""
+        export go on (later parts are tried again: a disk may get space back). The parts lost are
+        counted (``parts_not_written`` of the rank's metadata, and the line at exit)."""
+        lost = self.not_written
+        lost["parts"] += 1
+        lost["events"] += events
+        lost["reason"] = lost["reason"] or str(exc.strerror or exc)
         if not self._write_failed:
             self._write_failed = True
             warn(f"cannot write the profile folder {self.folder} ({exc.strerror or exc}); "
                  "parts are not saved there, steps, metrics and OTLP export go on")
+
+    def written_line(self) -> str:
+        """The line at exit: where the profile is, or that it is incomplete and why."""
+        lost, where = self.not_written, f"`otel-profiler summary {self.folder}`"
+        if not lost["parts"]:
+            return f"otel-profiler: profile of rank {self.rank} written to {self.folder} ({where})"
+        return (f"otel-profiler: warning: the profile of rank {self.rank} in {self.folder} is incomplete: "
+                f"{lost['parts']} of its parts ({lost['events']} events) could not be written "
+                f"({lost['reason']}); what was written: {where}")
 
     def learn_rank(self) -> None:
         """Take rank and world size from torch.distributed when the launcher set no ``RANK``
@@ -237,6 +252,7 @@ class RankOutput:
             "device_properties": device_properties(),
             "activities": sorted(self.activities),
             **recording,
+            **({"parts_not_written": dict(self.not_written)} if self.not_written["parts"] else {}),
             "compute": self._compute_resources(),
             **trailer,
         }

@@ -25,12 +25,12 @@ handed the parts it works with:
 
 Never raising into user code: any failure gives one warning and turns profiling off, except a
 profile folder that cannot be written (full disk, read-only): one warning, and recording, metrics
-and OTLP export go on. Flushed on normal exit and ``KeyboardInterrupt`` (atexit) too.
+and OTLP export go on. Flushed on normal exit, ``KeyboardInterrupt`` (atexit) and ``os._exit`` too
+(``exit_hooks``).
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 import sys
@@ -44,6 +44,7 @@ from ..logs import enable_from_env
 from ..profiler_warnings import ProfilerWarning, warn  # noqa: F401 (ProfilerWarning: part of this module's API)
 from . import summary_later
 from .child_processes import SleepingChild, announce_run, children_trained, inherited_run
+from .exit_hooks import close_at_exit, forget_at_exit
 from .hygiene import ProcessHygiene, install_fork_hooks
 from .lifecycle import Lifecycle
 from .options import StepRangeOption, apply_overrides, upload_warnings
@@ -222,7 +223,7 @@ class Session:
             from ..metrics import profile as profile_metrics, system as system_metrics  # noqa: F401
         self.wiring.prepare(_exporter_factory())  # imports the exporter now, not at the first write
         markers.active = True
-        atexit.register(self._close_at_exit)
+        close_at_exit(self._close_at_exit)  # atexit, and before an os._exit
         install_fork_hooks(_before_fork, _after_fork_parent, _after_fork_child)
         self.hygiene.install_sigterm()
         from .windows.triggers import UdpTrigger, install_signal
@@ -317,8 +318,7 @@ class Session:
                 # summary.json is made after the job, by a detached low-priority process: reading
                 # every rank back must not cost this process memory or time at its exit
                 summary_later.start(self.output.folder, exiting=lifecycle.exiting or lifecycle.in_signal)
-                print(f"otel-profiler: profile of rank {self.output.rank} written to {self.output.folder} "
-                      f"(`otel-profiler summary {self.output.folder}`)", file=sys.stderr)
+                print(self.output.written_line(), file=sys.stderr)
         except Exception as exc:
             warn(f"could not finish writing the profile ({type(exc).__name__}: {exc})")
         finally:
@@ -327,10 +327,7 @@ class Session:
             markers.active = False
             if _current is self:
                 _current = None
-            try:
-                atexit.unregister(self._close_at_exit)
-            except Exception:
-                log.debug("unregistering the exit hook failed", exc_info=True)
+            forget_at_exit(self._close_at_exit)
 
     # ------------------------------------------------------------------ steps
     def step_boundary(self, manual: bool, explicit_start: bool = False) -> None:

@@ -97,7 +97,7 @@ class Flusher:
                         lifecycle.stop_quietly()
                         return
                 except OSError as exc:  # the folder is unusable or the disk full: export goes on
-                    output.cannot_write(exc)
+                    output.cannot_write(exc, len(batch))
                 if wiring.metrics is not None:
                     wiring.metrics.observe_batch(batch, meta)
                 exporter = wiring.exporter_at_first_write()
