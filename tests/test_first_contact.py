@@ -238,3 +238,28 @@ def test_step_beside_an_optimizer_in_process_gives_one_step_per_iteration(tmp_pa
         sys.argv = saved
     numbers, meta = steps_and_meta(tmp_path)
     assert meta["step_source"] == "step()" and numbers == list(range(12))
+
+
+# ------------------------------------------------------------------------- a misspelt switch
+MISSPELT = ("otel-profiler: warning: OTEL_PROFILER_ENABLE is not a setting of otel-profiler (did you mean "
+            "OTEL_PROFILER_ENABLED?); profiling is off")
+
+
+@pytest.mark.parametrize("hook", ["sitecustomize", "pth"])
+def test_a_misspelt_switch_is_named_once_and_nothing_else_changes(tmp_path, hook):
+    """``OTEL_PROFILER_ENABLE=true``: one line names the switch (in the job, not again in its child
+    process), through either startup hook; with ``OTEL_PROFILER_ENABLED=false`` beside it, nothing."""
+    repo = SCRIPTS.parent.parent
+    site = repo / "otel_profiler" / "bootstrap" / "site"
+    job = "import subprocess, sys; print('job'); subprocess.run([sys.executable, '-c', 'print(\"child\")'])"
+    if hook == "pth":  # the hook's own line, as site-packages runs it at start-up
+        job = (repo / "otel_profiler" / "bootstrap" / "otel_profiler.pth").read_text().strip() + "\n" + job
+    path = os.pathsep.join([str(site), str(repo)] if hook == "sitecustomize" else [str(repo)])
+    said = subprocess.run([sys.executable, "-c", job], env=clean_env(OTEL_PROFILER_ENABLE="true", PYTHONPATH=path),
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert said.returncode == 0 and said.stdout == "job\nchild\n", said.stderr
+    assert said.stderr.splitlines() == [MISSPELT]
+    off = subprocess.run([sys.executable, "-c", job], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                         env=clean_env(OTEL_PROFILER_ENABLE="true", OTEL_PROFILER_ENABLED="false", PYTHONPATH=path))
+    assert off.returncode == 0 and off.stdout == "job\nchild\n" and off.stderr == "", off.stderr
+    assert not list(tmp_path.iterdir())  # nothing recorded, nothing written

@@ -37,8 +37,26 @@ def from_environment() -> None:
             if "--multiprocessing-fork" not in getattr(sys, "orig_argv", ()):  # = live.child_processes
                 os.environ.pop("_OTEL_PROFILER_RUN", None)  # a new program: no run of an earlier job's
             when_framework_imported("env")  # settings are read then, in a process that uses torch
+        else:
+            _say_misspelt_switch()
     except Exception as exc:  # the bootstrap must never stop a program from starting
         _warn_failed(exc)
+
+
+SAID_SWITCH_ENV = "_OTEL_PROFILER_SAID_SWITCH"
+"""Set once the misspelt switch was named, so the job's child processes do not say it again."""
+
+
+def _say_misspelt_switch() -> None:
+    """``OTEL_PROFILER_ENABLE=true`` (or another near miss) and no ``OTEL_PROFILER_ENABLED``: one line
+    says that profiling is off and names the switch, instead of recording nothing in silence."""
+    if "OTEL_PROFILER_ENABLED" in os.environ or os.environ.get(SAID_SWITCH_ENV):
+        return
+    near = sorted(k for k in os.environ if k.startswith("OTEL_PROF") and "ENABL" in k)
+    if near:
+        os.environ[SAID_SWITCH_ENV] = "1"
+        print(f"otel-profiler: warning: {near[0]} is not a setting of otel-profiler (did you mean "
+              "OTEL_PROFILER_ENABLED?); profiling is off", file=sys.stderr)
 
 
 FRAMEWORKS = ("torch", "tensorflow", "keras", "otel_profiler.api")
