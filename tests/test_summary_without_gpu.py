@@ -55,3 +55,21 @@ def test_diff_of_runs_without_gpu_work_says_so_and_compares_cpu_time():
     gpu = subprocess.run([sys.executable, "-m", "otel_profiler", "diff", str(trace(GPU)), str(trace(GPU))],
                          capture_output=True, text=True, timeout=600)
     assert "no GPU activity" not in gpu.stdout and "GPU temporal breakdown" in gpu.stdout
+
+
+def test_diff_of_runs_without_gpu_work_orders_operators_by_cpu_time_change():
+    """The largest change of CPU time comes first, not the first name: the operator last in name
+    order is given 618 ms more self CPU time in the new run, another one 5 ms."""
+    import copy
+
+    from otel_profiler.analysis.diff import diff, tables
+
+    base = _summary(CPU_ONLY)
+    new = copy.deepcopy(base)
+    rows = sorted(new["operators"]["by_name"], key=lambda r: r["name"])
+    assert len(rows) >= 3
+    rows[-1]["self_cpu_us"] += 618_000
+    rows[1]["self_cpu_us"] += 5_000
+    (title, header, table), = [t for t in tables(diff(base, new)) if t[0].startswith("Operators")]
+    assert "by time change" in title and header[-1] == "Name"
+    assert [row[-1] for row in table[:2]] == [rows[-1]["name"], rows[1]["name"]], table[:3]

@@ -166,12 +166,14 @@ def tables(d: dict, top: int = 20) -> list[tuple[str, tuple[str, ...], list[tupl
     return out
 
 
-def _changes(title: str, rows: list[dict], label: str, top: int,
-             fields: tuple[str, ...] | None = None) -> tuple[str, tuple[str, ...], list[tuple]]:
-    """Rows that changed, by time change: status, the first two figures (or ``fields``) base, new
-    and delta, and the name."""
+def _changes(title: str, rows: list[dict], label: str, top: int, fields: tuple[str, ...] | None = None,
+             by: str | None = None) -> tuple[str, tuple[str, ...], list[tuple]]:
+    """Rows that changed, by time change (the rows' own order: GPU time; or the change of ``by``):
+    status, the first two figures (or ``fields``) base, new and delta, and the name."""
     shown = list(fields or ([k for k, v in rows[0].items() if isinstance(v, dict)][:2] if rows else []))
     changed = [r for r in rows if r["status"] != "same"]
+    if by is not None:
+        changed.sort(key=lambda r: (-abs(r[by]["delta"] or 0), -(r[by]["new"] or 0), str(r.get(label))))
     return (f"{title} by time change (top {top} of {len(changed)} changed; "
             f"{sum(r['status'] == 'added' for r in rows)} added, "
             f"{sum(r['status'] == 'removed' for r in rows)} removed)",
@@ -182,7 +184,7 @@ def _changes(title: str, rows: list[dict], label: str, top: int,
 
 def _cpu_tables(d: dict, top: int) -> list[tuple[str, tuple[str, ...], list[tuple]]]:
     """The operators and module classes of two runs without GPU work, by their CPU columns."""
-    out = [_changes("Operators", d["operators"], "name", top, ("calls", "self_cpu_us"))]
+    out = [_changes("Operators", d["operators"], "name", top, ("calls", "self_cpu_us"), by="self_cpu_us")]
     if d.get("modules"):
-        out.append(_changes("nn.Module classes", d["modules"], "type", top, ("calls", "cpu_us")))
+        out.append(_changes("nn.Module classes", d["modules"], "type", top, ("calls", "cpu_us"), by="cpu_us"))
     return out
