@@ -88,7 +88,7 @@ def test_text_and_openmetrics_with_exemplars() -> None:
 
 
 # ------------------------------------------------------------------------------ no NVML here
-def test_no_nvml_means_no_gpu_metrics_and_one_info_line(capfd) -> None:
+def test_no_nvml_means_no_gpu_metrics_and_no_line_on_a_machine_without_a_gpu(capfd) -> None:
     try:
         import pynvml
 
@@ -96,6 +96,17 @@ def test_no_nvml_means_no_gpu_metrics_and_one_info_line(capfd) -> None:
         pytest.skip("NVML works on this machine: tests/gpu covers it")
     except Exception:
         pass
+    assert NvmlSampler.open() is None
+    assert capfd.readouterr().err == ""  # no NVIDIA driver here: nothing to say (a broken one is said)
+
+
+def test_a_broken_nvml_is_said_in_one_line_and_a_missing_one_is_not(capfd, monkeypatch) -> None:
+    import pynvml
+
+    def broken():
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN)  # a driver that answers, wrongly
+
+    monkeypatch.setattr(pynvml, "nvmlInit", broken)
     assert NvmlSampler.open() is None
     err = capfd.readouterr().err
     assert err.count("no GPU metrics: NVML unavailable") == 1 and len(err.strip().splitlines()) == 1

@@ -221,9 +221,8 @@ class Pipeline:
             self._metrics_down_until = time.monotonic() + self.config.probe_s
             self.counters.add("metric_requests_failed")
             self.counters.add("metric_points_dropped", len(snapshot.points))
-            self.warn_once("metrics:" + result.message[:40],
-                           f"{self.config.metrics_target.describe()}: metrics not delivered "
-                           f"({result.message}); the next export sends the totals again")
+            self.warn_once("metrics:" + result.message[:40], metrics_not_delivered(
+                self.config.metrics_target.describe(), result.message))
 
     def _export(self, meta: dict[str, Any], batch: Any, known_steps: list) -> int:
         from .otlp import encode_json_lines, split_requests
@@ -282,3 +281,14 @@ def _console(data: bytes) -> None:
     out = sys.stdout.buffer
     out.write(data if data.endswith(b"\n") else data + b"\n")
     out.flush()
+
+
+def metrics_not_delivered(target: str, message: str) -> str:
+    """The one line said when metrics are not delivered. An endpoint that has no metrics service
+    (HTTP 404, gRPC UNIMPLEMENTED: Jaeger, which takes traces only) is named as such, with the
+    setting that sends none."""
+    if "404" in message or "UNIMPLEMENTED" in message:
+        return (f"{target}: metrics not delivered ({message}): this endpoint takes no metrics (Jaeger takes "
+                "traces only); set OTEL_METRICS_EXPORTER=none, or OTEL_EXPORTER_OTLP_METRICS_ENDPOINT to a "
+                "Collector or Prometheus")
+    return f"{target}: metrics not delivered ({message}); the next export sends the totals again"

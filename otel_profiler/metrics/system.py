@@ -149,7 +149,10 @@ class NvmlSampler:
                 raise RuntimeError("NVML reports no GPU")
             return cls(nvml, [_Gpu(nvml, i) for i in range(count)])
         except Exception as exc:  # library missing, no driver, no device
-            note(f"no GPU metrics: NVML unavailable ({type(exc).__name__}: {exc}); CPU metrics only")
+            if _no_nvidia_gpu(exc):  # a machine without an NVIDIA GPU: nothing to say
+                log.debug("no GPU metrics: %s: %s", type(exc).__name__, exc)
+            else:
+                note(f"no GPU metrics: NVML unavailable ({type(exc).__name__}: {exc}); CPU metrics only")
             return None
 
     def close(self) -> None:
@@ -320,3 +323,11 @@ class SystemSampler:
                     close()
                 except Exception:
                     log.debug("closing a system metrics source failed", exc_info=True)
+
+
+def _no_nvidia_gpu(exc: BaseException) -> bool:
+    """NVML failed because this machine has no NVIDIA driver or GPU (its library is missing, or it
+    reports no device), not because a GPU's driver is broken."""
+    text = f"{type(exc).__name__}: {exc}"
+    return any(word in text for word in ("LibraryNotFound", "Library Not Found", "NVML reports no GPU",
+                                         "DriverNotLoaded", "No module named"))
