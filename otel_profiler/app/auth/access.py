@@ -16,7 +16,12 @@ def visible_runs(caller: Caller) -> ColumnElement[bool]:
 
 
 def may_see(caller: Caller, run: Run) -> bool:
-    return caller.is_admin or (run.team is not None and run.team == caller.team)
+    return may_see_team(caller, run.team)
+
+
+def may_see_team(caller: Caller, team: str | None) -> bool:
+    """Whether ``caller`` may see a run whose ``ml.team`` is ``team`` (None: a run without a team)."""
+    return caller.is_admin or (team is not None and team == caller.team)
 
 
 def may_manage(caller: Caller) -> bool:

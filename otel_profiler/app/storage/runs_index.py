@@ -4,6 +4,8 @@ page costs the same at 10,000 runs as at 10."""
 
 from __future__ import annotations
 
+import math
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -21,6 +23,8 @@ SORTS: dict[str, InstrumentedAttribute[Any]] = {"start": Run.start_ns, "run_id":
          "duration": Run.duration_s, "steps": Run.steps, "gpus": Run.gpus, "status": Run.status}
 PAGE_SIZES = (25, 50, 100, 500)
 BATCH = 500
+WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
+MAX_PAGE = 10**12  # a page past the last is the last; this only keeps the number small
 
 
 def refresh(db: Session, store: str) -> int:
@@ -136,17 +140,27 @@ class RunQuery:
         if q.sort not in SORTS:
             raise ValueError(f"sort: use one of {', '.join(SORTS)}")
         q.descending = (args.get("order") or "desc") != "asc"
-        try:
-            q.page = max(1, int(args.get("page") or 1))
-            q.per_page = int(args.get("per_page") or 50)
-        except ValueError:
-            raise ValueError("page and per_page are whole numbers") from None
-        if q.per_page not in PAGE_SIZES:
+        q.page = _page_number(args.get("page") or "1")
+        per_page = (args.get("per_page") or "50").strip()
+        if per_page not in map(str, PAGE_SIZES):
             raise ValueError(f"per_page: use one of {', '.join(map(str, PAGE_SIZES))}")
+        q.per_page = int(per_page)
         for name in ("since", "until"):
             if getattr(q, name):
                 _day_ns(getattr(q, name), name)
         return q
+
+
+def _page_number(text: str) -> int:
+    """A page number as asked for: a whole number of any size, brought to 1..``MAX_PAGE`` (past the
+    last page, ``query_runs`` serves the last); ValueError for anything else."""
+    text = text.strip()
+    if not WHOLE_NUMBER.fullmatch(text):
+        raise ValueError("page: a whole number (1 is the first page)")
+    digits = text.lstrip("+-").lstrip("0")
+    if text.startswith("-") or not digits:
+        return 1
+    return min(int(digits[:16]), MAX_PAGE)  # a longer number is past MAX_PAGE all the same
 
 
 def _day_ns(day: str, name: str) -> int:
@@ -157,7 +171,8 @@ def _day_ns(day: str, name: str) -> int:
 
 
 def query_runs(db: Session, caller: Caller, q: RunQuery) -> tuple[list[Run], int]:
-    """The page of runs ``caller`` may see that match ``q``, and how many match in all."""
+    """The page of runs ``caller`` may see that match ``q``, and how many match in all. A page past
+    the last is the last: ``q.page`` is set to the page served."""
     where = [visible_runs(caller)]
     for column, value in ((Run.user, q.user), (Run.team, q.team), (Run.service, q.service), (Run.status, q.status)):
         if value:
@@ -171,6 +186,7 @@ def query_runs(db: Session, caller: Caller, q: RunQuery) -> tuple[list[Run], int
         where.append(or_(*(c.like(pattern, escape="\\") for c in (Run.run_id, Run.host, Run.service, Run.user,
                                                                    Run.top_insight, Run.reason))))
     total = db.scalar(select(func.count()).select_from(Run).where(*where)) or 0
+    q.page = min(q.page, max(1, math.ceil(total / q.per_page)))
     column = SORTS[q.sort]
     order = (column.desc().nulls_last() if q.descending else column.asc().nulls_last(), Run.run_id)
     rows = db.scalars(select(Run).where(*where).order_by(*order)

@@ -24,6 +24,18 @@ COLUMNS = (("run_id", "Run"), ("user", "User"), ("team", "Team"), ("host", "Host
            ("duration", "Duration"), ("steps", "Steps"), ("gpus", "GPUs"), ("", "Top insight"))
 
 
+def local_target(target: str) -> str | None:
+    """``target`` when it is a path on this app (the sign-in's ``next``), else None: it starts with one
+    ``/`` and holds no backslash, whitespace or control character. Browsers drop tabs and newlines,
+    strip spaces and read ``\\`` as ``/`` before resolving a Location, so ``/<TAB>/evil.example`` or
+    ``/\\evil.example`` would leave the app as ``//evil.example``; such a target is refused whole."""
+    if not target.startswith("/") or target.startswith("//"):
+        return None
+    if any(c == "\\" or c.isspace() or not c.isprintable() for c in target):
+        return None
+    return target
+
+
 def page(title: str, template: str, status: int = 200, **context) -> tuple[str, int]:
     """``template`` (a name of ``templates.PAGES``) inside the frame; templates compile once."""
     body = render_template(template, caller=g.caller, **context)
@@ -62,9 +74,8 @@ def make_pages(limiter: Limiter, login_limit: str) -> Blueprint:
                 return page("Sign in", "login.html", status=401)
             session.clear()
             session["key"] = accounts.start_session(g.db, caller)
-            target = request.args.get("next", "")
-            local = target.startswith("/") and not target.startswith(("//", "/\\")) and "\\" not in target
-            return redirect(target if local else url_for("pages.landing"), code=303)
+            target = local_target(request.args.get("next", ""))
+            return redirect(target or url_for("pages.landing"), code=303)
         return page("Sign in", "login.html")
 
     @pages.post("/logout")
