@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
             _repeat_notes(folder)
         except KeyboardInterrupt:  # Ctrl-C while summarizing: the job's exit code all the same
             pass
-    return code if code >= 0 else 128 - code
+    return code if code >= 0 else _end_as_the_job_did(-code)
 
 
 def _unusable(folder: str) -> str | None:
@@ -262,6 +262,28 @@ def _wait_forwarding_signals(child: subprocess.Popen) -> int:
         while signal.sigtimedwait(waited, 0) is not None:  # nothing pending left to act later
             pass
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+TERMINATING = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGALRM, signal.SIGUSR1,
+               signal.SIGUSR2, signal.SIGKILL}
+"""Signals whose default action ends a process without a core dump: ``run`` ends by the same one."""
+
+
+def _end_as_the_job_did(signum: int) -> int:
+    """The command died of ``signum``: ``run`` dies of it too (after its summary), so whoever waits
+    for ``run`` (a shell, a scheduler, ``subprocess``) sees what it would see of the command alone.
+    A signal that would dump core is not raised again: 128 + its number, as a shell reports it."""
+    if signum in TERMINATING:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            if signum != signal.SIGKILL:
+                signal.signal(signum, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+            os.kill(os.getpid(), signum)
+        except (OSError, ValueError):  # not raised: the exit status says it
+            log.debug("ending by the command's signal failed", exc_info=True)
+    return 128 + signum
 
 
 def _wait_with_handlers(child: subprocess.Popen) -> int:
