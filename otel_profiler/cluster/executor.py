@@ -1,5 +1,6 @@
 """Where the map step runs: local processes (``concurrent.futures``, forked, as the loader reads a
-folder of ranks today) or a Dask cluster (``distributed.Client(address)``), behind one ``map``.
+folder of ranks today) or a Dask cluster (a ``distributed.Client`` that ``connect.connect_client``
+makes), behind one ``map``.
 
 Dask is imported only by ``DaskExecutor``, so without a scheduler nothing of it is loaded. On a
 cluster, a worker lost mid-run costs nothing but time: the scheduler runs its tasks again elsewhere.
@@ -11,10 +12,6 @@ import functools
 import os
 import pickle
 from typing import Any, Callable, Iterator, Protocol
-
-CONNECT_TIMEOUT_S = 30
-"""How long to wait for the scheduler to answer before giving up (a clear error, exit 2)."""
-
 
 class Executor(Protocol):
     def map(self, fn: Callable[..., Any], items: list[Any], **kwargs: Any) -> Iterator[Any]:
@@ -56,20 +53,9 @@ class DaskExecutor:
     """The workers of the Dask scheduler at ``address`` (``tcp://HOST:PORT``)."""
 
     def __init__(self, address: str) -> None:
-        try:
-            from distributed import Client
-            from distributed.comm import parse_address, parse_host_port
-        except ImportError:
-            raise RuntimeError("a Dask scheduler needs the cluster extra: pip install "
-                               "'otel-profiler[cluster]'") from None
-        try:
-            parse_host_port(parse_address(address)[1])  # a malformed address: no client to clean up
-        except ValueError as exc:
-            raise RuntimeError(f"not a scheduler address ({exc}); give tcp://HOST:PORT") from None
-        try:
-            self.client = Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
-        except (OSError, TimeoutError, ValueError) as exc:
-            raise RuntimeError(f"cannot reach the Dask scheduler at {address} ({exc})") from None
+        from .connect import connect_client
+
+        self.client = connect_client(address)  # RuntimeError: no scheduler there (one line)
 
     def map(self, fn: Callable[..., Any], items: list[Any], **kwargs: Any) -> Iterator[Any]:
         """As ``Executor.map``; ``fn`` and ``kwargs`` go with the standard pickle (``fn`` a module's
