@@ -263,3 +263,28 @@ def test_a_misspelt_switch_is_named_once_and_nothing_else_changes(tmp_path, hook
                          env=clean_env(OTEL_PROFILER_ENABLE="true", OTEL_PROFILER_ENABLED="false", PYTHONPATH=path))
     assert off.returncode == 0 and off.stdout == "job\nchild\n" and off.stderr == "", off.stderr
     assert not list(tmp_path.iterdir())  # nothing recorded, nothing written
+
+
+# ------------------------------------------------------------------------- run's own words
+def test_a_flag_of_run_after_the_command_is_named_and_left_to_the_command(tmp_path):
+    """``run python -c ... --cpu-ops --top=3``: the command gets both flags, as written, and one line
+    says where run's flags belong."""
+    out = subprocess.run([sys.executable, "-m", "otel_profiler", "run", "--no-summary", sys.executable, "-c",
+                          "import sys; print(sys.argv[1:])", "--cpu-ops", "--top=3", "--epochs"],
+                         env=clean_env(), cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT)
+    assert out.returncode == 0 and out.stdout == "['--cpu-ops', '--top=3', '--epochs']\n", out.stderr
+    said = [line for line in out.stderr.splitlines() if "follows the command" in line]
+    assert said == ["otel-profiler: warning: --cpu-ops --top=3 follows the command, so the command gets it, not "
+                    "run; run's own flags go before `--` and the command after it: otel-profiler run --cpu-ops "
+                    f"--top=3 -- {sys.executable} ..."], out.stderr
+
+
+@pytest.mark.parametrize("summary", [True, False])
+def test_a_command_that_records_nothing_is_told_why(tmp_path, summary):
+    out = subprocess.run([sys.executable, "-m", "otel_profiler", "run", "--output-dir", str(tmp_path / "prof"),
+                          *(() if summary else ("--no-summary",)), "--", sys.executable, "-c", "print(1)"],
+                         env=clean_env(), cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT)
+    assert out.returncode == 0 and out.stdout == "1\n", out.stderr
+    assert out.stderr.splitlines() == [
+        f"otel-profiler: no profile was recorded in {tmp_path / 'prof'}: no process of the command imported "
+        "torch, TensorFlow or Keras (profiling starts at that import), or none of them recorded anything"]

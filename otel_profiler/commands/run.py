@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import subprocess
 import sys
 
@@ -36,6 +35,7 @@ from cuda_tracer.private_files import make_private_dir
 from ..bootstrap import SITE_DIR
 from ..live.child_processes import JOB_ROOT_ENV, RUN_ENV
 from ..live.resource import run_id as resource_run_id
+from .run_signals import end_as_the_job_did, parent_death_signal, wait_forwarding_signals
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND",
                    help="the command to profile, after `--`, e.g. -- python train.py --epochs 1, "
                         "or -- torchrun --nproc-per-node 8 train.py")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, own_flags=tuple(s for a in p._actions for s in a.option_strings if s.startswith("--")))
 
 
 def _flag(variable: str, flag: str) -> Callable[[str], str]:
@@ -155,6 +155,8 @@ def run(args: argparse.Namespace) -> int:
     command = list(args.command)
     if command[:1] == ["--"]:
         command = command[1:]
+    else:
+        _say_flags_after_the_command(command, getattr(args, "own_flags", ()))
     if not command:
         print("otel-profiler: error: nothing to run; usage: otel-profiler run [options] -- COMMAND...",
               file=sys.stderr)
@@ -175,16 +177,17 @@ def run(args: argparse.Namespace) -> int:
     if folder is not None:
         _forget_notes(folder)
     try:
-        child = subprocess.Popen(command, env=env, preexec_fn=_parent_death_signal())
+        child = subprocess.Popen(command, env=env, preexec_fn=parent_death_signal())
     except OSError as exc:
         print(f"otel-profiler: error: cannot run {command[0]!r}: {exc.strerror or exc}", file=sys.stderr)
         return 127
     preparing = _prepare_summary() if folder is not None and not args.no_summary else None
-    code = _wait_forwarding_signals(child)
+    code = wait_forwarding_signals(child)
     if folder is not None:
         try:
             if args.no_summary:
-                print(_written_line(folder, summary_written=False), file=sys.stderr)
+                print(_written_line(folder, summary_written=False) if _why_nothing(folder) == "" else
+                      f"otel-profiler: no profile was recorded in {folder}{_why_nothing(folder)}", file=sys.stderr)
             else:
                 if preparing is not None:
                     preparing.join()
@@ -193,7 +196,18 @@ def run(args: argparse.Namespace) -> int:
             _repeat_notes(folder)
         except KeyboardInterrupt:  # Ctrl-C while summarizing: the job's exit code all the same
             pass
-    return code if code >= 0 else _end_as_the_job_did(-code)
+    return code if code >= 0 else end_as_the_job_did(-code)
+
+
+def _say_flags_after_the_command(command: list[str], own_flags: tuple[str, ...]) -> None:
+    """``run python train.py --cpu-ops``: the flag goes to the command, as written; one line says
+    so, with where it belongs (``--help`` is the command's too, and is not named)."""
+    misplaced = [arg for arg in command[1:] if arg.split("=", 1)[0] in own_flags and arg != "--help"]
+    if misplaced:
+        flags = " ".join(misplaced)
+        print(f"otel-profiler: warning: {flags} follows the command, so the command gets it, not run; run's own "
+              f"flags go before `--` and the command after it: otel-profiler run {flags} -- {command[0]} ...",
+              file=sys.stderr)
 
 
 def _unusable(folder: str) -> str | None:
@@ -207,105 +221,6 @@ def _unusable(folder: str) -> str | None:
     except OSError as exc:
         return exc.strerror or exc.__class__.__name__
     return None
-
-
-PR_SET_PDEATHSIG = 1
-
-
-def _parent_death_signal() -> Callable[[], None] | None:
-    """What the child runs before COMMAND starts (Linux): SIGTERM to it when ``run`` dies, however.
-    Everything is looked up here, in the parent: the child only makes the call."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except Exception:
-        log.debug("libc's prctl could not be found; no parent-death signal", exc_info=True)
-        return None
-    parent, term = os.getpid(), int(signal.SIGTERM)
-
-    def in_child() -> None:
-        try:
-            prctl(PR_SET_PDEATHSIG, term, 0, 0, 0)
-            if os.getppid() != parent:  # run died before the call: act as the signal would
-                os.kill(os.getpid(), term)
-        except Exception:
-            pass  # not logged: runs in the child between fork and exec (its logging locks may be held)
-
-    return in_child
-
-
-FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGUSR2)
-SI_KERNEL = 0x80
-"""``si_code`` of a signal the kernel sent (a key typed at the terminal), not a process (``kill``)."""
-
-
-def _wait_forwarding_signals(child: subprocess.Popen) -> int:
-    """Wait for ``child``; SIGTERM, SIGHUP, SIGUSR2 and a SIGINT sent by a process go to it. A
-    Ctrl-C typed at the terminal reached it already (it is in our process group): not sent again."""
-    if not hasattr(signal, "sigtimedwait"):
-        return _wait_with_handlers(child)
-    waited = set(FORWARDED) | {signal.SIGCHLD}  # SIGCHLD: the job's end is seen at once, not at the next poll
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
-    try:
-        while True:
-            info = signal.sigtimedwait(waited, 0.1)
-            if info is not None and info.si_signo != signal.SIGCHLD and \
-                    not (info.si_signo == signal.SIGINT and info.si_code == SI_KERNEL):
-                _send(child, info.si_signo)
-            code = child.poll()
-            if code is not None:
-                return code
-    finally:
-        while signal.sigtimedwait(waited, 0) is not None:  # nothing pending left to act later
-            pass
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-
-
-TERMINATING = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGALRM, signal.SIGUSR1,
-               signal.SIGUSR2, signal.SIGKILL}
-"""Signals whose default action ends a process without a core dump: ``run`` ends by the same one."""
-
-
-def _end_as_the_job_did(signum: int) -> int:
-    """The command died of ``signum``: ``run`` dies of it too (after its summary), so whoever waits
-    for ``run`` (a shell, a scheduler, ``subprocess``) sees what it would see of the command alone.
-    A signal that would dump core is not raised again: 128 + its number, as a shell reports it."""
-    if signum in TERMINATING:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            if signum != signal.SIGKILL:
-                signal.signal(signum, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
-            os.kill(os.getpid(), signum)
-        except (OSError, ValueError):  # not raised: the exit status says it
-            log.debug("ending by the command's signal failed", exc_info=True)
-    return 128 + signum
-
-
-def _wait_with_handlers(child: subprocess.Popen) -> int:
-    """Where signals cannot be waited for: handlers forward them all (SIGINT too)."""
-    previous = {}
-    for sig in FORWARDED:
-        try:
-            previous[sig] = signal.signal(sig, lambda signum, frame: _send(child, signum))
-        except (ValueError, OSError):
-            pass
-    try:
-        return child.wait()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _send(child: subprocess.Popen, signum: int) -> None:
-    try:
-        child.send_signal(signum)
-    except OSError:
-        pass
 
 
 def _prepare_summary() -> threading.Thread:
@@ -378,10 +293,18 @@ def _report(folder: str, top: int) -> None:
               f"{str(exc)[:200]})", file=sys.stderr)
         return
     if summary is None:
-        print(f"otel-profiler: no profile was recorded in {folder}", file=sys.stderr)
+        print(f"otel-profiler: no profile was recorded in {folder}{_why_nothing(folder)}", file=sys.stderr)
         return
     print(render_table(summary, top=top), file=sys.stderr)
     print("\n" + _written_line(folder, summary_written=written), file=sys.stderr)
+
+
+def _why_nothing(folder: str) -> str:
+    """Why a folder holds no profile, when it can be told: no process wrote a rank."""
+    if any(name.startswith("rank-") and name.endswith(".json") for name in _names(folder)):
+        return ""
+    return (": no process of the command imported torch, TensorFlow or Keras (profiling starts at that "
+            "import), or none of them recorded anything")
 
 
 FULL_DISK_BYTES = 64 << 10
