@@ -158,6 +158,16 @@ def test_the_command_line_refuses_bad_input_with_one_line(runs_store, tmp_path):
     short = cli("users", "add", "x", "--team", "vision", "--role", "viewer", "--store", str(store),
                 stdin="short\n", check=False)
     assert short.returncode == 2 and "at least 8 characters" in short.stderr
+    import socket
+
+    with socket.socket() as taken:  # a port something else listens on
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        busy = cli("serve", "--store", str(store), "--port", str(port), check=False)
+    assert busy.returncode == 2 and busy.stderr.strip().splitlines() == [
+        f"otel-profiler: error: 127.0.0.1:{port}: cannot listen (Address already in use); another port: "
+        f"--port {port + 1}, or --port 0 for any free one"], busy.stderr
 
 
 def test_the_index_follows_the_store_incrementally(runs_store, tmp_path):

@@ -61,7 +61,7 @@ def load_cupti() -> tuple[Any, str | None]:
         return importlib.import_module("cupti.cupti"), None
     except ModuleNotFoundError as exc:
         if exc.name in ("cupti", "cupti.cupti"):
-            return None, "cupti-python is not installed (pip install 'otel-profiler[cupti]')"
+            return None, "cupti-python is not installed (pip install -e '.[cupti]' in the otel-profiler clone)"
         return None, f"cupti-python failed to import: {exc}"
     except Exception as exc:  # e.g. libcupti or the CUDA driver missing: an OSError from dlopen
         return None, f"cupti-python failed to load: {type(exc).__name__}: {exc}"

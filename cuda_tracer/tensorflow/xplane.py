@@ -106,7 +106,7 @@ def convert(path: str) -> Any:
         from xprof.protobuf import trace_events_old_pb2
     except ImportError as exc:
         raise TraceError(path, f"reading TensorFlow profiles needs xprof ({exc}); "
-                               "pip install 'otel-profiler[tensorflow]'") from None
+                               "pip install -e '.[tensorflow]' in the otel-profiler clone") from None
     with _quiet_stderr() as log:
         raw, ok = plugin.xspace_to_tools_data([path], "trace_viewer", {"use_saved_result": False})
     if not ok:

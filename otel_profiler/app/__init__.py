@@ -1,5 +1,5 @@
 """The Profiler app (``otel-profiler serve``): a web application over a profile store. Needs the
-``app`` extra (``pip install 'otel-profiler[app]'``).
+``app`` extra (``pip install -e '.[app]' in the otel-profiler clone``).
 
 Three rooms, each importing only the ones below it:
 

@@ -92,7 +92,8 @@ def _url_sources(url: str) -> list[str]:
     try:
         from fsspec.core import url_to_fs
     except ImportError:
-        raise TraceError(url, "reading URLs needs the remote extra: pip install 'otel-profiler[remote]'") \
+        raise TraceError(url, "reading URLs needs the remote extra: "
+                              "pip install -e '.[remote]' in the otel-profiler clone") \
             from None
     try:
         fs, path = url_to_fs(url)

@@ -33,8 +33,8 @@ def connect_client(address: str) -> Client:
         from distributed import Client
         from distributed.comm import parse_address, parse_host_port
     except ImportError:
-        raise RuntimeError("a Dask scheduler needs the cluster extra: pip install "
-                           "'otel-profiler[cluster]'") from None
+        raise RuntimeError("a Dask scheduler needs the cluster extra: pip install -e '.[cluster]' in the "
+                           "otel-profiler clone") from None
     try:
         parse_host_port(parse_address(address)[1])  # a malformed address: no client to clean up
     except ValueError as exc:

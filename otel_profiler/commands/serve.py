@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 
 from cuda_tracer.profile import TraceError
@@ -70,7 +71,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         serve(create_app(settings, open_database(store, args.database)), args.host, args.port)
     except OSError as exc:
-        raise TraceError(f"{args.host}:{args.port}", f"cannot listen ({exc.strerror or exc})") from None
+        busy = exc.errno == errno.EADDRINUSE
+        hint = f"; another port: --port {args.port + 1}, or --port 0 for any free one" if busy else ""
+        raise TraceError(f"{args.host}:{args.port}", f"cannot listen ({exc.strerror or exc}){hint}") from None
     return 0
 
 
@@ -81,7 +84,8 @@ def _remote_store(store: str):
     try:
         from ..app.storage.remote_store import RemoteStore, RemoteStoreError
     except ImportError as exc:
-        raise TraceError("otel-profiler[app]", f"not installed ({exc}): pip install 'otel-profiler[app]'") from None
+        raise TraceError("otel-profiler[app]",
+                         f"not installed ({exc}): pip install -e '.[app]' in the otel-profiler clone") from None
     try:
         remote = RemoteStore(store)
         remote.check()

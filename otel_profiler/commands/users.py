@@ -26,7 +26,8 @@ def open_accounts(args: argparse.Namespace):
     try:
         from ..app.storage.database import DatabaseError, open_database
     except ImportError as exc:
-        raise TraceError("otel-profiler[app]", f"not installed ({exc}): pip install 'otel-profiler[app]'") from None
+        raise TraceError("otel-profiler[app]",
+                         f"not installed ({exc}): pip install -e '.[app]' in the otel-profiler clone") from None
     try:
         return open_database(args.store, args.database)()
     except DatabaseError as exc:

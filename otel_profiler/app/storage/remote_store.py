@@ -47,7 +47,7 @@ class RemoteStore:
             self.fs, self.root = url_to_fs(self.url)
         except ImportError as exc:
             raise RemoteStoreError(f"{self.shown}: needs its filesystem package ({exc}; for s3:// "
-                                   "pip install 'otel-profiler[remote]')") from None
+                                   "pip install -e '.[remote]' in the otel-profiler clone)") from None
         except (ValueError, TypeError) as exc:
             raise RemoteStoreError(f"{self.shown}: not a store URL fsspec can open ({exc})") from None
         self.root = self.root.rstrip("/")
