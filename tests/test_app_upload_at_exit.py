@@ -108,11 +108,15 @@ def test_otel_profiler_run_hands_the_upload_to_a_detached_process(store, tmp_pat
         env.update(OTEL_PROFILER_OUTPUT_DIR=str(tmp_path / "out"), OTEL_TRACES_EXPORTER="none",
                    OTEL_METRICS_EXPORTER="none", OTEL_RESOURCE_ATTRIBUTES="ml.team=vision,enduser.id=alice",
                    **upload_env(server.url, token))
-        folder = tmp_path / "out" / "by-run"
+        folder = tmp_path / "elsewhere" / "by-run"  # not under OTEL_PROFILER_OUTPUT_DIR
         done = subprocess.run([sys.executable, "-m", "otel_profiler", "run", "--output-dir", str(folder), "--",
-                               sys.executable, str(SCRIPT)], env=env, capture_output=True, text=True, timeout=240)
+                               sys.executable, str(SCRIPT)], env=env, capture_output=True, text=True, timeout=240,
+                              cwd=tmp_path)
         assert done.returncode == 0, done.stderr[-3000:]
-        assert f"otel-profiler: uploading {folder} to {server.url} in the background" in done.stderr
+        spool = tmp_path / "elsewhere" / "upload-spool"  # beside the folder, not in the working directory
+        assert (f"otel-profiler: uploading {folder} to {server.url} in the background (if the app cannot be "
+                f"reached it waits in {spool}: `otel-profiler upload --retry --spool {spool}`)") in done.stderr
+        assert spool.is_dir() and not (tmp_path / "out" / "upload-spool").exists()
         assert token not in done.stdout + done.stderr
         run = wait_until(lambda: runs_of(server.url, token).get("by-run"), "run's upload on the app")
         assert run["status"] == "ok" and run["team"] == "vision"

@@ -366,21 +366,22 @@ def _upload_in_background(folder: str) -> None:
     if not settings.upload_token.strip():
         print_warning(f"OTEL_PROFILER_UPLOAD is set but OTEL_PROFILER_UPLOAD_TOKEN is not; {not_sent}")
         return
-    spool = default_spool()
+    spool = upload.spool_beside(folder)
+    retry = "otel-profiler upload --retry" + ("" if spool == default_spool() else f" --spool {spool}")
     try:
         record = upload.spool_upload(spool, url, folder, os.path.basename(folder))
     except OSError as exc:
         print_warning(f"cannot use the upload spool {spool} ({exc.strerror or exc}); {not_sent}")
         return
     if record is None:
-        print_warning(f"the upload spool {spool} is full ({upload.MAX_PENDING} uploads wait: "
-                      f"`otel-profiler upload --retry`); {not_sent}")
+        print_warning(f"the upload spool {spool} is full ({upload.MAX_PENDING} uploads wait: `{retry}`); "
+                      f"{not_sent}")
         return
     if upload.start_worker(spool, url, dict(os.environ, **{EXPORTER_CHILD_ENV: "1"})) is None:
-        print_warning(f"cannot start the upload; it waits in {spool} (`otel-profiler upload --retry` sends it)")
+        print_warning(f"cannot start the upload; it waits in {spool} (`{retry}` sends it)")
         return
     print(f"otel-profiler: uploading {folder} to {upload.shown_url(url)} in the background (if the app cannot "
-          f"be reached it waits in {spool}: `otel-profiler upload --retry`)", file=sys.stderr)
+          f"be reached it waits in {spool}: `{retry}`)", file=sys.stderr)
 
 
 def _names(folder: str) -> list[str]:

@@ -149,6 +149,13 @@ def upload_folder(url: str, folder: str, run_id: str, token: str) -> Outcome:
 
 
 # ------------------------------------------------------------------------------------ the spool
+def spool_beside(folder: str) -> str:
+    """The upload spool of the profile folder ``folder``: ``upload-spool`` beside it (for the default
+    layout, ``OTEL_PROFILER_OUTPUT_DIR/upload-spool``; for a folder named with ``--output-dir`` or
+    ``OTEL_PROFILER_PROFILE_DIR``, next to that folder, not in the working directory)."""
+    return os.path.join(os.path.dirname(os.path.abspath(folder)), SPOOL_NAME)
+
+
 def spool_problem(spool: str) -> str:
     """Why ``spool`` cannot be used ("it is a symbolic link of another user (uid 1001)", "it can be
     written by other users (mode 0777)": see ``make_private_dir``), or "" when it is usable or can be

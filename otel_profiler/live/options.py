@@ -19,13 +19,13 @@ def upload_warnings(settings: config.Settings) -> list[str]:
     url = settings.upload.strip()
     if not url or not settings.summary_at_exit:
         return []
-    from ..export.upload import SPOOL_NAME, http_url, spool_problem
+    from ..export.upload import http_url, spool_beside, spool_problem
 
     problem = http_url(url) or ("" if settings.upload_token.strip()
                                 else "OTEL_PROFILER_UPLOAD_TOKEN is not set")
     if problem:
         return [f"OTEL_PROFILER_UPLOAD: {problem}; the profile will not be uploaded"]
-    spool = os.path.abspath(os.path.join(settings.output_dir, SPOOL_NAME))
+    spool = spool_beside(settings.profile_dir or os.path.join(settings.output_dir, "run"))
     unsafe = spool_problem(spool)
     return [f"OTEL_PROFILER_UPLOAD: cannot use the upload spool {spool} ({unsafe}); the profile will not be "
              "uploaded"] if unsafe else []

@@ -132,7 +132,7 @@ def summarize_when_done(folder: str) -> None:
 
 def upload_after(folder: str) -> None:
     """With ``OTEL_PROFILER_UPLOAD`` and ``OTEL_PROFILER_UPLOAD_TOKEN`` set: spool the folder's
-    upload in ``OTEL_PROFILER_OUTPUT_DIR/upload-spool`` and deliver it (with the spool's other
+    upload in the upload spool beside it (``export.upload.spool_beside``) and deliver it (with the spool's other
     uploads to that app), retrying for a bounded time."""
     from .. import config
     from ..export import upload
@@ -141,7 +141,7 @@ def upload_after(folder: str) -> None:
     url, token = settings.upload.strip(), settings.upload_token.strip()
     if not url or not token or upload.http_url(url):
         return
-    spool = os.path.abspath(os.path.join(settings.output_dir, upload.SPOOL_NAME))
+    spool = upload.spool_beside(folder)
     upload.spool_upload(spool, url, folder, os.path.basename(os.path.abspath(folder)))
     upload.deliver_with_retries(spool, token, url)
 
