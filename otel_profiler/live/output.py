@@ -163,7 +163,7 @@ class RankOutput:
         self.child_of_run = child_of_run  # a multiprocessing child writing into its parent's run
         self.free_rank = False  # its rank is the next free number, not one of a distributed world
         self._write_failed = False  # a part could not be written (said once)
-        self.not_written = {"parts": 0, "events": 0, "reason": ""}  # parts lost to a full disk, a refused folder
+        self.not_written: dict[str, Any] = {"parts": 0, "events": 0, "reason": ""}  # lost: a full disk, ...
         self._compute: dict[str, Any] | None = None  # read once, by the first flush
 
     def cannot_write(self, exc: OSError, events: int) -> None:
