@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Iterator
 if TYPE_CHECKING:
     from distributed import Client
 
+log = logging.getLogger(__name__)
+
 CONNECT_TIMEOUT_S = 30
 """How long the ``Client`` waits for a scheduler the probe found (a clear error, exit 2)."""
 PROBE_TIMEOUT_S = 15
@@ -64,6 +66,7 @@ async def _probe(address: str, timeout: float) -> str | None:
     except CommClosedError:
         return "not a Dask scheduler (it closed the connection during the handshake)"
     except Exception:  # whatever its bytes made of the reader (MemoryError for 8 EiB): not Dask's
+        log.debug("the reply at %s is not Dask's handshake", address, exc_info=True)
         return "not a Dask scheduler (its reply is not Dask's handshake)"
     finally:
         for comm in opened:
