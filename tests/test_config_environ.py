@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
+from otel_profiler.bootstrap import SAID_SWITCH_ENV
 from otel_profiler.config import VARIABLES
 from otel_profiler.live.child_processes import RUN_ENV
 from otel_profiler.live.wiring import EXPORTER_CHILD_ENV
@@ -48,8 +49,8 @@ NOT_OURS = {
     # Proxies gRPC honours: with one set, the OTLP target's reach is not tested directly.
     "grpc_proxy", "https_proxy", "http_proxy", "GRPC_PROXY", "HTTPS_PROXY", "HTTP_PROXY",
     # Internal: marks the profiler's own exporter processes; a job's run and root process, passed on
-    # to its child processes (never set by users).
-    EXPORTER_CHILD_ENV, RUN_ENV,
+    # to its child processes; a misspelt switch already named (never set by users).
+    EXPORTER_CHILD_ENV, RUN_ENV, SAID_SWITCH_ENV,
 }
 
 
