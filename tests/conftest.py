@@ -16,11 +16,19 @@ chromedriver, Prometheus, Jaeger or Collector must not pass unseen.
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+# SIGINT at its default for the jobs the tests start. A runner started in the background by a
+# non-interactive shell (`bash scripts/test.sh &`) inherits SIGINT ignored, and every process it starts
+# would too: a job sent SIGINT by a test (to check that it dies of it, profiled as unprofiled) would
+# then rightly ignore it, and the test would wait for nothing.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 SHARED_TRACES = Path(os.environ.get("OTEL_PROFILER_TEST_TRACES") or REPO / "tests" / "data" / "traces")
 ALL_TRACES = sorted(SHARED_TRACES.rglob("*.json.gz"))
 
