@@ -132,7 +132,30 @@ def complete(out: dict[str, Any], snapshot_sources: list[str]) -> None:
     step_sources = sorted({m["step_source"] for m in out["ranks_meta"] if "step_source" in m})
     if step_sources:
         out["steps"]["source"] = step_sources[0] if len(step_sources) == 1 else ",".join(step_sources)
+    captured = _merged([tuple(pair) for m in out["ranks_meta"] for pair in m.get("captured_steps", [])])
+    if captured:
+        out["steps"]["captured"] = [list(pair) for pair in captured]
     out["notes"] = _notes(out)
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Inclusive step ranges, sorted, overlapping and adjacent ones joined."""
+    out: list[tuple[int, int]] = []
+    for first, last in sorted(ranges):
+        if out and first <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], last))
+        else:
+            out.append((first, last))
+    return out
+
+
+def _captured_note(captured: list[list[int]]) -> str:
+    """Which steps a live run captured in detail, and which step paid for closing each window."""
+    more = ", ..." if len(captured) > 8 else ""
+    shown = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in captured[:8]) + more
+    after = ", ".join(str(b + 1) for _, b in captured[:8]) + more
+    return (f"steps {shown} were captured in detail (operators, kernels); the step after each window "
+            f"({after}) also holds the profiler's work of closing it, so compare step times outside them")
 
 
 def _notes(summary: dict) -> list[str]:
@@ -146,6 +169,8 @@ def _notes(summary: dict) -> list[str]:
     if orphans:
         notes.append(f"{orphans} GPU ops have no launch call in the trace (launched before the "
                      "profiling window opened); they count in GPU time but not in launch statistics")
+    if summary["steps"].get("captured"):
+        notes.append(_captured_note(summary["steps"]["captured"]))
     skipped = sum(int(m.get("skipped_events") or 0) for m in summary.get("ranks_meta", []))
     if skipped:
         notes.append(f"{skipped} trace events were skipped: no name, or a time that is missing or "
@@ -158,6 +183,11 @@ def _rank_meta(meta: dict) -> dict:
             "skipped_events", "step_source", "cuda_memory")
     out = {k: meta[k] for k in keep if k in meta}
     out["devices"] = [d.get("name") for d in meta.get("device_properties", []) if isinstance(d, dict)]
+    windows = [(w["first_step"], w["last_step"]) for w in meta.get("windows") or []
+               if isinstance(w, dict) and w.get("captured") and isinstance(w.get("first_step"), int)
+               and isinstance(w.get("last_step"), int)]
+    if windows:
+        out["captured_steps"] = [list(pair) for pair in _merged(windows)]
     return out
 
 
