@@ -22,6 +22,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from cuda_tracer.model.bounded import file_allowance, read_member, read_npy_member
+
 MISSING = -1
 
 
@@ -308,27 +310,33 @@ class EventBatch:
 
     @classmethod
     def load(cls, path_or_file: Any) -> "EventBatch":
-        """Read a batch written by :meth:`save`. Raises ``ValueError`` for anything else."""
+        """Read a batch written by :meth:`save`. Raises ``ValueError`` for anything else, and for a
+        file that decompresses to more than its size and its columns' headers allow (``bounded``)."""
         try:
+            allowance = file_allowance(path_or_file)
             with zipfile.ZipFile(path_or_file) as zf:
-                header = json.loads(zf.read("header.json"))
+                header = json.loads(read_member(zf, "header.json", allowance))
                 if not isinstance(header, dict) or header.get("format") != _FORMAT:
                     raise _Unreadable("not an otel-profiler event batch")
                 if not isinstance(header.get("version"), int) or header["version"] > _FORMAT_VERSION:
                     raise _Unreadable(f"event batch format version {header.get('version')!r} is not "
                                       f"one this otel-profiler understands ({_FORMAT_VERSION})")
-                strings = json.loads(zf.read("strings.json"))
-                extra_value = json.loads(zf.read("extra_value.json"))
-
                 names = set(zf.namelist())
 
-                def array(name: str) -> np.ndarray:
+                def array(name: str, rows: int | None) -> np.ndarray:
                     if f"{name}.npy" not in names:
                         name = _FORMER_NAMES.get(name, name)
-                    return np.load(io.BytesIO(zf.read(f"{name}.npy")), allow_pickle=False)
+                    return read_npy_member(zf, f"{name}.npy", allowance, rows)
 
-                columns = {c: array(c).astype(dt, copy=False) for c, dt in COLUMNS.items()}
-                batch = cls(columns, strings, array("extra_row"), array("extra_key"), extra_value)
+                columns: dict[str, np.ndarray] = {}
+                for c, dt in COLUMNS.items():  # every column as long as the first
+                    first = next(iter(columns.values()), None)
+                    columns[c] = array(c, None if first is None else len(first)).astype(dt, copy=False)
+                extra_row = array("extra_row", None)
+                extra_key = array("extra_key", len(extra_row))
+                strings = json.loads(read_member(zf, "strings.json", allowance))
+                extra_value = json.loads(read_member(zf, "extra_value.json", allowance))
+                batch = cls(columns, strings, extra_row, extra_key, extra_value)
         except _Unreadable as exc:
             raise ValueError(str(exc)) from None
         except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, OSError, EOFError, zlib.error,

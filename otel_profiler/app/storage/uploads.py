@@ -8,11 +8,14 @@ the archive names them, never a folder of the server."""
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import tarfile
 import tempfile
-from typing import IO, Callable
+from typing import IO, Any, Callable
+
+from cuda_tracer.model.bounded import Allowance, TooLarge, copy
 
 from ...export.upload import PROFILE_FILE
 from ..auth.access import may_see_team
@@ -91,10 +94,13 @@ def _publish(publish: Callable[[str, str], bool], folder: str, run_id: str) -> N
 
 def _unpack(body: IO[bytes], folder: str, max_bytes: int) -> None:
     """Unpack the gzip tar ``body`` into ``folder``: plain files with profile names only, at most
-    ``max_bytes`` unpacked."""
+    ``max_bytes`` unpacked, and no more than ``bounded.Allowance`` allows for the compressed bytes
+    read so far (checked as each chunk is written)."""
     total = 0
+    counted = _Counted(body)
+    allowance = Allowance("the archive", lambda: counted.count)
     try:
-        with tarfile.open(fileobj=body, mode="r|gz") as archive:
+        with tarfile.open(fileobj=counted, mode="r|gz") as archive:
             for count, member in enumerate(archive, 1):
                 name = member.name.removeprefix("./")
                 if member.isdir() and name in ("", "."):
@@ -112,9 +118,28 @@ def _unpack(body: IO[bytes], folder: str, max_bytes: int) -> None:
                 except FileExistsError:
                     raise UploadError(400, f"{member.name!r}: in the archive twice") from None
                 with os.fdopen(fd, "wb") as target:
-                    shutil.copyfileobj(source, target)
+                    copy(source, target, allowance, member.name)
+    except TooLarge as exc:
+        raise UploadError(413, str(exc)) from None
     except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
         raise UploadError(400, f"not a gzip tar of a profile folder ({_reason(exc)})") from None
+
+
+class _Counted(io.RawIOBase):
+    """A readable body that counts the bytes read from it (the archive's compressed bytes)."""
+
+    def __init__(self, body: IO[bytes]) -> None:
+        super().__init__()
+        self.body, self.count = body, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.body.read(len(buffer))
+        buffer[:len(data)] = data
+        self.count += len(data)
+        return len(data)
 
 
 def _reason(exc: BaseException) -> str:

@@ -1,6 +1,8 @@
 """A run's HTML report, the same one ``otel-profiler report`` writes: built on first open by the
 report renderer and cached in the app's folder, keyed by the run's signature (a changed run is built
-again). One build per run at a time; the others wait for it."""
+again). A run whose files cannot be read (every rank refused: damaged, or decompressing past its
+bound) is remembered the same way: later opens answer its reason without reading it again. One
+build per run at a time; the others wait for it."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from cuda_tracer.loading import load_profile
+from cuda_tracer.model.bounded import run_allowance
 from cuda_tracer.profile import TraceError
 
 from ...analysis.document import SummaryDocument
@@ -18,6 +21,10 @@ from ...analysis.insights import Thresholds
 from ...report import renderers
 from ...report.renderers import RenderOptions
 from ..storage.store import unsafe_run
+
+
+UNREADABLE = ".unreadable"
+"""Beside a run's report: why its files could not be read at that signature (answered again as is)."""
 
 
 class ReportError(Exception):
@@ -45,6 +52,9 @@ class ReportCache:
         with self._guard:
             lock = self._locks.setdefault(run_id, threading.Lock())
         with lock:
+            refused = target.with_suffix(UNREADABLE)
+            if refused.exists():  # remembered: never read (nor decompressed) again at this signature
+                raise ReportError(refused.read_text(encoding="utf-8", errors="replace"))
             if not target.exists():
                 self._build(run_id, target)
         return target
@@ -59,19 +69,29 @@ class ReportCache:
         if unsafe is not None:
             raise ReportError(unsafe)
         try:
-            profile = load_profile([os.path.join(self.store, run_id)], workers=1, skip_bad=True)
-            if not profile.ranks:
-                raise ReportError("no readable rank in the run folder")
-            html = renderers.html(SummaryDocument(profile, Thresholds()), RenderOptions())
+            with run_allowance():  # one decompression bound for the whole run (``bounded``)
+                profile = load_profile([os.path.join(self.store, run_id)], workers=1, skip_bad=True)
+            html = renderers.html(SummaryDocument(profile, Thresholds()), RenderOptions()) if profile.ranks else ""
         except TraceError as exc:
             raise ReportError(str(exc)) from None
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ReportError(f"{type(exc).__name__}: {exc}") from None
-        target.parent.mkdir(mode=0o700, exist_ok=True)
-        for old in target.parent.glob("*.html"):  # the report of an older state of the run
-            old.unlink(missing_ok=True)
-        tmp = target.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
-            f.write(html)
-        os.replace(tmp, target)
+        if not profile.ranks:  # the run's files refuse to be read: remembered, not read again
+            reason = "no readable rank in the run folder" + "".join(
+                f" ({os.path.basename(e.path)}: {e.problem})" for e in profile.refused[:1])
+            _write(target, target.with_suffix(UNREADABLE), reason)
+            raise ReportError(reason)
+        _write(target, target, html)
+
+
+def _write(target: Path, path: Path, text: str) -> None:
+    """Write ``path`` (the report ``target`` or its ``UNREADABLE`` record), private, in one rename,
+    dropping what older states of the run left."""
+    target.parent.mkdir(mode=0o700, exist_ok=True)
+    for old in (*target.parent.glob("*.html"), *target.parent.glob(f"*{UNREADABLE}")):
+        old.unlink(missing_ok=True)
+    tmp = target.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
+        f.write(text)
+    os.replace(tmp, path)
