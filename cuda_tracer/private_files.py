@@ -70,17 +70,23 @@ def _open_private_dir(path: str) -> int | None:
     return fd
 
 
+def _at(folder: str, fd: int | None, name: str) -> tuple[str, dict[str, Any]]:
+    """``name`` of ``folder`` as ``os.open`` takes it: relative to the checked handle ``fd``, or the
+    whole path where there is none (Windows)."""
+    return (name, {"dir_fd": fd}) if fd is not None else (os.path.join(folder, name), {})
+
+
 def open_in_private_dir(folder: str, name: str, mode: str = "w", **kwargs: Any) -> IO:
     """:func:`open_private` of the file ``name`` in the private folder ``folder``, made through the
     handle the folder was checked by: a folder swapped meanwhile for a link or for another user's
     folder gets nothing (:class:`UnsafeFolderError`), wherever the swap's target is."""
     fd = _open_private_dir(folder)
-    if fd is None:
-        return open_private(os.path.join(folder, name), mode, **kwargs)
     try:
-        return _fdopen(os.open(name, _FLAGS[mode[0]] | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=fd), mode, **kwargs)
+        path, at = _at(folder, fd, name)
+        return _fdopen(os.open(path, _FLAGS[mode[0]] | _NOFOLLOW | _CLOEXEC, 0o600, **at), mode, **kwargs)
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
 
 
 def write_in_private_dir(folder: str, name: str, write: Callable[[IO], None], mode: str = "w",
@@ -89,19 +95,16 @@ def write_in_private_dir(folder: str, name: str, write: Callable[[IO], None], mo
     ``name.tmp``, which is then renamed; both through one checked handle on the folder (see
     :func:`open_in_private_dir`). An ``OSError`` leaves no temporary file. Returns the file's path."""
     fd = _open_private_dir(folder)
-    tmp = name + ".tmp"
     try:
-        at: dict[str, Any] = {} if fd is None else {"dir_fd": fd}
-        where = tmp if fd is not None else os.path.join(folder, tmp)
+        tmp, at = _at(folder, fd, name + ".tmp")
+        final, _ = _at(folder, fd, name)
         try:
-            with _fdopen(os.open(where, _FLAGS[mode[0]] | _NOFOLLOW | _CLOEXEC, 0o600, **at), mode,
-                         **kwargs) as f:
+            with _fdopen(os.open(tmp, _FLAGS[mode[0]] | _NOFOLLOW | _CLOEXEC, 0o600, **at), mode, **kwargs) as f:
                 write(f)
-            os.replace(where, name if fd is not None else os.path.join(folder, name),
-                       **({} if fd is None else {"src_dir_fd": fd, "dst_dir_fd": fd}))
+            os.replace(tmp, final, **({} if fd is None else {"src_dir_fd": fd, "dst_dir_fd": fd}))
         except OSError:
             try:
-                os.unlink(where, **at)
+                os.unlink(tmp, **at)
             except OSError:
                 pass  # not made, or gone already
             raise
