@@ -58,6 +58,15 @@ def test_a_profiled_run_keeps_cpu_samples_and_its_compute_resources(tmp_path):
     assert host["versions"]["torch"] == torch.__version__ and host["ranks"] == [0] and host["source"] == "live"
 
 
+def test_a_run_shorter_than_one_interval_has_its_closing_sample(tmp_path):
+    """The session's close takes the part of an interval since the last reading: a run of about a
+    second under the default one-second interval (a fast machine's short example) has a sample."""
+    train_for(tmp_path, 1.0, cpu_sample_s=30.0)
+    samples = load_profile([str(tmp_path)]).ranks[0].meta["cpu_samples"]
+    assert len(samples["t"]) == 1 and samples["interval_s"] == 30.0
+    assert 0 < samples["process_pct"][0] <= 100.5  # the loop kept the process busy
+
+
 def test_cpu_samples_off(tmp_path):
     train_for(tmp_path, 0.8, cpu_sample_s=0)
     assert "cpu_samples" not in load_profile([str(tmp_path)]).ranks[0].meta

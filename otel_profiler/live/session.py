@@ -311,6 +311,8 @@ class Session:
             self._unhook()
             self.cuda_memory.close()
             self.wiring.start_metrics_when_due()  # a run shorter than one poll
+            if thread is None or not thread.is_alive():  # the timeline is the flush thread's
+                self.cpu_timeline.maybe_sample(final=True)
             self.flush()
             markers.active = False
             self.wiring.close_exporter(self.output.folder, CLOSE_NETWORK_S)

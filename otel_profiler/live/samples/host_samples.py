@@ -26,6 +26,7 @@ from ..child_processes import JOB_ROOT_ENV
 log = logging.getLogger(__name__)
 
 MAX_SAMPLES = 1200
+FINAL_SAMPLE_MIN_S = 0.1  # a last, partial interval shorter than this is left out
 
 
 def job_root(child_of_run: bool) -> int:
@@ -101,10 +102,14 @@ class CpuTimeline:
         p = proc.cpu_times()
         return time.monotonic(), total - idle, total, p.user + p.system
 
-    def maybe_sample(self) -> None:
-        """Take a sample when the interval has passed. Never raises (psutil failing turns it off)."""
-        if self._off or time.monotonic() < self._next:
+    def maybe_sample(self, final: bool = False) -> None:
+        """Take a sample when the interval has passed, or (``final``, at the session's close) the
+        part of an interval since the last reading, so that a run shorter than one interval still
+        has its sample. Never raises (psutil failing turns it off)."""
+        if self._off or (not final and time.monotonic() < self._next):
             return
+        if final and (self._last is None or time.monotonic() - self._last[0] < FINAL_SAMPLE_MIN_S):
+            return  # no reading to measure from, or too short a time to say anything
         try:
             if self._ps is None:
                 import psutil
