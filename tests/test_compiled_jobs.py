@@ -28,6 +28,7 @@ TIMEOUT = 900  # Inductor's first compile of a mode on a busy 2-core machine too
 GLOG_PREFIX = re.compile(r"^[IWEV]\d{4} [\d:.]+ +\d+ ")  # torch's log lines: time and thread differ
 MODES = ["fullgraph", "default", "graph_break", "method", "optimizer", "train_step", "reduce_overhead",
          "max_autotune_no_cudagraphs", "compiled_autograd"]
+UNSEEN_FIRST_FORWARD = {"method", "optimizer"}
 
 
 def env_for(profiled: bool, folder: Path) -> dict[str, str]:
@@ -73,5 +74,10 @@ def test_a_compiled_job_is_the_same_job_under_the_profiler(tmp_path, mode):
     rank = load_profile([str(folder)]).ranks[0]
     steps = sorted(rank.batch.of_kind(Kind.STEP).extra("step").values())
     assert rank.meta["step_source"] == "optimizer"
-    assert len(steps) >= ITERATIONS - 1, steps
+    # Numbered as the loop counts, from 0. Step 0 begins at the compiled module's first call with
+    # gradients on (a hook of the OptimizedModule's own) or at the compiled training step's call;
+    # where neither is seen (a model compiled in place, an eager model beside a compiled optimizer
+    # step) it is counted but not measured.
+    first = 1 if mode in UNSEEN_FIRST_FORWARD else 0
+    assert steps == list(range(first, ITERATIONS)), steps
     assert len(rank.batch.of_kind(Kind.CPU_OP)) > 0  # a window recorded the compiled steps' operators

@@ -66,15 +66,15 @@ def test_a_first_optimizer_step_after_the_time_window_leaves_one_kind_of_window(
     reasons = {window["reason"] for window in meta["windows"]}
     assert len(reasons) == 1 and "time" not in reasons, meta["windows"]
     assert "no training step" not in out.stderr, out.stderr[-3000:]
-    assert f"Steps ({len(numbers)}, from optimizer)" in out.stderr
+    assert f"Steps ({len(numbers)}, from optimizer; step 0 is the loop's first iteration)" in out.stderr
 
 
 # ------------------------------------------------------------------------- 3, 4. several optimizers
-# Under `run` the first boundary starts the first step, so N boundaries are N - 1 steps.
+# N iterations are N steps: the first begins at the first training forward pass.
 @pytest.mark.parametrize("script, args, steps", [
-    ("forward_forward.py", ("2", "30"), 59),  # one optimizer per layer, in turn: every step counts
-    ("forward_forward.py", ("3", "10"), 29),
-    ("gan_two_optimizers.py", ("12",), 11),  # two optimizers in one iteration: one step
+    ("forward_forward.py", ("2", "30"), 60),  # one optimizer per layer, in turn: every step counts
+    ("forward_forward.py", ("3", "10"), 30),
+    ("gan_two_optimizers.py", ("12",), 12),  # two optimizers in one iteration: one step
 ])
 def test_steps_of_optimizers_that_take_turns_count_once_each(tmp_path, script, args, steps):
     profiled(tmp_path, script, *args)
@@ -86,8 +86,8 @@ def test_steps_of_optimizers_that_take_turns_count_once_each(tmp_path, script, a
 def test_step_beside_an_optimizer_counts_each_iteration_once(tmp_path):
     out = profiled(tmp_path, "step_beside_optimizer.py", "12")
     numbers, meta = steps_and_meta(tmp_path / "prof")
-    assert meta["step_source"] == "step()" and numbers == list(range(11))
-    assert "Steps (11, from step())" in out.stderr
+    assert meta["step_source"] == "step()" and numbers == list(range(12))
+    assert "Steps (12, from step(); step 0 is the loop's first iteration)" in out.stderr
 
 
 # ------------------------------------------------------------------------- 7. the package's names

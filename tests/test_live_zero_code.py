@@ -27,7 +27,7 @@ pytest.importorskip("torch")
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = [str(REPO / "examples" / "train_mlp.py"), "--epochs", "1", "--samples", "512", "--batch-size", "32"]
-EXAMPLE_STEPS = 512 // 32  # optimizer steps; the first one opens step 0
+EXAMPLE_STEPS = 512 // 32  # optimizer steps, one per iteration: one step each
 TIMEOUT = 120
 
 
@@ -50,8 +50,8 @@ def check_training_profile(folder: Path, cpu_ops: bool) -> dict:
     assert [r.rank for r in profile.ranks] == [0]
     batch = profile.ranks[0].batch
     steps = batch.of_kind(Kind.STEP)
-    assert len(steps) == EXAMPLE_STEPS - 1
-    assert sorted(steps.extra("step").values()) == list(range(EXAMPLE_STEPS - 1))
+    assert len(steps) == EXAMPLE_STEPS  # N iterations, N steps, numbered from 0
+    assert sorted(steps.extra("step").values()) == list(range(EXAMPLE_STEPS))
     names = set(batch.of_kind(Kind.USER_ANNOTATION).names())
     assert {"forward", "backward"} <= names
     assert (len(batch.of_kind(Kind.CPU_OP)) > 0) == cpu_ops
@@ -102,7 +102,7 @@ def test_zero_code_training_gives_steps_annotations_and_ops(tmp_path, enable):
         assert (folder.stat().st_mode & 0o777) == 0o700
         again = run([sys.executable, "-m", "otel_profiler", "summary", str(folder), "--format", "json"],
                     clean_env(), tmp_path)
-        assert json.loads(again.stdout)["steps"]["count"] == EXAMPLE_STEPS - 1
+        assert json.loads(again.stdout)["steps"]["count"] == EXAMPLE_STEPS
 
 
 def test_otel_sdk_disabled_turns_profiling_off(tmp_path):
@@ -181,7 +181,7 @@ def test_torchrun_two_ranks_write_one_folder(tmp_path):
     for r in profile.ranks:
         assert (r.meta["world_size"], r.meta["local_rank"]) == (2, r.rank)
         assert r.meta["resource"]["ml.torchrun.run_id"]
-        assert len(r.batch.of_kind(Kind.STEP)) == 5
+        assert len(r.batch.of_kind(Kind.STEP)) == 6
         assert set(r.batch.rank.tolist()) == {r.rank}
     assert len({r.meta["run_id"] for r in profile.ranks}) == 1
     summary = json.loads((folder / "summary.json").read_text())
@@ -221,7 +221,7 @@ def test_multiprocessing_spawn_ranks_take_their_rank_from_torch_distributed(tmp_
     profile = load_profile([str(folder)])
     assert sorted(r.rank for r in profile.ranks) == [0, 1]
     for r in profile.ranks:
-        assert r.meta["world_size"] == 2 and len(r.batch.of_kind(Kind.STEP)) == 4
+        assert r.meta["world_size"] == 2 and len(r.batch.of_kind(Kind.STEP)) == 5
 
 
 def test_dataloader_workers_finish_and_write_nothing_twice(tmp_path):

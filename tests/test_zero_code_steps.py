@@ -188,9 +188,9 @@ def by_opentelemetry_instrument(tmp: Path, script: list[str], env: dict):
 
 
 CASES = [  # script and arguments, steps expected (None: a time window), step source
-    (["manual_sgd.py", "20"], 19, "backward"),
-    (["lbfgs_closure.py", "8"], 7, "optimizer"),
-    (["grad_accumulation.py", "8", "4"], 7, "optimizer"),
+    (["manual_sgd.py", "20"], 20, "backward"),  # N iterations are N steps, numbered from 0
+    (["lbfgs_closure.py", "8"], 8, "optimizer"),
+    (["grad_accumulation.py", "8", "4"], 8, "optimizer"),
     (["inference_loop.py", "2"], None, "time"),
 ]
 
@@ -224,7 +224,7 @@ def test_unchanged_scripts_record_their_steps_or_a_time_window(tmp_path, enable,
     summary = json.loads(summary_file.read_text())
     assert summary["steps"]["source"] == source
     if enable is by_run:  # `run` prints the summary after the job: the steps table or the note
-        assert ("no training step was seen" if steps is None else f"Steps ({steps}, from {source})") \
+        assert ("no training step was seen" if steps is None else f"Steps ({steps}, from {source}; step 0 is the loop's first iteration)") \
             in out.stderr
 
 
@@ -284,8 +284,33 @@ def test_installed_package_profiles_with_the_variable_alone(tmp_path, editable):
     assert out.returncode == 0, out.stderr[-3000:]
     (folder,) = (job / "otel-profile").iterdir()
     numbers, meta = _steps(folder)
-    assert numbers == list(range(11)) and meta["step_source"] == "backward"
+    assert numbers == list(range(12)) and meta["step_source"] == "backward"
     assert Path(meta["resource"]["service.name"]).name == "manual_sgd"
     assert str(tmp_path / ("src" if editable else "venv")) in subprocess.run(
         [str(python), "-c", "import otel_profiler; print(otel_profiler.__file__)"],
         env=env, cwd=job, capture_output=True, text=True).stdout
+
+
+def test_n_iterations_are_n_steps_and_the_first_matches_the_loops_own_timer(tmp_path):
+    """12 iterations under `run`: steps 0 to 11, step 0 from the first forward pass with gradients
+    on (the evaluation pass before the loop is not one) to the first optimizer step's end, as the
+    loop's own timer measures its first iteration. The other steps run from one optimizer step's
+    end to the next, so each also holds the few statements between the timer's end and its next
+    start: compared in total, with the same margin."""
+    timer = tmp_path / "times.json"
+    cmd = [sys.executable, "-m", "otel_profiler", "run", "--output-dir", str(tmp_path / "prof"), "--no-summary",
+           "--", sys.executable, str(SCRIPTS / "timed_loop.py"), str(timer), "12"]
+    out = subprocess.run(cmd, env=clean_env(), cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rank = load_profile([str(tmp_path / "prof")]).ranks[0]
+    steps = rank.batch.of_kind(Kind.STEP)
+    numbers = steps.extra("step")
+    ours = {numbers[i]: float(steps.duration_ns[i]) / 1e9 for i in range(len(steps))}
+    theirs = json.loads(timer.read_text())
+    assert sorted(ours) == list(range(12)) and rank.meta["step_source"] == "optimizer"
+    # a margin for what lies between the two clocks' reads (a few Python statements), which a
+    # busy machine can stretch by a time slice or two
+    margin = 0.002 + 0.05 * theirs[0]
+    assert abs(ours[0] - theirs[0]) <= margin, (ours[0], theirs[0])
+    assert ours[0] <= theirs[0] + 0.0005  # it starts after the timer's start, ends at the step's end
+    assert abs(sum(ours.values()) - sum(theirs)) <= 0.02 + 0.05 * sum(theirs), (ours, theirs)

@@ -164,6 +164,7 @@ class Session:
         self.hygiene = ProcessHygiene(self.lifecycle, self.lock, self.close)
         self._step = 0  # number of the step in progress
         self._step_start: int | None = None
+        self._first_boundary = True  # no step boundary yet
         self.wants_nvtx = settings.nvtx
         self._thread: threading.Thread | None = None
         self._trigger: Any = None
@@ -365,6 +366,12 @@ class Session:
         if self._step_start is not None:
             self._record_step(self._step, self._step_start, now)
             self._step += 1
+        elif self._first_boundary:  # steps are numbered as the loop counts its iterations, from 0
+            ran, start = self.step_sources.first_step_start(now)
+            if start is not None:
+                self._record_step(self._step, start, now)
+            self._step += ran
+        self._first_boundary = False
         self._step_start = now
         self.user_spans.step_began(self._step, self.output.rank)
         if window:
@@ -394,6 +401,7 @@ class Session:
                 self._record_step(number, start, end)
                 self._step = number + 1
                 self._step_start = None
+                self._first_boundary = False
         except Exception as exc:
             self.fail(exc)
 

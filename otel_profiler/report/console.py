@@ -124,8 +124,7 @@ def tables(summary: dict, top: int | None = 20, full_names: bool = True) -> list
     out.extend(memory_tables(summary, top))
     steps = summary["steps"]
     d = steps["duration_us"]
-    source = f", from {steps['source']}" if steps.get("source") else ""
-    out.append(Table(f"Steps ({steps['count']}{source})",
+    out.append(Table(f"Steps ({steps['count']}{_step_origin(steps)})",
                      ("Count", "p50 (us)", "p90 (us)", "p99 (us)", "Max (us)", "Mean (us)"),
                      [(steps["count"], d["p50"], d["p90"], d["p99"], d["max"], d["mean"])]
                      if steps["count"] else [], "step markers"))
@@ -135,6 +134,19 @@ def tables(summary: dict, top: int | None = 20, full_names: bool = True) -> list
                          [(i["severity"], i["scope"], i["rule"], i["evidence"], i["recommendation"])
                           for i in summary["insights"]], "insights (no rule fired)"))
     return out
+
+
+def _step_origin(steps: dict) -> str:
+    """Where a run's steps come from and how they are numbered, for the steps table's title: a live
+    run numbers them as the loop counts its iterations, from 0; a trace file as torch did."""
+    source = steps.get("source")
+    if not source:
+        return ""
+    if source == "time":
+        return ", from time"
+    numbers = [item["step"] for item in steps.get("items") or [] if item.get("step", -1) >= 0]
+    unseen = "; step 0 not measured: its start was not seen" if numbers and min(numbers) > 0 else ""
+    return f", from {source}; step 0 is the loop's first iteration{unseen}"
 
 
 def cpu_table(summary: dict) -> Table:

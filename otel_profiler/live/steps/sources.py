@@ -52,6 +52,10 @@ class StepSources:
         self.time_window_s = time_window_s  # the time fallback window's length
         self.torch_hooks: Any = None  # torch_steps.TorchHooks once installed
         self.first_torch_ns: int | None = None
+        self.first_forward_ns: int | None = None  # the first forward pass with gradients on
+        self.first_optimizer_ns: int | None = None  # when the first optimizer step began
+        self.backward_before_optimizer = False  # a backward pass ended before that
+        self.iteration_seen = False  # a training forward, backward pass or optimizer step happened
         self.time_deadline: int | None = None  # a "time" (or "duration") window is open until then
         self._fallback_said = False
 
@@ -72,11 +76,16 @@ class StepSources:
         """An optimizer step begins: later backward passes in it are not steps of their own."""
         if self.first_torch_ns is None:
             self.torch_work()
+        if self.first_optimizer_ns is None:
+            self.first_optimizer_ns = perf_counter_ns()
+            self.backward_before_optimizer = self.iteration_seen and self.first_forward_ns is None
+        self.iteration_seen = True
         self.evidence.optimizer_started()
 
     def backward_done(self) -> None:
         """A backward pass ended: a step boundary once backward passes are the evidence."""
         evidence = self.evidence
+        self.iteration_seen = True
         if evidence.source is not None and evidence.source != "backward":
             window = self.windows.window
             if window is not None and window.deferred is not None:  # (``windows.waiting``, inline)
@@ -101,13 +110,17 @@ class StepSources:
         except Exception as exc:
             self.clock.fail(exc)
 
-    def torch_work(self) -> bool:
+    def torch_work(self, training_forward: bool = False) -> bool:
         """Torch ran (a module call, a backward pass). The first time, with no step source yet, the
-        time fallback window opens; once its time is up it closes. True: report module calls on."""
+        time fallback window opens; once its time is up it closes. True: report module calls on.
+        ``training_forward``: a module call with gradients on (the first one starts the first step)."""
         try:
             if self.clock.closed:
                 return False
             now = perf_counter_ns()
+            if training_forward and self.first_forward_ns is None:
+                self.first_forward_ns = now
+                self.iteration_seen = True
             if self.first_torch_ns is None:
                 self.first_torch_ns = now
                 self._first_torch_work(now)
@@ -142,6 +155,17 @@ class StepSources:
             return
         self.time_deadline = now + int(self.time_window_s * 1e9)
         windows.open(reason, self.clock.step)
+
+    def first_step_start(self, now: int) -> tuple[bool, int | None]:
+        """At the first step boundary (``now``): (whether an iteration ran before it, so the boundary
+        ends step 0 rather than starts it; when step 0 began: the first training forward pass, else
+        the first optimizer step when the iteration ran inside it (an LBFGS closure), or None when
+        it was not seen: a model compiled in place, a forked child that woke at its first
+        optimizer step)."""
+        start = self.first_forward_ns
+        if start is None and not self.backward_before_optimizer:
+            start = self.first_optimizer_ns
+        return self.iteration_seen, start if start is not None and start < now else None
 
     def source_decided(self) -> None:
         """Steps have a source now: a time fallback window, open or already closed (the first step

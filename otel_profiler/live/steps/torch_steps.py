@@ -234,7 +234,11 @@ class TorchHooks:
             except Exception:
                 log.debug("noting torch.compile failed", exc_info=True)
             compiled = original_compile(*args, **kwargs)
-            return compiled if stepping is None else self._reporting_steps(compiled, stepping)
+            if stepping is not None:
+                return self._reporting_steps(compiled, stepping)
+            if isinstance(compiled, module_class):
+                self._hear_first_training_forward(compiled, torch.is_grad_enabled)
+            return compiled
 
         setattr(torch, "compile", compile)
         self._undo.append(lambda: _restore(torch, "compile", compile, original_compile))
@@ -244,17 +248,38 @@ class TorchHooks:
         compiles: Dynamo would see the hook)."""
         if self._forward_hook is not None or self.compiled:
             return
+        from torch import is_grad_enabled
         from torch.nn.modules.module import register_module_forward_pre_hook
 
         def hook(module: Any, args: Any) -> None:
             try:
-                if not self.sink.torch_work():
+                if not self.sink.torch_work(is_grad_enabled()):
                     self.stop_watching_module_calls()
             except Exception:
                 log.debug("the module forward hook failed; it stops watching module calls", exc_info=True)
                 self.stop_watching_module_calls()
 
         self._forward_hook = register_module_forward_pre_hook(hook)
+
+    def _hear_first_training_forward(self, compiled_module: Any, grad_enabled: Callable[[], bool]) -> None:
+        """A hook of ``compiled_module``'s own (the ``OptimizedModule`` that ``torch.compile``
+        returned; its hooks run outside the compiled code, and Dynamo neither sees nor guards on
+        them) reports its first call with gradients on, the start of the first training step, then
+        removes itself. Never raises."""
+        hooks = self
+
+        def hook(module: Any, args: Any) -> None:
+            try:
+                if grad_enabled():
+                    handle.remove()
+                    hooks.sink.torch_work(True)
+            except Exception:
+                log.debug("the compiled module's first-forward hook failed", exc_info=True)
+
+        try:
+            handle = compiled_module.register_forward_pre_hook(hook)
+        except Exception:
+            log.debug("a compiled module took no forward hook", exc_info=True)
 
     def _reporting_steps(self, compiled_step: Any, optimizer: Any) -> Any:
         """``compiled_step`` (a compiled optimizer ``step`` or training step) with a step of
