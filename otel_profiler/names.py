@@ -12,6 +12,10 @@
   shown. A mangled name no demangler reads (e.g. C++20 ``Tn`` template parameters in ROCm kernels)
   gets a fallback read from its nested name alone: ``sgl_hip::activation::act_and_mul_kernel<…>``.
 - ``short_names(names)``: short forms of several names, folding less where two would read the same.
+- ``torch_range(name)``: what one of torch's own ranges marks (``step``, ``optimizer``, ``data``,
+  ``compiled``, ``distributed``), or None for an operator or a range the user's code opened. torch
+  records these with ``record_function`` as the user's annotations are recorded: they are told
+  apart by name only.
 - ``terminal_safe(text)``: ``text`` as it may be printed to a terminal, control characters and
   lone surrogates escaped (``cuda_tracer.terminal_lines``): every name printed goes through it.
 """
@@ -33,6 +37,29 @@ except ImportError:  # names stay as recorded
     _cpp_demangle = None
 
 FOLD = "…"
+
+_TORCH_RANGES: tuple[tuple[str, str], ...] = (  # (name prefix, what it marks), as torch names them
+    ("ProfilerStep#", "step"),  # torch.profiler's step() (and this profiler's steps)
+    ("Optimizer.step#", "optimizer"),  # Optimizer.step of every torch.optim optimizer
+    ("Optimizer.zero_grad#", "optimizer"),
+    ("enumerate(DataLoader)#", "data"),  # each batch a DataLoader iterator yields
+    ("Torch-Compiled Region", "compiled"),  # torch.compile's code
+    ("TorchDynamo Cache Lookup", "compiled"),
+    ("CompiledFunction", "compiled"),  # AOTAutograd's forward and backward
+    ("## Call CompiledFxGraph", "compiled"),  # Inductor's compiled graph
+    ("DistributedDataParallel.forward", "distributed"),
+    ("DataParallel.forward", "distributed"),
+)
+TORCH_RANGE_KINDS = ("step", "optimizer", "data", "compiled", "distributed")
+
+
+@lru_cache(maxsize=65536)
+def torch_range(name: str) -> str | None:
+    """What ``name`` marks when it is one of torch's own ranges (see the module docstring)."""
+    for prefix, kind in _TORCH_RANGES:
+        if name.startswith(prefix):
+            return kind
+    return None
 
 
 @lru_cache(maxsize=65536)

@@ -120,7 +120,7 @@ def test_fork_heavy_threaded_job_with_open_annotations(tmp_path, busy_cores, opt
     assert out.returncode == 0, out.stderr[-3000:]
     assert "Traceback" not in out.stderr and "otel-profiler: warning" not in out.stderr, out.stderr
     batch = profile_batch(tmp_path / "prof")  # only rank 0: no worker or pool child wrote a rank
-    assert len(batch.of_kind(Kind.STEP)) == 29
+    assert len(batch.of_kind(Kind.STEP)) == 30  # one per iteration
     names = batch.of_kind(Kind.USER_ANNOTATION).names()
     for thread, count in json.loads(stats.read_text())["threads"].items():
         assert count > 0 and list(names).count(thread) == count  # every concurrent annotation, once
@@ -194,7 +194,7 @@ def test_prometheus_port_taken_and_no_nvml(tmp_path, busy_cores):
                               OTEL_PROFILER_METRICS_INTERVAL_S="0.1"))
     assert out.returncode == 0, out.stderr[-3000:]
     assert stats.exists() and "Traceback" not in out.stderr
-    assert len(profile_batch(tmp_path / "prof").of_kind(Kind.STEP)) == 29
+    assert len(profile_batch(tmp_path / "prof").of_kind(Kind.STEP)) == 30
     lines = [line for line in out.stderr.splitlines() if "otel-profiler" in line]
     assert sum(str(port) in line for line in lines) == 1, out.stderr  # one warning naming the port
     assert len(lines) <= 2, out.stderr  # + at most the "no GPU metrics: NVML unavailable" line

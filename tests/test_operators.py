@@ -132,8 +132,13 @@ def test_compiled_region_holds_its_triton_kernel():
 def test_summary_table_shows_operators():
     summary = summarize(load_profile([str(trace(BY_EXTERNAL_ID[1]))]))
     text = render_table(summary, top=5)
-    assert f"== Operators (5 of {len(summary['operators']['by_name'])} names;" in text
-    assert summary["operators"]["by_name"][0]["name"] in text
+    rows = summary["operators"]["by_name"]
+    ops, ranges = [r for r in rows if "range" not in r], [r for r in rows if "range" in r]
+    assert f"== Operators (5 of {len(ops)} names;" in text and ops[0]["name"] in text
+    assert ranges and f"== torch's own ranges ({min(5, len(ranges))}" in text
+    operator_table = text.split("== Operators")[1].split("\n\n")[0]
+    assert not any(r["name"] in line for r in ranges for line in operator_table.splitlines()[3:])  # not operators
+    assert {r["range"] for r in ranges} <= {"step", "optimizer", "data", "compiled", "distributed"}
 
 
 def _parents_by_stack(batch, ops, points):

@@ -181,8 +181,10 @@ def test_live_job_sends_profiles_linked_to_its_steps(pipeline, tmp_path):
     receiver, _, http, collector = pipeline
     before = len(receiver.profiles)
     hold = tmp_path / "release"  # the job waits for it: the profiles of its flushes are sent meanwhile
+    # operators recorded: on a CPU machine they are a window's CPU samples (a step is no work of its own)
     env = job_environment(tmp_path, http, "profiles-run", "profiles-job", OTEL_PROFILER_PROFILES_EXPORTER="otlp",
-                          OTEL_PROFILER_FLUSH_INTERVAL_S="0.5", JOB_HOLD_FILE=str(hold))
+                          OTEL_PROFILER_FLUSH_INTERVAL_S="0.5", JOB_HOLD_FILE=str(hold),
+                          OTEL_PROFILER_ACTIVITIES="cpu_op")
     job = subprocess.Popen([sys.executable, str(JOB), "300"], env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     try:

@@ -161,10 +161,13 @@ def test_a_flame_graph_past_the_budget_says_what_it_leaves_out(page, tmp_path):
 
 def outermost_operator_time(batch) -> int:
     """Operators' CPU time recounted plainly: per thread, the durations of the operators that no
-    other operator holds from start to end (self times add up to these)."""
+    other operator holds from start to end (self times add up to these). Steps are left out: their
+    time outside their operators is no operator's work (a step whose operators were not captured
+    would otherwise be all CPU time)."""
     from otel_profiler.analysis.attribution.operators import operator_rows
 
     ops = operator_rows(batch)
+    ops = ops[batch.kind[ops] != Kind.STEP]
     total = 0
     threads = np.stack([batch.rank[ops], batch.pid[ops], batch.tid[ops]], 1)
     for thread in np.unique(threads, axis=0):

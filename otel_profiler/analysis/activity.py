@@ -25,6 +25,7 @@ import numpy as np
 
 from cuda_tracer.model.events import GPU_OP_KINDS, EventBatch, Kind, kinds_in
 
+from .attribution.operators import annotation_rows
 from .stats import unique_rows
 
 CPU_KINDS = (Kind.CPU_OP, Kind.RUNTIME, Kind.DRIVER, Kind.PYTHON_FUNCTION, Kind.USER_ANNOTATION)
@@ -114,8 +115,9 @@ def cpu_active(batch: EventBatch) -> dict[str, dict[str, float]]:
 def annotation_durations(batch: EventBatch, limit: int = 20_000) -> dict[str, list[float]]:
     """Durations (µs) of each CPU and GPU user annotation name, for the annotation histogram (capped).
 
-    Steps have their own histogram (the summary's ``steps.items``)."""
-    rows = np.flatnonzero(kinds_in(batch.kind, (Kind.USER_ANNOTATION, Kind.GPU_USER_ANNOTATION)))
+    Steps have their own histogram (the summary's ``steps.items``); torch's own ranges are not the
+    user's annotations."""
+    rows = np.sort(np.concatenate([annotation_rows(batch), annotation_rows(batch, Kind.GPU_USER_ANNOTATION)]))
     out: dict[str, list[float]] = {}
     durs = (batch.end_ns[rows] - batch.start_ns[rows]) / 1e3
     for name_id in np.unique(batch.name[rows]).tolist():

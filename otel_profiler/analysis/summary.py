@@ -90,7 +90,7 @@ from cuda_tracer.profile import Profile
 
 from ..names import demangle, short_names
 from .attribution.modules import TOP_KERNELS as MODULE_TOP_KERNELS, modules
-from .attribution.operators import EVERY_KERNEL, TOP_KERNELS as OPERATOR_TOP_KERNELS, operators
+from .attribution.operators import EVERY_KERNEL, TOP_KERNELS as OPERATOR_TOP_KERNELS, annotation_rows, operators
 from .breakdown import class_times, classify, idle_breakdown, temporal_breakdown, KERNEL_CLASSES
 from .host.compute import compute_overview
 from .host.cpu import cpu_usage
@@ -315,7 +315,7 @@ def _transfer_stats(batch: EventBatch, rows: np.ndarray) -> dict[str, Any]:
 
 
 def _by_name(batch: EventBatch, kind: Kind, durations: np.ndarray) -> list[dict]:
-    rows = np.flatnonzero(batch.kind == kind)
+    rows = annotation_rows(batch, kind)
     return [{"name": batch.strings[n], "instances": s.pop("count"), **s}
             for n, s in group_durations(batch.name[rows], durations[rows])]
 

@@ -25,6 +25,7 @@ from cuda_tracer.model.events import EventBatch, Kind, MemcpyKind, SyncKind
 from cuda_tracer.profile import Profile, RankProfile, TraceError
 from cuda_tracer.trace_json.files import is_trace_file, read_trace
 
+from ..analysis.attribution.operators import annotation_rows
 from ..analysis.insights import Thresholds, insights
 from ..analysis.summary import cut_top_kernels, kernel_shapes, summarize
 from .rank_steps import collectives, step_figures
@@ -166,8 +167,8 @@ def _sketches(batch: EventBatch, corr) -> dict[str, dict[str, Sketch]]:
     out: dict[str, dict[str, Sketch]] = {
         "kernels": _by_name(batch, np.flatnonzero(batch.kind == Kind.KERNEL)),
         "runtime_api": _by_name(batch, corr.launch_rows),
-        "annotations": _by_name(batch, np.flatnonzero(batch.kind == Kind.USER_ANNOTATION)),
-        "gpu_annotations": _by_name(batch, np.flatnonzero(batch.kind == Kind.GPU_USER_ANNOTATION)),
+        "annotations": _by_name(batch, annotation_rows(batch)),
+        "gpu_annotations": _by_name(batch, annotation_rows(batch, Kind.GPU_USER_ANNOTATION)),
     }
     memcpy = batch.kind == Kind.MEMCPY
     out["memcpy"] = {(mk.name if mk != MemcpyKind.UNKNOWN else "unknown"):

@@ -12,21 +12,19 @@ handed the parts it works with:
   when torch is imported, else CUPTI);
 - ``steps.sources.StepSources``: where steps come from when the code does not say (the torch hooks
   report to the session, which hands their reports on), and the time fallback window;
-- ``windows.flushing.Flusher``: the flush thread that writes buffered annotations, steps and
-  finished windows as the next part (bounded memory: once ``OTEL_PROFILER_FLUSH_EVENTS``
-  accumulate, at least every ``OTEL_PROFILER_FLUSH_INTERVAL_S``);
-- ``hygiene.ProcessHygiene``: SIGTERM (flush, then die of the signal as before) and fork (a forked
-  child records and writes nothing, never inherits the flush lock held);
+- ``windows.flushing.Flusher``: the flush thread that writes buffered events and finished windows as
+  the next part (once ``OTEL_PROFILER_FLUSH_EVENTS`` accumulate, at least every ``..._INTERVAL_S``);
+- ``hygiene.ProcessHygiene``: SIGTERM (flush, then die of the signal) and fork (a forked child
+  records nothing, never inherits the flush lock held);
 - ``wiring.ExportWiring``: the metrics (started at the first recorded step) and the OTLP exporter
   (made at the first write); at exit the exporter gets ``CLOSE_NETWORK_S`` of network time, then
   spools what is not delivered; a frozen exporter is killed, not waited for (``docs/delivery.md``);
-- ``trace_context``: the parent's ``TRACEPARENT`` (each rank's run span, sent with the last part) and
-  the job's own OpenTelemetry span current as each step begins (docs/trace-context.md).
+- ``trace_context``: the parent's ``TRACEPARENT`` (each rank's run span, sent with the last part),
+  the job's OpenTelemetry span current as each step begins (docs/trace-context.md).
 
 Never raising into user code: any failure gives one warning and turns profiling off, except a
-profile folder that cannot be written (full disk, read-only): one warning, and recording, metrics
-and OTLP export go on. Flushed on normal exit, ``KeyboardInterrupt`` (atexit) and ``os._exit`` too
-(``exit_hooks``).
+profile folder that cannot be written (full disk, read-only): one warning, and the rest goes on.
+Flushed on normal exit, ``KeyboardInterrupt`` (atexit) and ``os._exit`` too (``exit_hooks``).
 """
 
 from __future__ import annotations
@@ -59,8 +57,7 @@ from .trace_context import RunSpan, UserSpans, parent_from_settings
 from .windows.capture import DetailedWindows
 from .windows.flushing import Flusher
 from .windows.policy import WindowPolicy
-from .wiring import EXPORTER_CHILD_ENV, ExportWiring
-from .wiring import exporter_factory as _exporter_factory
+from .wiring import EXPORTER_CHILD_ENV, ExportWiring, exporter_factory as _exporter_factory
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +161,6 @@ class Session:
         self.hygiene = ProcessHygiene(self.lifecycle, self.lock, self.close)
         self._step = 0  # number of the step in progress
         self._step_start: int | None = None
-        self._first_boundary = True  # no step boundary yet
         self.wants_nvtx = settings.nvtx
         self._thread: threading.Thread | None = None
         self._trigger: Any = None
@@ -182,7 +178,6 @@ class Session:
                                self.settings.flush_interval_s,
                                self.settings.flush_events)
 
-    # ------------------------------------------------------------------ what others read
     @property
     def closed(self) -> bool:
         return self.lifecycle.closed
@@ -366,12 +361,11 @@ class Session:
         if self._step_start is not None:
             self._record_step(self._step, self._step_start, now)
             self._step += 1
-        elif self._first_boundary:  # steps are numbered as the loop counts its iterations, from 0
+        else:  # the first boundary: steps are numbered as the loop counts its iterations, from 0
             ran, start = self.step_sources.first_step_start(now)
             if start is not None:
                 self._record_step(self._step, start, now)
             self._step += ran
-        self._first_boundary = False
         self._step_start = now
         self.user_spans.step_began(self._step, self.output.rank)
         if window:
@@ -401,7 +395,7 @@ class Session:
                 self._record_step(number, start, end)
                 self._step = number + 1
                 self._step_start = None
-                self._first_boundary = False
+                self.step_sources.first_boundary_seen = True
         except Exception as exc:
             self.fail(exc)
 

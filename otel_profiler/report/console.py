@@ -161,11 +161,18 @@ def cpu_table(summary: dict) -> Table:
                    u["process_cores"], u["others_cores"]) for rank, u in (summary.get("cpu") or {}).items()])
 
 
-STEP_MARKER = "ProfilerStep#*"
-
-
-def _operator_name(name: str) -> str:
-    return f"{name} (the steps)" if name == STEP_MARKER else name
+def torch_ranges_table(ops: dict, top: int | None) -> Table:
+    """torch's own ranges (steps, optimizer phases, data loading, compiled code), apart from the
+    operators and the user's annotations: what each marks, its time, and the GPU time of kernels
+    launched in it outside any operator that was recorded."""
+    rows = [r for r in ops["by_name"] if r.get("range")]
+    gpu = bool(ops["kernel_total_us"])
+    shown = rows[:top]
+    return Table(f"torch's own ranges ({_shown(top, len(rows))} names; recorded by torch, not by your code)",
+                 ("Marks", "Calls", "Total CPU (us)", *(("Self GPU (us)", "Total GPU (us)") if gpu else ()), "Name"),
+                 [(r["range"], r["calls"], r["total_cpu_us"],
+                   *((r["self_gpu_us"], r["total_gpu_us"]) if gpu else ()), r["name"]) for r in shown],
+                 "")  # a trace without them: nothing to say
 
 
 def operator_tables(summary: dict, top: int | None, full_names: bool) -> list[Table]:
@@ -175,11 +182,13 @@ def operator_tables(summary: dict, top: int | None, full_names: bool) -> list[Ta
     if not ops:
         return []
     mods = ops.get("modules") or {}
+    by_name = [r for r in ops["by_name"] if not r.get("range")]
+    ranges = torch_ranges_table(ops, top)
     if not summary["devices"] and not ops["kernel_total_us"]:
-        out = [Table(f"Operators ({_shown(top, len(ops['by_name']))} names; no GPU work recorded, so "
+        out = [Table(f"Operators ({_shown(top, len(by_name))} names; no GPU work recorded, so "
                      "no GPU columns)", ("Calls", "Self CPU (us)", "Total CPU (us)", "Name"),
-                     [(r["calls"], r["self_cpu_us"], r["total_cpu_us"], _operator_name(r["name"]))
-                      for r in ops["by_name"][:top]], "operators (aten::*, record_function)")]
+                     [(r["calls"], r["self_cpu_us"], r["total_cpu_us"], r["name"])
+                      for r in by_name[:top]], "operators (aten::*, record_function)"), ranges]
         if mods:
             rows = mods["by_path"][:top]
             out.append(Table(f"nn.Module hierarchy ({len(rows)} of {len(mods['by_path'])} modules; no GPU "
@@ -187,7 +196,7 @@ def operator_tables(summary: dict, top: int | None, full_names: bool) -> list[Ta
                              [(r["calls"], r["cpu_us"], "  " * r["depth"] + r["name"]) for r in rows]))
         return out
     lost = ops["unattributed"]
-    title = (f"Operators ({_shown(top, len(ops['by_name']))} names; "
+    title = (f"Operators ({_shown(top, len(by_name))} names; "
              f"{_fmt(float(ops['attributed_us']))} of "
              f"{_fmt(float(ops['kernel_total_us']))} us of kernel time attributed")
     missing = lost["no_launch"]["kernels"] + lost["no_operator"]["kernels"]
@@ -202,8 +211,8 @@ def operator_tables(summary: dict, top: int | None, full_names: bool) -> list[Ta
     out = [Table(title, ("GPU %", "Self GPU (us)", "Total GPU (us)", "Calls", "Self CPU (us)",
                          "Total CPU (us)", "Kernels", "Name", "Top kernel"),
                  [(r["gpu_pct"], r["self_gpu_us"], r["total_gpu_us"], r["calls"], r["self_cpu_us"],
-                   r["total_cpu_us"], r["kernels"], _operator_name(r["name"]), top_kernel(r))
-                  for r in ops["by_name"][:top]], "operators (aten::*, record_function)")]
+                   r["total_cpu_us"], r["kernels"], r["name"], top_kernel(r))
+                  for r in by_name[:top]], "operators (aten::*, record_function)"), ranges]
     if ops["regions"]:
         out.append(Table("Kernels of CUDA graphs and compiled regions",
                          ("Kind", "Kernels", "GPU (us)", "Region"),

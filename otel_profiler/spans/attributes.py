@@ -29,7 +29,7 @@ from .options import SpanOptions
 __all__ = ["ATTRIBUTES", "ATTRIBUTE_NAMES", "AttrColumn", "Columns", "KIND_NAMES", "SpanAttribute", "emit_attributes",
            "resource_attributes", "version"]
 
-EVENT_SPANS = ("annotation", "gpu_annotation", "cpu_op", "runtime", "driver", "kernel", "memcpy", "memset",
+EVENT_SPANS = ("annotation", "torch_range", "gpu_annotation", "cpu_op", "runtime", "driver", "kernel", "memcpy", "memset",
                "sync")
 """``otel_profiler.kind`` of the spans of single events."""
 ROOTS = ("step", "window")
@@ -91,8 +91,9 @@ _DEVICE_SIDE = GPU_OPS + ("sync", "gpu_annotation")
 
 ATTRIBUTES: tuple[SpanAttribute, ...] = (
     _derived("otel_profiler.kind", "string", ROOTS + EVENT_SPANS + (AGGREGATE, RUN), derived.span_kind,
-             "column `kind`", "what the span is: step, window, annotation, gpu_annotation, cpu_op, runtime, "
-             "driver, kernel, memcpy, memset, sync, run (an aggregate span: the kind of its events)"),
+             "column `kind`", "what the span is: step, window, annotation, torch_range (one of torch's own "
+             "ranges: Optimizer.step#..., enumerate(DataLoader)#..., compiled regions), gpu_annotation, cpu_op, "
+             "runtime, driver, kernel, memcpy, memset, sync, run (an aggregate span: the kind of its events)"),
     # root spans
     _derived("otel_profiler.step", "int", ("step",), derived.step_number, "the STEP event's name",
              "training step number"),

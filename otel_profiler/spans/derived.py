@@ -13,7 +13,7 @@ import numpy as np
 from cuda_tracer.model.events import GPU_OP_KINDS, Kind, MemcpyKind, SyncKind
 
 from ..analysis.breakdown import KERNEL_CLASSES, classify
-from ..names import demangle
+from ..names import demangle, torch_range
 from .columns import KIND_NAMES, Columns
 from .layout import SpanLayout
 
@@ -34,6 +34,12 @@ def span_kind(key: str, layout: SpanLayout, columns: Columns) -> None:
                            np.int64)
     value_ids = kind_values[layout.span_kind - 1]
     value_ids[:len(layout.root_traces)][~layout.root_is_step] = columns.value_id("window")
+    strings = layout.batch.strings  # torch's own ranges are recorded as annotations are: not the user's
+    torchs = np.fromiter((torch_range(s) is not None for s in strings), bool, len(strings))
+    names = layout.name
+    annotation = np.flatnonzero(layout.span_kind == Kind.USER_ANNOTATION)
+    annotation = annotation[names[annotation] < len(strings)]
+    value_ids[annotation[torchs[names[annotation]]]] = columns.value_id("torch_range")
     columns.add(key, "value", np.arange(len(layout)), value_ids)
 
 

@@ -7,8 +7,12 @@ Definitions:
 - Operators are the CPU ops, user annotations (``record_function``) and ``ProfilerStep#N`` ranges of a
   trace (step ranges are folded into one ``ProfilerStep#*`` row). Nesting is by time on one thread:
   an operator's *parent* is the innermost operator on the same (rank, pid, tid) that encloses it.
+  torch's own ranges (steps, ``Optimizer.step#...``, ``enumerate(DataLoader)#...``, compiled
+  regions: ``names.torch_range``) nest and take kernels as the others do; their rows say what they
+  mark (``range``), so that reports show them apart from operators and the user's annotations.
 - **Total CPU time**: the sum of an operator's durations; **self CPU time**: that minus the time of
-  its direct children.
+  its direct children. A step has none: its time outside the operators inside it is no operator's
+  work (all of it, in steps whose operators were not captured).
 - A kernel is attributed to one operator, the *innermost*: kernel -> launch call (CUPTI correlation
   id, see ``cuda_tracer.model.correlate``) -> the operator whose external id equals the launch call's.
   **Self GPU time** is the time of the kernels attributed to an operator, **total GPU time** adds
@@ -32,7 +36,7 @@ import numpy as np
 from cuda_tracer.model.correlate import Correlation, correlate
 from cuda_tracer.model.events import MISSING, EventBatch, Kind, kinds_in
 
-from ...names import demangle
+from ...names import demangle, torch_range
 from .python_stacks import top_stacks
 from .time_nesting import depths, parents
 
@@ -48,6 +52,14 @@ _KEY_SHIFT = 40
 
 def operator_rows(batch: EventBatch) -> np.ndarray:
     return np.flatnonzero(kinds_in(batch.kind, OPERATOR_KINDS))
+
+
+def annotation_rows(batch: EventBatch, kind: Kind = Kind.USER_ANNOTATION) -> np.ndarray:
+    """Rows of the annotations of ``kind`` that the user's code opened: torch's own ranges, recorded
+    the same way, left out (see the module docstring)."""
+    theirs = np.fromiter((torch_range(s) is None for s in batch.strings), bool, len(batch.strings))
+    rows = np.flatnonzero(batch.kind == kind)
+    return rows[theirs[batch.name[rows]]] if len(theirs) else rows
 
 
 def operator_of_gpu_op(batch: EventBatch, corr: Correlation, ops: np.ndarray) -> np.ndarray:
@@ -135,6 +147,7 @@ def operators(batch: EventBatch, corr: Correlation | None = None, top_kernels: i
 
     calls = np.bincount(inverse, minlength=n)
     total_cpu, self_cpu = per_name(op_dur), per_name(op_dur - child_time)
+    self_cpu[uniq == len(batch.strings)] = 0.0  # the steps (see the module docstring)
     self_g, total_g = per_name(self_gpu), per_name(total_gpu)
     kernel_count = np.bincount(inverse[kop[kop >= 0]], minlength=n) if len(kop) else np.zeros(n, int)
     top = _top_kernels(batch, krows[kop >= 0], kdur[kop >= 0], inverse[kop[kop >= 0]], top_kernels)
@@ -145,6 +158,9 @@ def operators(batch: EventBatch, corr: Correlation | None = None, top_kernels: i
             for i, (u, c, tc, sc, sg, tg, k) in enumerate(zip(
                 uniq.tolist(), calls.tolist(), total_cpu.tolist(), self_cpu.tolist(), self_g.tolist(),
                 total_g.tolist(), kernel_count.tolist()))]
+    for row in rows:
+        if (marks := torch_range(row["name"])) is not None:
+            row["range"] = marks
     for i, stacks in _call_stacks(batch, ops, inverse).items():
         rows[i]["call_stacks"] = stacks
     rows.sort(key=lambda r: (-r["self_gpu_us"], -r["total_gpu_us"], -r["total_cpu_us"], r["name"]))

@@ -17,7 +17,8 @@ Definitions:
   ``NO_LAUNCH``.
 - **GPU time** is the operation's duration; **CPU time** of an operator is its self CPU time as the
   operator view defines it (its duration less that of the operators directly inside it), so CPU
-  times add up to the time of the outermost operators. Python frames carry no CPU time of their own.
+  times add up to the time of the outermost operators. Python frames carry no CPU time of their own,
+  nor do steps (their time outside their operators is no operator's work).
 
 Stacks are a trie: stack id ``k`` is (frame id, caller stack id), id 0 the empty stack; frame ids
 index ``frames``. ``samples`` groups the GPU operations and operators by stack and labels.
@@ -210,6 +211,7 @@ def _self_cpu_ns(batch: EventBatch, scopes: np.ndarray, caller: np.ndarray,
     own = duration.copy()
     inside = parent >= 0
     np.subtract.at(own, np.searchsorted(op_in_scopes, parent[inside]), duration[inside])
+    own[batch.kind[scopes[op_in_scopes]] == Kind.STEP] = 0
     return own
 
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from cuda_tracer.model.events import Kind
 
+from ..attribution.operators import annotation_rows
 from .context import Context, insight
 from .thresholds import threshold
 
@@ -179,9 +178,8 @@ def record_operators(ctx: Context) -> list[dict]:
         "record_operators", "low", "profile", "No PyTorch operators were recorded",
         "The profile holds no operators (aten::*)"
         + (f" ({'; '.join(why)})" if why else "")
-        + (": ProfilerStep#* in the operator table is the step marker, and the other names are "
-           "annotations" if steps else "")
-        + f"; {int(np.count_nonzero(b.kind == Kind.USER_ANNOTATION))} annotation events. Without "
+        + ("; the steps are marked (ProfilerStep#*, among torch's own ranges)" if steps else "")
+        + f"; {len(annotation_rows(b))} events of your own annotations. Without "
         "operators the operator view is empty and the DataLoader and synchronization rules cannot "
         "see their calls.",
         "Record operators: otel-profiler run --cpu-ops -- python train.py, or "

@@ -56,6 +56,7 @@ class StepSources:
         self.first_optimizer_ns: int | None = None  # when the first optimizer step began
         self.backward_before_optimizer = False  # a backward pass ended before that
         self.iteration_seen = False  # a training forward, backward pass or optimizer step happened
+        self.first_boundary_seen = False
         self.time_deadline: int | None = None  # a "time" (or "duration") window is open until then
         self._fallback_said = False
 
@@ -157,11 +158,14 @@ class StepSources:
         windows.open(reason, self.clock.step)
 
     def first_step_start(self, now: int) -> tuple[bool, int | None]:
-        """At the first step boundary (``now``): (whether an iteration ran before it, so the boundary
+        """At a step boundary (``now``) with no step in progress. At the first: (whether an iteration ran before it, so the boundary
         ends step 0 rather than starts it; when step 0 began: the first training forward pass, else
         the first optimizer step when the iteration ran inside it (an LBFGS closure), or None when
         it was not seen: a model compiled in place, a forked child that woke at its first
         optimizer step)."""
+        if self.first_boundary_seen:  # a step boundary without a start after the first: none ran
+            return False, None
+        self.first_boundary_seen = True
         start = self.first_forward_ns
         if start is None and not self.backward_before_optimizer:
             start = self.first_optimizer_ns
@@ -174,6 +178,7 @@ class StepSources:
         evidence = self.evidence
         windows = self.windows
         if evidence.source in MANUAL_SOURCES and evidence.switched_from in ("optimizer", "backward"):
+            self.first_boundary_seen = True  # the weaker source marked boundaries already
             self.clock.forget_step_start()  # the program's first mark ends the step the weaker
             # source's last boundary ended: one step, not two (so the mark starts the next step only)
         windows.drop("time")

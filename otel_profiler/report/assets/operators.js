@@ -26,19 +26,23 @@ function buildOperators() {
     `${fmtUs(O.attributed_us)} of ${fmtUs(O.kernel_total_us)} kernel time attributed to the innermost operator that launched it` +
     ` (${O.attributed_by.external_id} kernels by external id, ${O.attributed_by.enclosing_operator} by the enclosing operator);` +
     ` ${lost.no_launch.kernels} kernels have no launch call in the trace, ${lost.no_operator.kernels} no operator. Click an operator for its kernels.` :
-    "No GPU work in this profile: the GPU columns are left out. ProfilerStep#* is the steps (the step markers), not an operator."}));
+    "No GPU work in this profile: the GPU columns are left out."}));
   const details = el("div", {"class": "card", id: "op-details"}, el("em", {text: "Click an operator for the kernels it launched."}));
   const cpuCols = [["calls", "Calls"], ["self_cpu_us", "Self CPU (µs)"], ["total_cpu_us", "Total CPU (µs)"]];
-  const table = sortableTable("stat-operators", `Operators (${O.by_name.length} names, ${O.count} calls)`,
-    gpu ? [["gpu_pct", "GPU %"], ["self_gpu_us", "Self GPU (µs)"], ["total_gpu_us", "Total GPU (µs)"], ...cpuCols,
-           ["kernels", "Kernels"], ["name", "Name"]] : [...cpuCols, ["name", "Name"]], O.by_name);
+  const columns = gpu ? [["gpu_pct", "GPU %"], ["self_gpu_us", "Self GPU (µs)"], ["total_gpu_us", "Total GPU (µs)"],
+                         ...cpuCols, ["kernels", "Kernels"], ["name", "Name"]] : [...cpuCols, ["name", "Name"]];
+  // torch's own ranges (steps, Optimizer.step#..., enumerate(DataLoader)#..., compiled regions) are not operators
+  const ops = O.by_name.filter(r => !r.range), ranges = O.by_name.filter(r => r.range);
+  const table = sortableTable("stat-operators", `Operators (${ops.length} names)`, columns, ops);
+  const rangeTable = sortableTable("stat-torch-ranges", `torch's own ranges (${ranges.length} names; recorded by torch, not by your code)`,
+    [["range", "Marks"], ...columns], ranges);
   const byName = new Map(O.by_name.map(r => [r.name, r]));
-  table.addEventListener("click", e => {
+  for (const t of [table, rangeTable]) t.addEventListener("click", e => {
     const tr = e.target.closest("tbody tr");
     if (!tr) return;
     const r = byName.get(tr.lastElementChild.dataset.value);
     if (!r) return;
-    for (const row of table.querySelectorAll("tbody tr.selected")) row.classList.remove("selected");
+    for (const row of root.querySelectorAll("tbody tr.selected")) row.classList.remove("selected");
     tr.classList.add("selected");
     details.replaceChildren(el("h2", {text: r.name}),
       el("div", {"class": "note", text: `${fmtNum(r.calls)} calls · self GPU ${fmtUs(r.self_gpu_us)} · total GPU (with the operators it calls) ${fmtUs(r.total_gpu_us)} · self CPU ${fmtUs(r.self_cpu_us)}`}),
@@ -46,7 +50,7 @@ function buildOperators() {
       ...(r.call_stacks || []).map(c => el("div", {"class": "call-stack"},
         el("h3", {text: `Call stack (${fmtNum(c.calls)} calls)`}), el("pre", {text: c.stack.join("\n")}))));
   });
-  root.append(table, details);
+  root.append(table, ...(ranges.length ? [rangeTable] : []), details);
   if (O.regions.length) {
     const regions = el("div", {"class": "card stat-card", id: "op-regions"}, el("h2", {text: "Kernels of CUDA graphs and compiled regions"}));
     for (const g of O.regions)
