@@ -94,10 +94,25 @@ def _tasks(path: str) -> list[Task]:
             files = form.files_in(path)
             if files:
                 return [(form, f) for f in files]
-        raise TraceError(path, NO_INPUT)
+        raise TraceError(path, NO_INPUT + _runs_inside(path))
     if not os.path.exists(path):
         raise TraceError(path, _missing(path))
     return [(next((form for form in READERS if form.claims_file(path)), TRACE_JSON), path)]
+
+
+def _runs_inside(folder: str, limit: int = 1000) -> str:
+    """For a folder of profile folders (an output folder of several runs): which to name, the newest
+    first, or "" when it holds none (the first ``limit`` entries are looked at)."""
+    try:
+        with os.scandir(folder) as entries:
+            subfolders = [e.path for _, e in zip(range(limit), entries) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return ""
+    runs = sorted((p for p in subfolders if PROFILE_FOLDER.files_in(p)), reverse=True)
+    if not runs:
+        return ""
+    more = f" ({len(runs)} runs in it; the newest by name)" if len(runs) > 1 else ""
+    return f"; it holds run folders: name one, e.g. {runs[0]}{more}"
 
 
 def load_profile(paths: Iterable[str], workers: int | None = 1, *, skip_bad: bool = False,

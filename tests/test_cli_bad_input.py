@@ -268,3 +268,17 @@ def test_export_span_budget_flag_within_bounds_is_used(tmp_path):
     budgets = {a["value"]["intValue"] for r in roots for a in r["attributes"]
                if a["key"] == "otel_profiler.span_budget"}
     assert budgets == {"10"}
+
+
+def test_an_output_folder_of_runs_names_the_run_to_give(tmp_path):
+    """`summary` of the output folder (what `--output-dir` was) rather than of one run in it: the
+    line names a run folder to give, the newest by name, and how many there are."""
+    output = tmp_path / "otel-profile"
+    for run in ("20261201-090000-100", "20261205-090000-200"):
+        write_profile_folder(output / run, ranks=1)
+    (output / "notes").mkdir()  # a folder of something else is not offered
+    result = run_cli("summary", str(output))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert_one_line(result.stderr, output, "no otel-profiler profile")
+    assert f"name one, e.g. {output / '20261205-090000-200'} (2 runs in it" in result.stderr
+    assert run_cli("summary", str(output / "20261205-090000-200")).returncode == 0
