@@ -213,13 +213,13 @@ def test_a_live_run_with_operators_records_the_module_tree(tmp_path):
     has the model's module tree (Sequential(Linear, ReLU, Linear) of manual_sgd.py); Python
     function events other than module calls are not kept."""
     out = profiled(tmp_path, "manual_sgd.py", "30", options=("--cpu-ops",))
-    assert "nn.Module hierarchy" in out.stderr and "Linear_1" in out.stderr  # the summary `run` prints
+    assert "nn.Module hierarchy" in out.stderr and "2 (Linear)" in out.stderr  # the summary `run` prints
     rank = load_profile([str(tmp_path / "prof")]).ranks[0]
     python = rank.batch.of_kind(Kind.PYTHON_FUNCTION)
     assert len(python) > 0 and all(name.startswith("nn.Module: ") for name in python.names())
     modules = json.loads((tmp_path / "prof" / "summary.json").read_text())["operators"]["modules"]
     paths = {row["path"]: row["calls"] for row in modules["by_path"]}
-    tree = ("Sequential_0", "Sequential_0/Linear_0", "Sequential_0/ReLU_0", "Sequential_0/Linear_1")
+    tree = ("Sequential", "Sequential/0 (Linear)", "Sequential/1 (ReLU)", "Sequential/2 (Linear)")  # by attribute
     assert set(tree) <= set(paths), paths  # (a window started inside a forward pass sees its inner calls)
     assert all(paths[path] >= 3 for path in tree), paths
 

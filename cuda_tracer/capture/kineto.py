@@ -42,6 +42,7 @@ import msgspec
 
 from cuda_tracer.model.events import MISSING, EventBatch, Kind, kinds_in
 from cuda_tracer.profile import RankProfile
+from cuda_tracer.capture import module_names
 from cuda_tracer.capture.stderr_filter import kineto_lines_dropped
 from cuda_tracer.capture.subscriber import ProfilerBusy, other_profiler_active, own_session
 # One conversion for files and live events: the reader's typed event and its public converter.
@@ -96,6 +97,7 @@ def compiling_job() -> None:
     (a compiled-autograd job's window grew to 9.5 GB)."""
     global _compiling_job
     _compiling_job = True
+    module_names.remove_all()
 
 
 def watch_user_profilers(on_user_start: Callable[[], None]) -> None:
@@ -151,6 +153,7 @@ class KinetoSource:
         self._owned: Any = None
         self.metadata_exposed = False  # set by start(): does metadata_json() carry Kineto's metadata?
         self.modules_failed = False  # torch's Python tracer failed once: no module calls from then on
+        self._module_order: module_names.ModuleCallOrder | None = None  # a window's module calls
 
     @property
     def running(self) -> bool:
@@ -176,6 +179,9 @@ class KinetoSource:
                     prof.start()
                 finally:
                     _starting.ours = False
+                if modules:  # after the start: the hook sees what torch's tracer sees
+                    self._module_order = module_names.ModuleCallOrder()
+                    self._module_order.start()
         except BaseException:
             owned.__exit__(None, None, None)
             raise
@@ -234,8 +240,10 @@ class KinetoSource:
             raise PythonTracerFailed(str(exc).split("\n")[0]) from exc
         finally:
             self._owned.__exit__(None, None, None)
+            order, self._module_order = self._module_order, None
+            names = order.stop() if order is not None else {}
         capture = KinetoCapture(prof.profiler.kineto_results, self.activities, self.rank,
-                                self.reads_through_file)
+                                self.reads_through_file, names)
         _release(prof)
         capture.copy_out()
         return capture
@@ -344,8 +352,9 @@ class KinetoCapture:
     objects (for a torch whose events carry no metadata, see the module docstring)."""
 
     def __init__(self, results: Any, activities: frozenset[str], rank: int,
-                 via_file: bool = False) -> None:
+                 via_file: bool = False, names: dict[str, str] | None = None) -> None:
         self._results = results
+        self.module_names = names or {}  # torch's names of module calls -> ours (``module_names``)
         self.activities = activities
         self.rank = rank
         self.via_file = via_file
@@ -382,6 +391,7 @@ class KinetoCapture:
             batch = rows_to_profile(rows, self.rank).batch
         else:
             return EventBatch.empty()
+        batch.strings = module_names.renamed(batch.strings, self.module_names)
         return keep_activities(batch, self.activities)
 
 

@@ -1,5 +1,7 @@
 """The ``nn.Module`` hierarchy of a trace recorded with ``torch.profiler.profile(with_modules=True)``
-or ``with_stack=True``: every module call is a ``python_function`` event named ``nn.Module: <Class>_<n>``.
+or ``with_stack=True``: every module call is a ``python_function`` event named ``nn.Module: <Class>_<n>``
+(in windows this profiler captured live: ``nn.Module: <attribute path> (<Class>)``, and the outermost
+module by its class, ``cuda_tracer.capture.module_names``).
 
 Definitions:
 
@@ -106,12 +108,20 @@ def modules(batch: EventBatch, corr: Correlation | None = None, top_kernels: int
             "by_path": _tree_order(rows), "by_type": _by_type(rows)}
 
 
+def module_class(name: str) -> str:
+    """The class of a module call's name: ``layer4.1.conv2 (Conv2d)``, ``Conv2d_3`` and ``Conv2d``
+    are each a ``Conv2d``."""
+    if name.endswith(")") and " (" in name:
+        return name[name.rindex(" (") + 2:-1]
+    base, _, num = name.rpartition("_")
+    return base if base and num.isdigit() else name
+
+
 def _by_type(rows: list[dict]) -> list[dict]:
-    """Rows per module class (the name without its ``_<n>`` instance number), by self GPU time."""
+    """Rows per module class (``module_class``), by self GPU time."""
     out: dict[str, dict] = {}
     for r in rows:
-        base, _, num = r["name"].rpartition("_")
-        kind = base if base and num.isdigit() else r["name"]
+        kind = module_class(r["name"])
         t = out.setdefault(kind, {"type": kind, "calls": 0, "cpu_us": 0.0, "self_gpu_us": 0.0, "kernels": 0})
         t["calls"] += r["calls"]
         t["cpu_us"] += r["cpu_us"]
