@@ -106,9 +106,9 @@ def _runs_inside(folder: str, limit: int = 1000) -> str:
     try:
         with os.scandir(folder) as entries:
             subfolders = [e.path for _, e in zip(range(limit), entries) if e.is_dir(follow_symlinks=False)]
-    except OSError:
+        runs = sorted((p for p in subfolders if PROFILE_FOLDER.files_in(p)), reverse=True)
+    except (OSError, TraceError):  # an unreadable subfolder: the hint is left out, not the error
         return ""
-    runs = sorted((p for p in subfolders if PROFILE_FOLDER.files_in(p)), reverse=True)
     if not runs:
         return ""
     more = f" ({len(runs)} runs in it; the newest by name)" if len(runs) > 1 else ""

@@ -141,3 +141,26 @@ def test_a_live_run_names_modules_by_attribute_path(tmp_path):
                                        ("Net", "Net"), ("Net_1", "Net"), ("encoder.layers.0 (Layer_2)", "Layer_2")])
 def test_the_class_of_a_module_call_name(name, cls):
     assert module_class(name) == cls
+
+
+def test_a_module_made_each_step_is_not_kept_alive_by_the_window():
+    import gc
+    import weakref
+
+    order = module_names.ModuleCallOrder()
+    order.start()
+    loss = nn.MSELoss()
+    loss(torch.randn(2), torch.randn(2))
+    gone = weakref.ref(loss)
+    del loss
+    gc.collect()
+    assert gone() is None  # the window holds no reference to it
+    assert order.stop() == {}  # and a module gone by the stop keeps torch's name
+
+
+def test_a_window_started_deeper_than_torch_reads_keeps_torchs_names(monkeypatch):
+    monkeypatch.setattr(module_names, "MAX_FRAMES", 1)  # as if the stack were deeper than torch reads
+    order = module_names.ModuleCallOrder()
+    order.start()
+    nn.Linear(2, 2)(torch.randn(1, 2))
+    assert order.stop() == {}

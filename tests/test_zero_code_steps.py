@@ -314,3 +314,29 @@ def test_n_iterations_are_n_steps_and_the_first_matches_the_loops_own_timer(tmp_
     assert abs(ours[0] - theirs[0]) <= margin, (ours[0], theirs[0])
     assert ours[0] <= theirs[0] + 0.0005  # it starts after the timer's start, ends at the step's end
     assert abs(sum(ours.values()) - sum(theirs)) <= 0.02 + 0.05 * sum(theirs), (ours, theirs)
+
+
+def test_the_first_steps_start_from_what_the_hooks_saw():
+    """``FirstStep`` on the sequences the hooks report (times in ns): a dry run of the model before
+    the loop is replaced by the loop's own call; a forward alone before a `step()` at the top of the
+    loop is no iteration; gradient accumulation starts at the first micro-batch; an LBFGS closure
+    runs inside the optimizer step, which starts it; a forward not seen leaves step 0 unmeasured."""
+    from otel_profiler.live.steps.first_step import FirstStep
+
+    model, head = object(), object()
+
+    def replay(*events):
+        first = FirstStep()
+        for kind, at in events:
+            {"model": lambda t: first.forward(id(model), t), "head": lambda t: first.forward(id(head), t),
+             "backward": lambda t: first.backward(), "optimizer": first.optimizer}[kind](at)
+        return first.at_boundary(100), first.at_boundary(200)
+
+    later = (False, None)  # every later boundary
+    assert replay(("model", 5), ("head", 6), ("model", 20), ("head", 21), ("backward", 30),
+                  ("optimizer", 40)) == ((True, 20), later)  # the dry run at 5 is not step 0's start
+    assert replay(("model", 5)) == ((False, None), later)  # step() at the top: the boundary starts step 0
+    assert replay(("model", 10), ("backward", 20), ("model", 30), ("backward", 40),
+                  ("optimizer", 50)) == ((True, 10), later)  # accumulation: the first micro-batch
+    assert replay(("optimizer", 10), ("model", 20), ("backward", 30)) == ((True, 10), later)  # LBFGS
+    assert replay(("backward", 30), ("optimizer", 40)) == ((True, None), later)  # forward not seen

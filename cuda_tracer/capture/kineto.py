@@ -180,8 +180,7 @@ class KinetoSource:
                 finally:
                     _starting.ours = False
                 if modules:  # after the start: the hook sees what torch's tracer sees
-                    self._module_order = module_names.ModuleCallOrder()
-                    self._module_order.start()
+                    self._module_order = module_names.start_order()
         except BaseException:
             owned.__exit__(None, None, None)
             raise

@@ -22,10 +22,12 @@ import sys
 from threading import get_ident
 from types import FrameType
 from typing import Any
+from weakref import ref
 
 log = logging.getLogger("otel_profiler." + __name__)
 
 PREFIX = "nn.Module: "
+MAX_FRAMES = 100  # torch's tracer takes the innermost 128 frames in progress at its start
 _active: set["ModuleCallOrder"] = set()
 
 
@@ -33,7 +35,7 @@ class ModuleCallOrder:
     """The modules one window saw called, in the order torch numbers them."""
 
     def __init__(self) -> None:
-        self._seen: dict[int, Any] = {}  # id(module) -> module, in the order first called
+        self._seen: dict[int, Any] = {}  # id(module) -> a weak reference to it, in the order first called
         self._order: dict[str, list[int]] = {}  # class name -> ids, in the order first called
         self._threads: set[int] = set()  # the threads that called modules
         self._complete = True  # the calls in progress at the start were read
@@ -46,16 +48,20 @@ class ModuleCallOrder:
 
         def note(module: Any, args: Any) -> None:
             key = id(module)
-            if key not in seen:
-                seen[key] = module
+            if key not in seen:  # torch keys its modules by address too: a reused one is the same
+                seen[key] = ref(module)  # never kept alive: a module made per step can go
                 order.setdefault(type(module).__name__, []).append(key)
                 threads.add(get_ident())
 
         self._handle = register_module_forward_pre_hook(note)
         _active.add(self)
         try:
-            for module in _calls_in_progress():  # torch's tracer observes these first, at its start
-                note(module, None)
+            in_progress = _calls_in_progress()
+            if in_progress is None:
+                self._complete = False
+            else:
+                for module in in_progress:  # torch's tracer observes these first, at its start
+                    note(module, None)
         except Exception:  # the numbers could be shifted: this window keeps torch's names
             log.debug("the module calls in progress could not be read", exc_info=True)
             self._complete = False
@@ -74,7 +80,7 @@ class ModuleCallOrder:
         if len(self._threads) > 1 or not self._complete:
             return {}
         try:
-            paths = _paths(seen)
+            paths = _paths({key: module for key, weak in seen.items() if (module := weak()) is not None})
         except Exception:  # a module whose named_modules fails: torch's names stay
             log.debug("module paths could not be read; torch's module names are kept", exc_info=True)
             return {}
@@ -82,16 +88,21 @@ class ModuleCallOrder:
                 for k, key in enumerate(keys) if key in paths}
 
 
-def _calls_in_progress() -> list[Any]:
+def _calls_in_progress() -> list[Any] | None:
     """The modules whose calls this thread is inside (a window started at a safe point in a
     forward pass), outermost first: the frames of ``Module.__call__``, which torch's tracer takes
-    for module calls."""
+    for module calls. None for a stack deeper than torch's tracer reads at its start (it takes the
+    innermost 128 frames): which of these it saw is not known."""
     import torch
 
     call = torch.nn.Module.__call__.__code__
     inside = []
     frame: FrameType | None = sys._getframe(2)
+    depth = 0
     while frame is not None:
+        depth += 1
+        if depth > MAX_FRAMES:
+            return None
         if frame.f_code is call and isinstance(module := frame.f_locals.get("self"), torch.nn.Module):
             inside.append(module)
         frame = frame.f_back
@@ -117,6 +128,18 @@ def _paths(seen: dict[int, Any]) -> dict[int, str]:
             if path and id(sub) in seen and id(sub) not in out:
                 out[id(sub)] = f"{path} ({type(sub).__name__})"
     return out
+
+
+def start_order() -> ModuleCallOrder | None:
+    """A started ``ModuleCallOrder``, or None when it could not start (torch's names stay)."""
+    order = ModuleCallOrder()
+    try:
+        order.start()
+    except Exception:
+        log.debug("the module call order could not start; torch's module names are kept", exc_info=True)
+        order.remove()
+        return None
+    return order
 
 
 def remove_all() -> None:

@@ -111,7 +111,7 @@ class SleepingChild:
         if session is not None:
             session.backward_done()
 
-    def torch_work(self, training_forward: bool = False) -> bool:
+    def torch_work(self, training_module: Any = None) -> bool:
         return False  # stop watching module calls
 
     def optimizer_made(self) -> None:

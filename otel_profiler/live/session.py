@@ -119,7 +119,7 @@ class Session:
     optimizer_took_over: Callable[[int], None]
     optimizer_step_started: Callable[[], None]
     backward_done: Callable[[], None]
-    torch_work: Callable[[], bool]
+    torch_work: Callable[..., bool]
     torch_scope_entered: Callable[[], None]
     torch_scope_left: Callable[[], None]
 
@@ -395,7 +395,7 @@ class Session:
                 self._record_step(number, start, end)
                 self._step = number + 1
                 self._step_start = None
-                self.step_sources.first_boundary_seen = True
+                self.step_sources.first_step.done = True
         except Exception as exc:
             self.fail(exc)
 

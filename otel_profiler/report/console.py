@@ -138,12 +138,13 @@ def tables(summary: dict, top: int | None = 20, full_names: bool = True) -> list
 
 def _step_origin(steps: dict) -> str:
     """Where a run's steps come from and how they are numbered, for the steps table's title: a live
-    run numbers them as the loop counts its iterations, from 0; a trace file as torch did."""
+    run whose steps the profiler found numbers them as the loop counts its iterations, from 0;
+    ``step_context`` numbers are the program's own, and a trace file's are torch's."""
     source = steps.get("source")
     if not source:
         return ""
-    if source == "time":
-        return ", from time"
+    if source not in ("optimizer", "backward", "step()"):
+        return f", from {source}"
     numbers = [item["step"] for item in steps.get("items") or [] if item.get("step", -1) >= 0]
     unseen = "; step 0 not measured: its start was not seen" if numbers and min(numbers) > 0 else ""
     return f", from {source}; step 0 is the loop's first iteration{unseen}"

@@ -57,9 +57,10 @@ def operator_rows(batch: EventBatch) -> np.ndarray:
 def annotation_rows(batch: EventBatch, kind: Kind = Kind.USER_ANNOTATION) -> np.ndarray:
     """Rows of the annotations of ``kind`` that the user's code opened: torch's own ranges, recorded
     the same way, left out (see the module docstring)."""
-    theirs = np.fromiter((torch_range(s) is None for s in batch.strings), bool, len(batch.strings))
     rows = np.flatnonzero(batch.kind == kind)
-    return rows[theirs[batch.name[rows]]] if len(theirs) else rows
+    names = np.unique(batch.name[rows])  # each name checked once
+    torchs = names[[torch_range(batch.strings[i]) is not None for i in names.tolist()]]
+    return rows[~np.isin(batch.name[rows], torchs)] if len(torchs) else rows
 
 
 def operator_of_gpu_op(batch: EventBatch, corr: Correlation, ops: np.ndarray) -> np.ndarray:

@@ -16,6 +16,7 @@ from typing import Any, Callable, Protocol
 from ..windows.capture import DetailedWindows
 from ..windows.policy import WindowPolicy
 from .evidence import MANUAL_SOURCES, StepEvidence
+from .first_step import FirstStep
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +53,7 @@ class StepSources:
         self.time_window_s = time_window_s  # the time fallback window's length
         self.torch_hooks: Any = None  # torch_steps.TorchHooks once installed
         self.first_torch_ns: int | None = None
-        self.first_forward_ns: int | None = None  # the first forward pass with gradients on
-        self.first_optimizer_ns: int | None = None  # when the first optimizer step began
-        self.backward_before_optimizer = False  # a backward pass ended before that
-        self.iteration_seen = False  # a training forward, backward pass or optimizer step happened
-        self.first_boundary_seen = False
+        self.first_step = FirstStep()  # when the loop's first iteration began
         self.time_deadline: int | None = None  # a "time" (or "duration") window is open until then
         self._fallback_said = False
 
@@ -77,16 +74,13 @@ class StepSources:
         """An optimizer step begins: later backward passes in it are not steps of their own."""
         if self.first_torch_ns is None:
             self.torch_work()
-        if self.first_optimizer_ns is None:
-            self.first_optimizer_ns = perf_counter_ns()
-            self.backward_before_optimizer = self.iteration_seen and self.first_forward_ns is None
-        self.iteration_seen = True
+        self.first_step.optimizer(perf_counter_ns())
         self.evidence.optimizer_started()
 
     def backward_done(self) -> None:
         """A backward pass ended: a step boundary once backward passes are the evidence."""
         evidence = self.evidence
-        self.iteration_seen = True
+        self.first_step.backward()
         if evidence.source is not None and evidence.source != "backward":
             window = self.windows.window
             if window is not None and window.deferred is not None:  # (``windows.waiting``, inline)
@@ -111,17 +105,16 @@ class StepSources:
         except Exception as exc:
             self.clock.fail(exc)
 
-    def torch_work(self, training_forward: bool = False) -> bool:
+    def torch_work(self, training_module: Any = None) -> bool:
         """Torch ran (a module call, a backward pass). The first time, with no step source yet, the
         time fallback window opens; once its time is up it closes. True: report module calls on.
-        ``training_forward``: a module call with gradients on (the first one starts the first step)."""
+        ``training_module``: the module of a call with gradients on (``first_step``)."""
         try:
             if self.clock.closed:
                 return False
             now = perf_counter_ns()
-            if training_forward and self.first_forward_ns is None:
-                self.first_forward_ns = now
-                self.iteration_seen = True
+            if training_module is not None:
+                self.first_step.forward(id(training_module), now)
             if self.first_torch_ns is None:
                 self.first_torch_ns = now
                 self._first_torch_work(now)
@@ -158,18 +151,9 @@ class StepSources:
         windows.open(reason, self.clock.step)
 
     def first_step_start(self, now: int) -> tuple[bool, int | None]:
-        """At a step boundary (``now``) with no step in progress. At the first: (whether an iteration ran before it, so the boundary
-        ends step 0 rather than starts it; when step 0 began: the first training forward pass, else
-        the first optimizer step when the iteration ran inside it (an LBFGS closure), or None when
-        it was not seen: a model compiled in place, a forked child that woke at its first
-        optimizer step)."""
-        if self.first_boundary_seen:  # a step boundary without a start after the first: none ran
-            return False, None
-        self.first_boundary_seen = True
-        start = self.first_forward_ns
-        if start is None and not self.backward_before_optimizer:
-            start = self.first_optimizer_ns
-        return self.iteration_seen, start if start is not None and start < now else None
+        """At a step boundary (``now``) with no step in progress: at the first, whether it ends a
+        step 0 and when that began (``first_step.FirstStep``); at a later one, (False, None)."""
+        return self.first_step.at_boundary(now)
 
     def source_decided(self) -> None:
         """Steps have a source now: a time fallback window, open or already closed (the first step
@@ -178,7 +162,7 @@ class StepSources:
         evidence = self.evidence
         windows = self.windows
         if evidence.source in MANUAL_SOURCES and evidence.switched_from in ("optimizer", "backward"):
-            self.first_boundary_seen = True  # the weaker source marked boundaries already
+            self.first_step.done = True  # the weaker source marked boundaries already
             self.clock.forget_step_start()  # the program's first mark ends the step the weaker
             # source's last boundary ended: one step, not two (so the mark starts the next step only)
         windows.drop("time")

@@ -253,7 +253,7 @@ class TorchHooks:
 
         def hook(module: Any, args: Any) -> None:
             try:
-                if not self.sink.torch_work(is_grad_enabled()):
+                if not self.sink.torch_work(module if is_grad_enabled() else None):
                     self.stop_watching_module_calls()
             except Exception:
                 log.debug("the module forward hook failed; it stops watching module calls", exc_info=True)
@@ -264,17 +264,17 @@ class TorchHooks:
     def _hear_first_training_forward(self, compiled_module: Any, grad_enabled: Callable[[], bool]) -> None:
         """A hook of ``compiled_module``'s own (the ``OptimizedModule`` that ``torch.compile``
         returned; its hooks run outside the compiled code, and Dynamo neither sees nor guards on
-        them) reports its first call with gradients on, the start of the first training step, then
-        removes itself. Never raises."""
+        them) reports its calls with gradients on (the first step's start), until the session
+        wants no more module calls. Never raises."""
         hooks = self
 
         def hook(module: Any, args: Any) -> None:
             try:
-                if grad_enabled():
+                if not hooks.sink.torch_work(module if grad_enabled() else None):
                     handle.remove()
-                    hooks.sink.torch_work(True)
             except Exception:
-                log.debug("the compiled module's first-forward hook failed", exc_info=True)
+                log.debug("the compiled module's forward hook failed; it is removed", exc_info=True)
+                handle.remove()
 
         try:
             handle = compiled_module.register_forward_pre_hook(hook)
