@@ -3,7 +3,7 @@
 ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER`` (otlp, console, prometheus, none, comma lists,
 unknown names), ``OTEL_EXPORTER_PROMETHEUS_HOST``/``PORT`` scraped by a real Prometheus, and
 ``OTEL_EXPORTER_OTLP_PROTOCOL=http/json`` read by the OTLP receiver through protobuf's json_format.
-The job (``scripts/exporter_job.py``, 12 optimizer steps, hence 11 recorded steps) writes a part every
+The job (``scripts/exporter_job.py``, 12 optimizer steps, hence 12 recorded steps) writes a part every
 0.5 s and then waits for a hold file, so the exporter works while it runs; each test releases it once
 it has seen what it waits for (or, where nothing may arrive, once the profile has a part).
 """
@@ -25,7 +25,7 @@ from prometheus_server import available, free_port, prometheus_server
 
 pytest.importorskip("torch")
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
-STEPS = 11
+STEPS = 12  # one per iteration, numbered 0-11
 
 
 class Job:
