@@ -201,8 +201,8 @@ def test_torchrun_two_ranks_give_the_documented_trace_ids(chain, tmp_path):
     by_step: dict[str, set[str]] = {}
     for trace_id in steps:
         by_step.setdefault(trace_id[:24], set()).add(trace_id[24:])
-    assert len(by_step) == 5  # 6 optimizer steps: the first opens step 0
+    assert len(by_step) == 6  # 6 optimizer steps: steps 0-5
     assert all(ranks == {"00000000", "00000001"} for ranks in by_step.values()), by_step
     for rank in (0, 1):
         found = chain.jaeger.traces(service, operation="train.step", tags={"otel_profiler.rank": str(rank)})
-        assert {t["traceID"][24:] for t in found} == {f"{rank:08x}"} and len(found) == 5
+        assert {t["traceID"][24:] for t in found} == {f"{rank:08x}"} and len(found) == 6
