@@ -237,7 +237,7 @@ class TorchHooks:
             if stepping is not None:
                 return self._reporting_steps(compiled, stepping)
             if isinstance(compiled, module_class):
-                self._hear_first_training_forward(compiled, torch.is_grad_enabled)
+                self._hear_first_training_forward(compiled)
             return compiled
 
         setattr(torch, "compile", compile)
@@ -248,36 +248,34 @@ class TorchHooks:
         compiles: Dynamo would see the hook)."""
         if self._forward_hook is not None or self.compiled:
             return
-        from torch import is_grad_enabled
         from torch.nn.modules.module import register_module_forward_pre_hook
+
+        self._forward_hook = register_module_forward_pre_hook(self._reporter(self.stop_watching_module_calls))
+
+    def _reporter(self, stop: Callable[[], None]) -> Callable[[Any, Any], None]:
+        """A forward pre-hook that reports module calls to ``sink.torch_work`` (the module, for a
+        call with gradients on) and calls ``stop`` once the session wants no more, or on a failure."""
+        from torch import is_grad_enabled
 
         def hook(module: Any, args: Any) -> None:
             try:
                 if not self.sink.torch_work(module if is_grad_enabled() else None):
-                    self.stop_watching_module_calls()
+                    stop()
             except Exception:
-                log.debug("the module forward hook failed; it stops watching module calls", exc_info=True)
-                self.stop_watching_module_calls()
+                log.debug("a module forward hook failed; it is removed", exc_info=True)
+                stop()
 
-        self._forward_hook = register_module_forward_pre_hook(hook)
+        return hook
 
-    def _hear_first_training_forward(self, compiled_module: Any, grad_enabled: Callable[[], bool]) -> None:
+    def _hear_first_training_forward(self, compiled_module: Any) -> None:
         """A hook of ``compiled_module``'s own (the ``OptimizedModule`` that ``torch.compile``
         returned; its hooks run outside the compiled code, and Dynamo neither sees nor guards on
         them) reports its calls with gradients on (the first step's start), until the session
         wants no more module calls. Never raises."""
-        hooks = self
-
-        def hook(module: Any, args: Any) -> None:
-            try:
-                if not hooks.sink.torch_work(module if grad_enabled() else None):
-                    handle.remove()
-            except Exception:
-                log.debug("the compiled module's forward hook failed; it is removed", exc_info=True)
-                handle.remove()
-
+        handles: list[Any] = []
         try:
-            handle = compiled_module.register_forward_pre_hook(hook)
+            handles.append(compiled_module.register_forward_pre_hook(
+                self._reporter(lambda: handles.pop().remove() if handles else None)))
         except Exception:
             log.debug("a compiled module took no forward hook", exc_info=True)
 
