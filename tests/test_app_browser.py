@@ -13,7 +13,7 @@ from app_support import AppServer, cli, live_job, make_store, wait_until
 webdriver = pytest.importorskip("selenium.webdriver")
 from chromium import chromium  # noqa: E402
 requests = pytest.importorskip("requests")
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select  # noqa: E402
 
@@ -38,6 +38,13 @@ def server(tmp_path_factory):
     app.stop()
 
 
+def _page_gone(exc: WebDriverException) -> bool:
+    """Whether ``exc`` says an element's page was replaced. Chromium says it as a stale element, or,
+    when the old document goes while it is being asked (a busy machine), as an inspector error: "Node
+    with given id does not belong to the document"."""
+    return isinstance(exc, StaleElementReferenceException) or "does not belong to the document" in (exc.msg or "")
+
+
 def click_to_new_page(driver, element, ready, what: str):
     """Click ``element`` (a link or a form's button) and wait for the page it leads to: the current
     page gone (its root element stale), the new one loaded, and ``ready()`` true on it; returns
@@ -51,13 +58,16 @@ def click_to_new_page(driver, element, ready, what: str):
         try:
             old.is_enabled()
             return None  # still the old page
-        except StaleElementReferenceException:
-            pass
+        except WebDriverException as exc:
+            if not _page_gone(exc):
+                raise
         try:
             if driver.execute_script("return document.readyState") != "complete":
                 return None
             return ready()
-        except StaleElementReferenceException:  # yet another page came meanwhile (a redirect)
+        except WebDriverException as exc:  # yet another page came meanwhile (a redirect)
+            if not _page_gone(exc):
+                raise
             return None
     return wait_until(arrived, what)
 

@@ -142,7 +142,11 @@ def test_a_profile_folder_swapped_for_a_link_mid_run_gets_nothing_more(tmp_path)
     written its first part, that user renames the job's folder away and puts a link of theirs to
     a folder of the victim's in its place: nothing more is written through the link (no part, no
     summary, no delivery notes of the exporter, which has spans it could not send), the job keeps
-    its exit code, and one line says the profile folder was refused."""
+    its exit code, and one line says the profile folder was refused. The job is told to stop only
+    once that line came: a job that ends right after the swap may have nothing more to write (its
+    last events flushed just before), and then there is nothing to refuse."""
+    import threading
+
     from app_support import wait_until
     from fault_kit import JOB
 
@@ -156,20 +160,27 @@ def test_a_profile_folder_swapped_for_a_link_mid_run_gets_nothing_more(tmp_path)
     until = tmp_path / "stop-now"
     env = job_env(profile, **otlp_env(f"http://127.0.0.1:{free_port()}", "http/protobuf", tmp_path / "spool"))
     proc = subprocess.Popen([sys.executable, JOB, "--steps", "0", "--step-sleep", "0.02", "--until", str(until),
-                             "--exit-code", str(JOB_EXIT)], env=env, stdout=subprocess.PIPE,
+                             "--exit-code", str(JOB_EXIT)], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    err_lines: list[str] = []
+    reader = threading.Thread(target=lambda: err_lines.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
+    reader.start()
     try:
         wait_until(lambda: (profile / "rank-0.json").exists(), "the job's first part")
         before = _state(victim)
         profile.rename(shared / "run.moved")
         profile.symlink_to(victim, target_is_directory=True)
         os.lchown(profile, OTHER_UID, OTHER_UID)
+        wait_until(lambda: any("profile folder" in line for line in list(err_lines)),
+                   "the next part's refusal", deadline_s=120)
         until.touch()
-        out, err = proc.communicate(timeout=600)
+        proc.wait(timeout=600)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+            proc.wait()
+        reader.join(60)
+    err = "".join(err_lines)
     assert proc.returncode == JOB_EXIT, err[-3000:]
     assert "Traceback" not in err, err
     assert _state(victim) == before, sorted(os.listdir(victim))
