@@ -51,6 +51,7 @@ MODULE_MARKERS: dict[str, tuple[str, ...]] = {
     "test_standard_exporters": ("jobs",),
     "test_fuzz_inputs": ("fuzz",),
     "test_hta_agreement": ("hta",),
+    "test_communication_overlap": ("hta",),
     "test_otlp_export": ("jobs",),
     "test_window_stress": ("jobs",),
     "test_first_contact": ("jobs",),

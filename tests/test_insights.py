@@ -25,6 +25,7 @@ NS = "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 RESNET = "kineto_tb_plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
 QWEN = "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 BERT = "tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz"
+B200 = "tracelens/b200/eager_trace.json.gz"
 RANKS = "hta/trace_filter"  # two ranks of one job, balanced (busy 44.8% / 47.1%, steps 615 / 619 ms)
 LEGACY = "hta/trace_file_list/inference_rank_1.json.gz"  # kernels and runtime calls, no operators
 CONTROL_8 = "hta/trace_diff/control/control.json.gz"  # rank 3 of 8 (DDP): steps 75.5-81.1 ms
@@ -60,6 +61,8 @@ CASES = [
     ("comm_overlap", DF, RESNET, {}),  # NCCL 20.6% of span, 0% overlapped vs no communication
     ("deep_stream_queue", NS, DF, {}),  # queue depth 1022 vs 77
     ("record_operators", LEGACY, RESNET, {}),  # no operator at all vs 23,640 operators
+    ("low_mfu", BERT, DF, {}),  # MFU 0.2% of an H100's bf16 peak vs no input shapes (no FLOPs)
+    ("compiled_overhead", B200, DF, {}),  # region 0/1 (a recompilation) vs compiled regions, none recompiled
 ]
 LIVE_ONLY = {"cpu_contention", "host_bound", "dataloader_workers"}
 """Rules that read what only a live run records (CPU samples, the cores): tests/test_insights_host.py

@@ -146,6 +146,16 @@ def collectives(extra: "Extras", rows: np.ndarray, args: list) -> None:
             extra.add(i, "dtype", a.dtype)
 
 
+def operator_shapes(extra: "Extras", rows: np.ndarray, texts: list[bytes]) -> None:
+    """The args of the operators recorded with shapes (``record_shapes``; ``rows[j]``'s args text
+    is ``texts[j]``), kept as their JSON text under ``shape_args`` for ``schema.operator_inputs`` to
+    decode when an analysis asks: decoding the tens of thousands of a shaped trace here would
+    double its read time."""
+    for j, text in enumerate(texts):
+        if b'"Input Dims"' in text or b'"Input dims"' in text:
+            extra.add(int(rows[j]), "shape_args", text.decode("utf-8", "replace"))
+
+
 def call_stacks(extra: "Extras", rows: np.ndarray, found: list[int], stacks: list[str]) -> None:
     """The ``Call stack`` of the events that recorded one (``with_stack=True`` in older torch):
     ``stacks[k]`` is that of ``rows[found[k]]``."""

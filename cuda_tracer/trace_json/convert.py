@@ -18,11 +18,12 @@ from typing import Any, cast
 import msgspec
 import numpy as np
 
+from cuda_tracer.model.costed_operators import costed_operators
 from cuda_tracer.model.events import COLUMNS, MISSING, Kind, kinds_in, memcpy_kind_from_name
 from cuda_tracer.trace_json.assemble import Part
 from cuda_tracer.trace_json.columns import (Extras, call_stacks, collectives, compress_columns, cut_long_strings,
-                            field_columns, gpu_columns, ints, memory_columns, string_ids, string_index, times,
-                            typed, usable_time)
+                            field_columns, gpu_columns, ints, memory_columns, operator_shapes, string_ids,
+                            string_index, times, typed, usable_time)
 from cuda_tracer.trace_json.scan import ScannedArgsSource, ScannedPiece, StructArgsSource
 from cuda_tracer.trace_json.schema import (GPU_ARGS, HOST_ARGS, MEMORY_ARGS, METADATA_ARGS, PHASE_CODE, Event,
                            phase_codes, time_values)
@@ -204,6 +205,11 @@ def _arg_columns(col: dict[str, np.ndarray], extra: "Extras", args: Any, pids: n
                 gpu_columns(col, extra, rows, view, pids[rows], tids[rows], name_ids, strings)
             elif decoder is MEMORY_ARGS:
                 memory_columns(col, extra, rows, view)
+    costed = np.flatnonzero(kinds == Kind.CPU_OP)
+    costed = costed[costed_operators(strings)[name_ids[costed]]] if len(costed) else costed
+    if len(costed):
+        extra.step = 50
+        operator_shapes(extra, costed, args.texts(costed))
     return gpu
 
 

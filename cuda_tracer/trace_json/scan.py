@@ -201,6 +201,10 @@ class StructArgsSource:
     def views(self, rows: np.ndarray, decoder: msgspec.json.Decoder, decode_all: np.ndarray):
         return [(rows, DecodedArgs(decode_args(self.raw_args, rows, decoder)))]
 
+    def texts(self, rows: np.ndarray) -> list[bytes]:
+        """The args text of ``rows``."""
+        return list(map(bytes, map(self.raw_args.__getitem__, rows.tolist())))
+
 
 class ScannedArgsSource:
     """Args of scanned events (``rows`` of the part are ``piece_rows`` of the piece): read from the
@@ -223,4 +227,10 @@ class ScannedArgsSource:
             views.append((rows[slow_rows],
                           DecodedArgs(decode_args(raw, np.arange(len(raw)), decoder))))
         return views
+
+    def texts(self, rows: np.ndarray) -> list[bytes]:
+        """The args text of ``rows`` (``b"{}"`` where an event has none)."""
+        at = self.piece_rows[rows]
+        piece, start, end = self.scanned.piece, self.scanned.args_start[at].tolist(), self.scanned.args_end[at].tolist()
+        return [bytes(piece[s:e]) if s >= 0 else b"{}" for s, e in zip(start, end)]
 

@@ -70,6 +70,19 @@ class MemoryArgs(HostArgs, gc=False):
     total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
 
 
+class ShapeArgs(msgspec.Struct, gc=False):
+    """The ``args`` fields of an operator recorded with ``record_shapes`` (and ``with_flops``): its
+    inputs' shapes (a list per tensor, nested for a tensor list, ``[]`` for a scalar), their types,
+    the values of its non-tensor inputs, and Kineto's own FLOP estimate. Decoded only for the
+    operators whose args hold ``Input Dims``."""
+
+    dims: Any = msgspec.field(default=None, name="Input Dims")
+    dims_legacy: Any = msgspec.field(default=None, name="Input dims")
+    types: Any = msgspec.field(default=None, name="Input type")
+    concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
+    flops: Any = None
+
+
 class MetadataArgs(msgspec.Struct, gc=False):
     """The ``args`` of ``"M"`` metadata events (``process_name``, ``thread_name``)."""
 
@@ -162,6 +175,7 @@ LOOSE_EVENTS = msgspec.json.Decoder(list[Event])
 HOST_ARGS = msgspec.json.Decoder(list[HostArgs])
 GPU_ARGS = msgspec.json.Decoder(list[GpuArgs])
 MEMORY_ARGS = msgspec.json.Decoder(list[MemoryArgs])
+SHAPE_ARG = msgspec.json.Decoder(ShapeArgs)
 METADATA_ARGS = msgspec.json.Decoder(MetadataArgs)
 _ENCODER = msgspec.json.Encoder()
 
@@ -234,3 +248,16 @@ def phase_codes(events: list[Any]) -> np.ndarray:
     except TypeError:  # an unhashable phase value
         return np.array([PHASE_CODE.get(e.ph, 0) if isinstance(e.ph, str) else 0 for e in events],
                         np.uint8)
+
+
+def operator_inputs(text: str) -> ShapeArgs | None:
+    """An operator's ``shape_args`` (the side table's JSON text of its args, kept by
+    ``columns.operator_shapes``) decoded: its inputs' shapes, types, concrete values and Kineto's
+    FLOP estimate; None when the text is not a JSON object."""
+    try:
+        args = SHAPE_ARG.decode(text)
+    except (msgspec.MsgspecError, ValueError):
+        return None
+    if args.dims is None:
+        args.dims = args.dims_legacy
+    return args

@@ -55,6 +55,26 @@ Shape (all times in µs, every section present even when empty)::
                     others_cores, job_cores?}},   # top level: CPU utilization of live runs ({} for trace files)
      "ranks_meta": [{..., cuda_memory: {steps: [{step, device, peak_allocated_bytes,
                      peak_reserved_bytes, allocated_bytes}], snapshots: [{reason, file}]}}],
+     "flops": {operators, flops, bytes, gpu_us,
+               by_class: {gemm|conv|attention|elementwise|other: {flops, bytes, gpu_us, tflops_per_s, tb_per_s}},
+               by_operator: [{name, shapes, dtype, class, calls, flops, bytes, gpu_us, tflops_per_s,
+                              tb_per_s, intensity, bound: "compute"|"memory"|null}],
+               peak: {device, dtype, tflops, tb_per_s} | null, mfu: 0-1 | null,
+               by_step: [{step, rank, duration_us, flops, mfu}]},
+               # from input shapes (record_shapes); definitions in analysis.flops.costs
+     "communication": {total_us, exposed_us, overlap_pct, kernels,
+                       by_collective: [{collective, device, stream, kernels, total_us, exposed_us, overlap_pct}],
+                       by_step: [{step, step_us, total_us, exposed_us, overlap_pct, exposed_pct_of_step}],
+                       by_rank?: [{rank, total_us, exposed_us, overlap_pct}]},
+                       # communication kernels hidden behind computation kernels (HTA's overlap);
+                       # definitions in analysis.communication; by_rank for multi-rank profiles
+     "compiled": {regions: [{name, pass, calls, cpu_us, self_cpu_us, gpu_us,
+                             kernels: [{name, raw_name, triton, fused_ops, fused_ops_sure, kind, calls, gpu_us}],
+                             cpu_kernels: [...], graphs: [{name, calls, cpu_us, extern_cpu_us, kernel_cpu_us}]}],
+                  triton_gpu_us, extern_gpu_us, outside_gpu_us,
+                  dynamo: {cache_lookups: {count, cpu_us}, compiles: {count, cpu_us, ids},
+                           recompilations: {count, ids}, python_us_in_regions?}},
+                  # torch.compile; definitions in analysis.attribution.compiled
      "ranks": {rank: <this same shape for one rank>}   # only for multi-rank profiles
     }
 
@@ -89,9 +109,12 @@ from cuda_tracer.model.events import EventBatch, Kind, MemcpyKind, SyncKind
 from cuda_tracer.profile import Profile
 
 from ..names import demangle, short_names
+from .attribution.compiled import compiled
 from .attribution.modules import TOP_KERNELS as MODULE_TOP_KERNELS, modules
 from .attribution.operators import EVERY_KERNEL, TOP_KERNELS as OPERATOR_TOP_KERNELS, annotation_rows, operators
 from .breakdown import class_times, classify, idle_breakdown, temporal_breakdown, KERNEL_CLASSES
+from .communication import communication, empty_section, merge_ranks
+from .flops.costs import flops_section
 from .host.compute import compute_overview
 from .host.cpu import cpu_usage
 from .memory.allocator import memory
@@ -110,7 +133,7 @@ def summarize(profile: Profile, every_kernel: bool = False, corr: Correlation | 
     where the caller has it already."""
     multi = len({r.rank for r in profile.ranks}) > 1
     out = summarize_batch(profile.batch(), multi_rank=multi, every_kernel=every_kernel,
-                          corr=None if multi else corr)
+                          corr=None if multi else corr, device_names=_device_names(profile.ranks))
     out = {"schema": SCHEMA, "sources": list(profile.sources),
            "platform": platform_of(profile.batch(), (r.meta for r in profile.ranks)),
            "ranks_meta": [_rank_meta(r.meta) for r in profile.ranks], **out}
@@ -118,8 +141,10 @@ def summarize(profile: Profile, every_kernel: bool = False, corr: Correlation | 
     out["cpu"] = cpu_usage(profile)
     complete(out, list(profile.sources))
     if multi:
-        out["ranks"] = {str(r.rank): summarize_batch(r.batch, multi_rank=False, every_kernel=every_kernel)
+        out["ranks"] = {str(r.rank): summarize_batch(r.batch, multi_rank=False, every_kernel=every_kernel,
+                                                     device_names=_device_names([r]))
                         for r in profile.ranks}
+        out["communication"] = merge_ranks({rank: s["communication"] for rank, s in out["ranks"].items()})
     return out
 
 
@@ -191,8 +216,14 @@ def _rank_meta(meta: dict) -> dict:
     return out
 
 
+def _device_names(ranks: Any) -> list[str]:
+    """The GPU names the ranks' traces give (``deviceProperties``), first seen first."""
+    names = [d.get("name") for r in ranks for d in r.meta.get("device_properties") or [] if isinstance(d, dict)]
+    return list(dict.fromkeys(n for n in names if isinstance(n, str) and n))
+
+
 def summarize_batch(batch: EventBatch, multi_rank: bool = False, every_kernel: bool = False,
-                    corr: Correlation | None = None) -> dict[str, Any]:
+                    corr: Correlation | None = None, device_names: list[str] | None = None) -> dict[str, Any]:
     corr = corr if corr is not None else correlate(batch)
     durations = batch.duration_ns
     out: dict[str, Any] = {"events": batch.counts_by_kind()}
@@ -275,6 +306,9 @@ def summarize_batch(batch: EventBatch, multi_rank: bool = False, every_kernel: b
     if out["operators"]:
         out["operators"]["modules"] = modules(batch, corr, **top)
     out["memory"] = memory(batch, multi_rank=multi_rank)
+    out["flops"] = flops_section(batch, corr, device_names or [], every_row=every_kernel)
+    out["communication"] = empty_section() if multi_rank else communication(batch)  # multi: from the ranks'
+    out["compiled"] = compiled(batch, corr)
     return out
 
 

@@ -15,7 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis.attribution.compiled_merge import merge_compiled
 from ..analysis.breakdown import KERNEL_CLASSES
+from ..analysis.communication import empty_section, merge_ranks
+from ..analysis.flops.result import flops_result, merge_figures
 from ..analysis.platform import SYNC_API, blocking_call
 from ..analysis.stats import percentiles_us
 from ..analysis.summary import SCHEMA, complete
@@ -87,6 +90,11 @@ class Reduction:
         out.update(_figures(partials, self.sketches, self.geometry, self.kernel_classes, multi))
         out["operators"] = self.operators.result()
         out["memory"] = _memory(partials, multi)
+        devices = [d for p in partials for d in p.meta.get("devices") or [] if isinstance(d, str) and d]
+        out["flops"] = flops_result(merge_figures([p.figures["flops"] for p in partials]), list(dict.fromkeys(devices)))
+        out["compiled"] = merge_compiled([p.figures["compiled"] for p in partials])
+        out["communication"] = (merge_ranks({str(p.rank): p.figures["communication"] for p in partials}) if multi
+                                else partials[0].figures["communication"] if partials else empty_section())
         out["compute"] = _compute(partials)
         out["cpu"] = {k: v for p in partials for k, v in p.cpu.items()}
         complete(out, [s for s in sources if not is_url(s)])

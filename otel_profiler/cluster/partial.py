@@ -26,6 +26,7 @@ from cuda_tracer.profile import Profile, RankProfile, TraceError
 from cuda_tracer.trace_json.files import is_trace_file, read_trace
 
 from ..analysis.attribution.operators import annotation_rows
+from ..analysis.flops.result import TOP_OPERATORS
 from ..analysis.insights import Thresholds, insights
 from ..analysis.summary import cut_top_kernels, kernel_shapes, summarize
 from .rank_steps import collectives, step_figures
@@ -148,6 +149,10 @@ def rank_partial(rank: RankProfile, source: str, thresholds: Thresholds) -> Rank
     section["memory"].pop("snapshots", None)
     figures = {k: section[k] for k in MERGED_AS_IS if k in section}
     figures["by_class"] = section["kernels"]["by_class"]
+    figures["flops"] = summary["flops"]  # every operator row: the merge adds them up
+    figures["compiled"] = section["compiled"]
+    figures["communication"] = section["communication"]
+    section["flops"] = dict(summary["flops"], by_operator=summary["flops"]["by_operator"][:TOP_OPERATORS])
     figures["kernel_classes"] = {r["raw_name"]: r["class"] for r in section["kernels"]["by_name"]}
     return RankPartial(
         source=source, rank=rank.rank, meta=summary["ranks_meta"][0],

@@ -164,6 +164,13 @@ class Settings:
         "OTEL_PROFILER_LOG", "off", parse_choice("off", "debug", "info"),
         "debug: the `otel_profiler` logger writes to stderr every failure the profiler handled "
         "quietly, with its cause (for a degradation you want explained); info: less; off: nothing.")
+    peak_tflops: float = setting(
+        "OTEL_PROFILER_PEAK_TFLOPS", 0.0, parse_float(minimum=0.0, maximum=1e7),
+        "Peak dense TFLOP/s of one device for MFU and the roofline (0: from the table of known "
+        "devices, by the trace's device name and the data type that did most of the work).")
+    peak_tb_per_s: float = setting(
+        "OTEL_PROFILER_PEAK_TB_PER_S", 0.0, parse_float(minimum=0.0, maximum=1e4),
+        "Peak memory bandwidth of one device in TB/s for the roofline (0: from the table of known devices).")
     summary_at_exit: bool = setting(
         "OTEL_PROFILER_SUMMARY_AT_EXIT", True, parse_bool,
         "At exit, each profiled process names its folder, and summary.json is written after the job "

@@ -16,17 +16,12 @@ import json
 import re
 import shutil
 import textwrap
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Iterable, Sequence
 
 from ..analysis.platform import PLATFORM_WORDS
 from ..names import short_name, terminal_safe
-
-
-class Table(NamedTuple):
-    title: str
-    header: Sequence[str]
-    rows: list[Sequence[Any]]
-    lacks: str = ""  # what the "not in this profile" line says when the table is empty
+from .answer_tables import communication_tables, compiled_tables, flops_tables
+from .table import Table
 
 
 _STATS = ("Total (us)", "Avg (us)", "Med (us)", "Min (us)", "Max (us)", "StdDev (us)")
@@ -122,6 +117,9 @@ def tables(summary: dict, top: int | None = 20, full_names: bool = True) -> list
                          title[0].lower() + title[1:] if title.startswith("U") else title))
     out.extend(operator_tables(summary, top, full_names))
     out.extend(memory_tables(summary, top))
+    out.extend(flops_tables(summary, top))
+    out.extend(communication_tables(summary, top))
+    out.extend(compiled_tables(summary, top))
     steps = summary["steps"]
     d = steps["duration_us"]
     out.append(Table(f"Steps ({steps['count']}{_step_origin(steps)})",

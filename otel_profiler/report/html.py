@@ -1,6 +1,7 @@
 """Builds the self-contained HTML report: one file holding the data (JSON, timeline columns as base64
 typed arrays) and the inlined CSS and JavaScript from ``assets/`` (``report.js``: helpers, dashboard,
-tables, insights; ``operators.js``: the operator view; ``memory.js``: GPU memory; ``host.js``: CPU
+tables, insights; ``operators.js``: the operator view; ``memory.js``: GPU memory; ``roofline.js``:
+FLOPs, MFU and the roofline; ``host.js``: CPU
 utilization over time and the compute resources; ``timeline.js``: the canvas timeline; ``flame.js``:
 the flame graph of call stacks (data: ``flame``); ``page.js``: tabs); it needs no network to open.
 
@@ -146,7 +147,8 @@ def report_data(doc: SummaryDocument) -> dict[str, Any]:
     }
 
 
-_SCRIPTS = ("report.js", "operators.js", "memory.js", "host.js", "timeline.js", "flame.js", "page.js")  # helpers and tabs, the timeline, the page: in order
+_SCRIPTS = ("report.js", "operators.js", "memory.js", "roofline.js", "host.js", "timeline.js", "flame.js",
+            "page.js")  # helpers and tabs, the timeline, the page: in order
 
 
 def _asset(name: str) -> str:

@@ -113,6 +113,13 @@ def _attribute(batch: EventBatch, corr: Correlation) -> tuple[np.ndarray, ...]:
     return ops, krows, klaunch, kop, parent, by_time
 
 
+def attribution(batch: EventBatch, corr: Correlation) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(operator rows, kernel rows, each kernel's operator index into the operator rows or -1, each
+    operator's parent index or -1): the operator view's attribution, for other analyses."""
+    ops, krows, _, kop, parent, _ = _attribute(batch, corr)
+    return ops, krows, kop, parent
+
+
 def kernel_operators(batch: EventBatch, corr: Correlation) -> tuple[np.ndarray, np.ndarray]:
     """(kernel rows, the row of the innermost operator that launched each, or -1), as the operator
     view attributes them (``ProfilerStep#N`` ranges included)."""

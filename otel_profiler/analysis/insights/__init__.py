@@ -6,7 +6,7 @@
      "title": "...", "evidence": "...", "recommendation": "...", "metrics": {...}}
 
 Each rule module declares its rules' thresholds beside them (``UsageThresholds``, ``LaunchThresholds``,
-``HostThresholds``: fields made with ``thresholds.threshold``, whose metadata holds the help text and
+``HostThresholds``, ``AnswerThresholds``: fields made with ``thresholds.threshold``, whose metadata holds the help text and
 unit); ``Thresholds`` is all of them in one frozen dataclass, in that order. Defaults follow
 the SageMaker Debugger profiler rules where one exists (``LowGPUUtilization`` p95 70 %, ``StepOutlier``,
 ``LoadBalancing``, ``GPUMemoryIncrease`` 10 points, ``BatchSize`` 70/70/70, ``Dataloader``); the
@@ -23,6 +23,7 @@ from typing import Any, Callable
 from cuda_tracer.model.correlate import Correlation
 from cuda_tracer.profile import Profile
 
+from .answers import AnswerThresholds, compiled_overhead, low_mfu
 from .context import Context
 from .host import HostThresholds, cpu_contention, dataloader_workers, host_bound, record_operators
 from .launch import (LaunchThresholds, comm_overlap, deep_stream_queue, launch_bound, pageable_copies,
@@ -36,8 +37,8 @@ __all__ = ["RULES", "Thresholds", "insights", "thresholds_doc"]
 
 
 @dataclass(frozen=True)
-class Thresholds(HostThresholds, LaunchThresholds, UsageThresholds):
-    """Every threshold the rules use (fields in base order: usage, launch, host). Override any with
+class Thresholds(AnswerThresholds, HostThresholds, LaunchThresholds, UsageThresholds):
+    """Every threshold the rules use (fields in base order: usage, launch, host, answers). Override any with
     ``Thresholds(name=value)`` or ``--threshold``."""
 
     @classmethod
@@ -68,6 +69,8 @@ RULES: dict[str, Callable[[Context], list[dict]]] = {
     "host_bound": host_bound,
     "dataloader_workers": dataloader_workers,
     "record_operators": record_operators,
+    "low_mfu": low_mfu,
+    "compiled_overhead": compiled_overhead,
 }
 """Every rule, by name, in the order the report lists them."""
 

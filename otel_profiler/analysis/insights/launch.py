@@ -137,6 +137,18 @@ def pageable_copies(ctx: Context) -> list[dict]:
         copies=len(rows), bytes=nbytes, time_us=time / 1e3, pct_of_memcpy=pct)]
 
 
+def _most_exposed(summary: dict, rank: int | None, device: int) -> str:
+    """The collectives and streams of a device whose time was most exposed (the summary's
+    ``communication`` section), as a sentence; "" when none was."""
+    rows = [r for r in (summary.get("communication") or {}).get("by_collective", [])
+            if r["device"] == device and (rank is None or r.get("rank", rank) == rank) and r["exposed_us"] > 0]
+    if not rows:
+        return ""
+    shown = ", ".join(f"{r['collective']} on stream {r['stream']} ({r['exposed_us'] / 1e3:,.1f} ms exposed "
+                      f"of {r['total_us'] / 1e3:,.1f} ms)" for r in rows[:3])
+    return f" Most exposed: {shown}."
+
+
 def comm_overlap(ctx: Context) -> list[dict]:
     """Communication kernels ≥ ``comm_min_pct`` % of the span, overlapping compute < ``comm_overlap_pct`` %."""
     b = ctx.batch
@@ -166,7 +178,7 @@ def comm_overlap(ctx: Context) -> list[dict]:
                 "comm_overlap", "medium", device_label(key), "Communication does not overlap computation",
                 f"Communication kernels ran {c_len / 1e6:,.1f} ms ({share:.1f}% of the span); only "
                 f"{overlap_pct:.1f}% of that overlapped compute kernels (threshold "
-                f"{ctx.th.comm_overlap_pct:g}%).",
+                f"{ctx.th.comm_overlap_pct:g}%).{_most_exposed(ctx.summary, rank, device)}",
                 "Overlap collectives with compute: DDP bucketing (bucket_cap_mb), FSDP prefetching "
                 "(backward_prefetch/forward_prefetch), async collectives on a separate stream, and "
                 "avoid syncs that serialize the communication stream.",

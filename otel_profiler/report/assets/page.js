@@ -20,6 +20,7 @@ buildDashboard();
 buildStatistics();
 buildOperators();
 buildMemory();
+buildRoofline();
 buildInsights();
 window.otelReport = {Timeline, Flame, showTab, data: DATA};
 if (location.hash.length > 1) showTab(location.hash.slice(1));

@@ -1,0 +1,116 @@
+"""The ``flops`` section made of its figures (``costs.flops_figures``): achieved rates, arithmetic
+intensity, the bound of each operator, the peak and MFU; and the figures of several ranks added up
+(``merge_figures``), so that the cluster's merged summary equals the one of all the ranks at once.
+Definitions in ``costs``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .peaks import Peak, peak_for
+
+TOP_OPERATORS = 50
+
+
+@dataclass(frozen=True)
+class PeakOverride:
+    """Peak figures given by the user (``OTEL_PROFILER_PEAK_TFLOPS`` / ``..._TB_PER_S``)."""
+
+    tflops: float | None = None
+    tb_per_s: float | None = None
+
+
+def peak_override() -> PeakOverride:
+    """The peak figures of the settings (0: none given)."""
+    from ...config import load
+
+    settings = load()
+    return PeakOverride(settings.peak_tflops or None, settings.peak_tb_per_s or None)
+
+
+def _rates(flops: float, nbytes: float, gpu_us: float) -> dict[str, Any]:
+    seconds = gpu_us / 1e6
+    return {"tflops_per_s": flops / seconds / 1e12 if seconds > 0 else None,
+            "tb_per_s": nbytes / seconds / 1e12 if seconds > 0 else None}
+
+
+def _peak(device: str, dtype: str, override: PeakOverride) -> Peak | None:
+    if not device and override.tflops is None:
+        return None
+    return peak_for(device or "given by the user", dtype, override.tflops, override.tb_per_s)
+
+
+def flops_result(figures: dict[str, Any], device_names: list[str], override: PeakOverride | None = None,
+                 every_row: bool = False) -> dict[str, Any]:
+    """The section: ``figures`` with rates, bounds, the peak of the first device named and the data
+    type that did the most FLOPs, and MFU (overall and per step)."""
+    override = override or peak_override()
+    dtypes = figures["dtypes"]
+    dtype = max(sorted(dtypes), key=dtypes.__getitem__) if dtypes else "fp32"
+    peak = _peak(next((d for d in device_names if d), ""), dtype, override)
+    ridge = peak.tflops / peak.tb_per_s if peak and peak.tb_per_s else None
+    by_class = {name: dict(c, **_rates(c["flops"], c["bytes"], c["gpu_us"])) for name, c in figures["by_class"].items()}
+    rows = sorted((dict(g) for g in figures["by_operator"]), key=lambda g: (-g["gpu_us"], -g["flops"], g["name"], g["shapes"]))
+    for g in rows:
+        g.update(_rates(g["flops"], g["bytes"], g["gpu_us"]))
+        g["intensity"] = g["flops"] / g["bytes"] if g["bytes"] else None
+        g["bound"] = (None if ridge is None or g["intensity"] is None
+                      else "compute" if g["intensity"] >= ridge else "memory")
+    gpus = {int(rank): n for rank, n in figures["gpus"].items()}
+    steps = [dict(s) for s in figures["by_step"]]
+    for s in steps:
+        device_s = s["duration_us"] / 1e6 * gpus.get(s["rank"], 0)
+        s["mfu"] = s["flops"] / (device_s * peak.tflops * 1e12) if peak is not None and device_s > 0 else None
+    total = sum(c["flops"] for c in by_class.values())
+    return {"operators": figures["operators"], "flops": total,
+            "bytes": sum(c["bytes"] for c in by_class.values()),
+            "gpu_us": sum(c["gpu_us"] for c in by_class.values()),
+            "by_class": by_class, "by_operator": rows if every_row else rows[:TOP_OPERATORS],
+            "dtypes": dtypes,
+            "peak": None if peak is None else {"device": peak.device, "dtype": peak.dtype,
+                                               "tflops": peak.tflops, "tb_per_s": peak.tb_per_s},
+            "mfu": _mfu(figures, steps, peak, gpus) if peak is not None and total else None,
+            "by_step": steps, "gpus": figures["gpus"], "window_ns": figures["window_ns"]}
+
+
+def _mfu(figures: dict[str, Any], steps: list[dict[str, Any]], peak: Peak, gpus: dict[int, int]) -> float | None:
+    """FLOPs over the time each rank's devices had, at their peak: inside the steps when there are
+    any, else over the window."""
+    if steps:
+        flops = sum(s["flops"] for s in steps)
+        device_s = sum(s["duration_us"] / 1e6 * gpus.get(s["rank"], 0) for s in steps)
+    else:
+        flops = sum(c["flops"] for c in figures["by_class"].values())
+        window = figures["window_ns"]
+        device_s = (window[1] - window[0]) / 1e9 * sum(gpus.values()) if window else 0.0
+    return flops / (device_s * peak.tflops * 1e12) if device_s > 0 else None
+
+
+def merge_figures(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The figures of several ranks (each a ``flops`` section or ``flops_figures``) as one."""
+    by_class: dict[str, dict[str, float]] = {}
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    dtypes: dict[str, float] = {}
+    steps: list[dict[str, Any]] = []
+    gpus: dict[str, int] = {}
+    windows = [p["window_ns"] for p in parts if p.get("window_ns")]
+    for p in parts:
+        for name, c in p["by_class"].items():
+            total = by_class.setdefault(name, {"flops": 0.0, "bytes": 0.0, "gpu_us": 0.0})
+            for k in total:
+                total[k] += c[k]
+        for g in p["by_operator"]:
+            m = groups.setdefault((g["name"], g["shapes"]), {k: g[k] for k in ("name", "shapes", "dtype", "class")}
+                                  | {"calls": 0, "flops": 0.0, "bytes": 0.0, "gpu_us": 0.0})
+            for k in ("calls", "flops", "bytes", "gpu_us"):
+                m[k] += g[k]
+        for dtype, flops in p["dtypes"].items():
+            dtypes[dtype] = dtypes.get(dtype, 0.0) + flops
+        steps.extend({k: s[k] for k in ("step", "rank", "duration_us", "flops")} for s in p["by_step"])
+        for rank, n in p["gpus"].items():
+            gpus[rank] = gpus.get(rank, 0) + n
+    steps.sort(key=lambda s: (s["rank"], s["step"]))
+    return {"operators": sum(p["operators"] for p in parts), "by_class": by_class,
+            "by_operator": list(groups.values()), "dtypes": dtypes, "by_step": steps, "gpus": gpus,
+            "window_ns": [min(w[0] for w in windows), max(w[1] for w in windows)] if windows else None}
