@@ -100,7 +100,19 @@ def _name(batch: EventBatch, name_id: int) -> str:
 
 def _attribute(batch: EventBatch, corr: Correlation) -> tuple[np.ndarray, ...]:
     """(operator rows, kernel rows, their launch rows, each kernel's operator index or -1, each
-    operator's parent index, the kernels attributed by the enclosing operator)."""
+    operator's parent index, the kernels attributed by the enclosing operator); made once per
+    correlation (the operator view, FLOPs and compiled regions read it), kept in it."""
+    cached = corr.__dict__.get("_attribution")
+    if cached is not None and cached[0] is batch:
+        return cached[1]
+    found = _attribution_of(batch, corr)
+    for array in found:
+        array.flags.writeable = False  # shared by every reader of this correlation
+    corr.__dict__["_attribution"] = (batch, found)
+    return found
+
+
+def _attribution_of(batch: EventBatch, corr: Correlation) -> tuple[np.ndarray, ...]:
     ops = operator_rows(batch)
     is_kernel = batch.kind[corr.gpu_rows] == Kind.KERNEL
     krows = corr.gpu_rows[is_kernel]

@@ -42,35 +42,45 @@ _MAX_COUNT = 1e30  # FLOPs or bytes of one call beyond any machine: a corrupt sh
 
 @dataclass
 class _Costed:
-    """The costed operators of a batch: their rows, costs, GPU time (ns) and shape keys."""
+    """The counted operators of a batch: their rows, each one's call (an index into ``calls``: one
+    per distinct operator name and inputs, with its cost, data type and shapes text) and GPU time."""
 
     rows: np.ndarray
-    costs: list[OpCost]
-    dtypes: list[str]
-    shapes: list[str]
+    call: np.ndarray
+    calls: list[tuple[str, OpCost, str, str]]  # (name, cost, dtype, shapes)
     gpu_ns: np.ndarray
+
+    @property
+    def flops(self) -> np.ndarray:
+        """Each counted operator's FLOPs."""
+        unit = np.asarray([cost.flops for _, cost, _, _ in self.calls], np.float64)
+        return unit[self.call] if len(self.calls) else np.zeros(0)
 
 
 def _costs(batch: EventBatch, corr: Correlation) -> _Costed:
     texts = batch.extra("shape_args")
     ops, krows, kop, parent = attribution(batch, corr)
-    index = {int(r): i for i, r in enumerate(ops.tolist())} if texts else {}
-    costed = np.zeros(len(ops), bool)
-    cost_of: dict[int, tuple[OpCost, str, str]] = {}
-    seen: dict[bytes, tuple[OpCost, str, str] | None] = {}  # a step repeats its shapes: one formula each
-    for row, text in texts.items():
-        i = index.get(row)
-        args = operator_inputs(text) if i is not None else None
-        if i is None or args is None or not isinstance(args.dims, list):
-            continue
-        name = batch.strings[batch.name[row]]
-        key = _ENCODE((name, args.dims, args.types, args.concrete))
-        if key not in seen:
-            seen[key] = _cost(name, args.dims, args.types, args.concrete)
-        found = seen[key]
-        if found is not None:
-            costed[i] = True
-            cost_of[i] = found
+    call = np.full(len(ops), -1, np.int64)
+    calls: list[tuple[str, OpCost, str, str]] = []
+    if texts:
+        index = dict(zip(ops.tolist(), range(len(ops))))
+        strings, names = batch.strings, batch.name
+        seen: dict[bytes, int] = {}  # a step repeats its calls: one formula for each distinct one
+        for row, text in texts.items():
+            i = index.get(row)
+            args = operator_inputs(text) if i is not None else None
+            if i is None or args is None or not isinstance(args.dims, list):
+                continue
+            name = strings[names[row]]
+            key = _ENCODE((name, args.dims, args.types, args.concrete))
+            found = seen.get(key)
+            if found is None:
+                cost = _cost(name, args.dims, args.types, args.concrete)
+                found = seen[key] = len(calls) if cost is not None else -1
+                if cost is not None:
+                    calls.append((name, *cost))
+            call[i] = found
+    costed = call >= 0
     nearest = _nearest_costed(costed, parent)
     above = np.where(parent >= 0, nearest[np.maximum(parent, 0)], -1)  # nearest costed ancestor
     counted = costed & (above < 0)
@@ -82,8 +92,7 @@ def _costs(batch: EventBatch, corr: Correlation) -> _Costed:
         ok = k_owner >= 0
         np.add.at(gpu, k_owner[ok], batch.duration_ns[krows[has][ok]].astype(np.float64))
     keep = np.flatnonzero(counted)
-    return _Costed(ops[keep], [cost_of[i][0] for i in keep.tolist()], [cost_of[i][1] for i in keep.tolist()],
-                   [cost_of[i][2] for i in keep.tolist()], gpu[keep])
+    return _Costed(ops[keep], call[keep], calls, gpu[keep])
 
 
 def _cost(name: str, dims: list, types: Any, concrete: Any) -> tuple[OpCost, str, str] | None:
@@ -137,23 +146,26 @@ def flops_figures(batch: EventBatch, corr: Correlation) -> dict[str, Any]:
     class and by operator and shape (every row), FLOPs by data type, the steps, the devices of each
     rank and the window; ``flops_result`` makes the section of them."""
     c = _costs(batch, corr)
+    used, times = np.unique(c.call, return_counts=True)
+    gpu_us = np.bincount(np.searchsorted(used, c.call), weights=c.gpu_ns, minlength=len(used)) / 1e3
     by_class = {name: {"flops": 0.0, "bytes": 0.0, "gpu_us": 0.0} for name in CLASSES}
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     flops_by_dtype: dict[str, float] = {}
-    for row, cost, dtype, shapes, gpu_ns in zip(c.rows.tolist(), c.costs, c.dtypes, c.shapes, c.gpu_ns.tolist()):
+    for k, n, g_us in zip(used.tolist(), times.tolist(), gpu_us.tolist()):
+        name, cost, dtype, shapes = c.calls[k]
+        flops, nbytes = cost.flops * n, cost.bytes * n
         cls = by_class[cost.op_class if cost.op_class in by_class else "other"]
-        cls["flops"] += cost.flops
-        cls["bytes"] += cost.bytes
-        cls["gpu_us"] += gpu_ns / 1e3
-        flops_by_dtype[dtype] = flops_by_dtype.get(dtype, 0.0) + cost.flops
-        name = batch.strings[batch.name[row]]
+        cls["flops"] += flops
+        cls["bytes"] += nbytes
+        cls["gpu_us"] += g_us
+        flops_by_dtype[dtype] = flops_by_dtype.get(dtype, 0.0) + flops
         g = groups.setdefault((name, shapes), {"name": name, "shapes": shapes, "dtype": dtype,
                                                "class": cost.op_class, "calls": 0, "flops": 0.0,
                                                "bytes": 0.0, "gpu_us": 0.0})
-        g["calls"] += 1
-        g["flops"] += cost.flops
-        g["bytes"] += cost.bytes
-        g["gpu_us"] += gpu_ns / 1e3
+        g["calls"] += n
+        g["flops"] += flops
+        g["bytes"] += nbytes
+        g["gpu_us"] += g_us
     window = [int(batch.start_ns.min()), int(batch.end_ns.max())] if len(batch) else None
     return {"operators": len(c.rows), "by_class": by_class, "by_operator": list(groups.values()),
             "dtypes": flops_by_dtype, "by_step": _step_flops(batch, c),
@@ -180,7 +192,7 @@ def _step_flops(batch: EventBatch, c: _Costed) -> list[dict[str, Any]]:
     numbers = batch.extra("step")
     out = []
     start = batch.start_ns[c.rows]
-    flops = np.asarray([cost.flops for cost in c.costs], np.float64)
+    flops = c.flops
     for r in steps.tolist():
         inside = (start >= batch.start_ns[r]) & (start < batch.end_ns[r]) & (batch.rank[c.rows] == batch.rank[r])
         out.append({"step": numbers.get(r, -1), "rank": int(batch.rank[r]),
