@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import warnings
 from time import perf_counter_ns
 
 import pytest
@@ -65,3 +66,28 @@ def test_the_window_event_carries_reason_and_steps():
     assert event.columns["rank"][0] == 2 and event.columns["end_ns"][0] == 5_000
     assert event.extra_value == ["demand", 4, 8]
     assert "deferred" not in window.as_meta() and "part_first_step" not in window.as_meta()
+
+
+def test_a_window_lost_to_torchs_python_tracer_is_captured_again_in_the_steps_after_it():
+    torch = pytest.importorskip("torch")
+    windows = _windows((1, 4), part_steps=10)
+    _run(windows, torch, range(2))
+    assert windows.source.records_modules
+
+    def failing_stop() -> None:  # as torch 2.4 to 2.6 stop when a thread was inside a C call
+        raise RuntimeError('!stack.empty() INTERNAL ASSERT FAILED at "../torch/csrc/autograd/profiler_python.cpp":969, '
+                           "please report a bug to PyTorch. Python replay stack is empty.")
+
+    windows.source._prof.stop = failing_stop
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _run(windows, torch, range(2, 10))
+    assert [str(w.message) for w in caught if "Python tracer failed" in str(w.message)]
+    lost, retry = windows.meta()
+    assert (lost["reason"], lost["first_step"], lost["last_step"]) == ("range", 1, 3)
+    assert (retry["reason"], retry["first_step"], retry["last_step"], retry["captured"]) == ("retry", 4, 6, True)
+    (capture,) = [c for c, w in windows.finished if w is not None and w.reason == "retry"]
+    batch = capture.to_batch()
+    assert batch.of_kind(Kind.CPU_OP).names().count("aten::ones") == 3  # steps 4 to 6, and no more
+    assert not batch.of_kind(Kind.PYTHON_FUNCTION).names()  # the retry records no module calls
+    assert not windows.backed_off and windows.window is None

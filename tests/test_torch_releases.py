@@ -83,11 +83,17 @@ def test_a_training_job_keeps_its_output_and_is_profiled_whole(release, tmp_path
     rank = load_profile([str(folder)]).ranks[0]
     assert rank.meta["versions"]["torch"].startswith(version)
     assert rank.meta["step_source"] == "optimizer"
-    assert len(rank.batch.of_kind(Kind.STEP)) >= 28
+    assert len(rank.batch.of_kind(Kind.STEP)) >= 28, perr[-3000:]
     names = set(rank.batch.of_kind(Kind.CPU_OP).names())
-    assert {"aten::addmm", "aten::mse_loss"} <= names, sorted(names)[:20]
+    assert {"aten::addmm", "aten::mse_loss"} <= names, (sorted(names)[:20], perr[-3000:])
     modules = set(rank.batch.of_kind(Kind.PYTHON_FUNCTION).names())  # named by attribute path
-    assert {"nn.Module: Sequential", "nn.Module: 0 (Linear)", "nn.Module: 2 (Linear)"} <= modules, sorted(modules)
+    if "torch's Python tracer failed" in perr:  # torch up to 2.6, now and then: the chatter thread
+        # was inside a C call as the window started; the window is captured again, operators only
+        retries = [(w["first_step"], w["last_step"], w["captured"]) for w in rank.meta["windows"] if w["reason"] == "retry"]
+        assert retries == [(11, 20, True)], rank.meta["windows"]  # the range window was steps 1 to 10
+        assert not modules
+    else:
+        assert {"nn.Module: Sequential", "nn.Module: 0 (Linear)", "nn.Module: 2 (Linear)"} <= modules, sorted(modules)
     assert len(rank.batch.of_kind(Kind.MEMORY)) > 0  # the allocator's events (read through the trace file)
 
 

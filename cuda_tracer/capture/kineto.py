@@ -41,12 +41,13 @@ from typing import Any, Callable, Iterable, Iterator
 import msgspec
 
 from cuda_tracer.model.events import MISSING, EventBatch, Kind, kinds_in
-from cuda_tracer.profile import RankProfile
+from cuda_tracer.profile import RankProfile, TraceError
 from cuda_tracer.capture import module_names
 from cuda_tracer.capture.stderr_filter import kineto_lines_dropped
 from cuda_tracer.capture.subscriber import ProfilerBusy, other_profiler_active, own_session
 # One conversion for files and live events: the reader's typed event and its public converter.
 from cuda_tracer.trace_json.files import TraceEvent, events_to_profile, read_trace
+from cuda_tracer.trace_json.mend import mend_trace_file
 
 log = logging.getLogger("otel_profiler." + __name__)  # a child of the otel_profiler logger
 
@@ -383,7 +384,7 @@ class KinetoCapture:
         folder, self._trace_folder = self._trace_folder, None
         if folder is not None:
             with folder:
-                batch = modules_only(read_trace(os.path.join(folder.name, "window.json")).batch)
+                batch = modules_only(_read_window_file(os.path.join(folder.name, "window.json")).batch)
             if len(batch):
                 batch.columns["rank"][:] = self.rank
         elif rows is not None:
@@ -392,6 +393,15 @@ class KinetoCapture:
             return EventBatch.empty()
         batch.strings = module_names.renamed(batch.strings, self.module_names)
         return keep_activities(batch, self.activities)
+
+
+def _read_window_file(path: str) -> RankProfile:
+    """torch's trace of a window; one with stray bytes in a name (torch 2.4) is mended first."""
+    try:
+        return read_trace(path)
+    except TraceError:
+        mend_trace_file(path)
+        return read_trace(path)  # a TraceError now: the flush leaves this window's events out
 
 
 def modules_only(batch: EventBatch) -> EventBatch:

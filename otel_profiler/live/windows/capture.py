@@ -58,6 +58,7 @@ class DetailedWindows:
         self.torch_hooks: Any = None  # torch_steps.TorchHooks once installed: watches module calls
         self.in_torch_scope = False  # inside the leading optimizer's step: a torch record_function scope
         self.start_fenced = False  # a start now would land in a torch scope opened while the source ran
+        self.lost_steps = 0  # steps of the window just closed whose capture torch's Python tracer lost
 
     @property
     def waiting(self) -> bool:
@@ -76,6 +77,7 @@ class DetailedWindows:
             self.open(reason, step)
         elif not reason and window is not None:
             self.close(step)
+            self._replace_lost_window(step)
         elif window is not None and window.deferred:
             self._resume(step)
         elif window is not None and window.captured and step - window.part_first_step >= self.part_steps:
@@ -174,11 +176,13 @@ class DetailedWindows:
         window.last_step = step - 1
         capture = None
         window.deferred = None
+        self.lost_steps = 0
         if window.captured and self.source_running():
             try:
                 capture = self.stop_source()
             except Exception as exc:
-                self.stop_failed(exc)
+                if self.stop_failed(exc):
+                    self.lost_steps = step - window.part_first_step
         if len(self.windows) < MAX_WINDOWS_IN_META:
             self.windows.append(window)
         self.finished.append((capture, window))
@@ -226,17 +230,28 @@ class DetailedWindows:
             self.source = make(self.activities, rank=self._rank())
         return self.source
 
-    def stop_failed(self, exc: Exception) -> None:
+    def stop_failed(self, exc: Exception) -> bool:
         """A window's capture could not be stopped: it is lost. When only torch's Python tracer
-        failed (module calls), later windows go on without module calls (one warning); otherwise
-        detailed capture backs off for the run."""
+        failed (module calls), later windows go on without module calls (one warning) and True is
+        returned; otherwise detailed capture backs off for the run."""
         from cuda_tracer.capture.kineto import PythonTracerFailed
 
         if isinstance(exc, PythonTracerFailed):
             warn(f"a detailed window was lost and module calls are not recorded for the rest of this run "
-                 f"(torch's Python tracer failed: {exc}); operators are still recorded")
-            return
+                 f"(torch's Python tracer failed: {exc}); operators are still recorded, and as many steps "
+                 "as were lost are captured again in its place")
+            return True
         self.back_off(f"the detailed source failed to stop ({exc})")
+        return False
+
+    def _replace_lost_window(self, step: int) -> None:
+        """The window that just closed lost its last part to torch's Python tracer: the steps from
+        ``step`` on are captured in its place, as many as were lost (a ``retry`` window, without
+        module calls, so it cannot fail the same way)."""
+        lost, self.lost_steps = self.lost_steps, 0
+        if lost > 0 and not self.backed_off:
+            self.policy.retry(step, lost)
+            self.open("retry", step)
 
     def back_off(self, why: str, announced: bool = False) -> None:
         """Another profiler holds the process (or ours failed): no more detailed windows.

@@ -14,6 +14,9 @@ import time
 from typing import Any, Callable
 
 from cuda_tracer.model.events import EventBatch, Kind
+from cuda_tracer.profile import TraceError
+
+from ...profiler_warnings import warn
 
 from ..lifecycle import Lifecycle
 from ..output import RankOutput
@@ -73,7 +76,7 @@ class Flusher:
                 del pending[:n]
                 for capture, window in finished:  # window None: a part of a window still open
                     if capture is not None:
-                        batches.append(capture.to_batch())
+                        batches.append(_captured_events(capture))
                     if window is not None:
                         batches.append(window_event(window, output.rank))
                 if lifecycle.closing and (output.writer.parts or any(len(b) for b in batches)):
@@ -105,6 +108,16 @@ class Flusher:
                     exporter.submit(_for_export(meta, self.user_spans.take(batch)), batch)
         except Exception as exc:
             lifecycle.fail(exc)
+
+
+def _captured_events(capture: Any) -> EventBatch:
+    """A window's (or a part's) events; a trace torch wrote that no reader takes is left out with
+    one warning, and the steps, the annotations and the windows after it are kept."""
+    try:
+        return capture.to_batch()
+    except TraceError as exc:
+        warn(f"the events of a detailed window are left out: torch's trace of it could not be read ({exc.problem})")
+        return EventBatch.empty()
 
 
 _NOT_EXPORTED = ("cuda_memory", "cpu_samples")

@@ -7,6 +7,8 @@ source accordingly. A window is wanted while any of these holds:
 - ``every``: ``OTEL_PROFILER_EVERY_STEPS=N`` and ``step % N < WINDOW_STEPS``;
 - ``duration``: fewer than ``OTEL_PROFILER_DURATION_S`` seconds since the session began;
 - ``demand``: a signal or trigger asked for one (``request``); the next ``WINDOW_STEPS`` steps;
+- ``retry``: a window's capture was lost (torch's Python tracer failed as it stopped); as many steps
+  as it lost, from the next one on (``retry``);
 - ``slow``: a step took more than ``SLOW_STEP_FACTOR`` × the median of the recent uncaptured steps;
   its ``WINDOW_STEPS`` successors are captured so the slowness is seen while it lasts. Within a
   budget, so that a job that stalls now and then is not profiled all the time: at most
@@ -49,6 +51,10 @@ class WindowPolicy:
     def request(self) -> None:
         """Ask for a window starting at the next step boundary (signal- and thread-safe)."""
         self._demanded = True
+
+    def retry(self, step: int, steps: int) -> None:
+        """Capture ``steps`` steps from ``step`` on, in place of a window whose capture was lost."""
+        self._until["retry"] = step + steps
 
     def want(self, step: int, now_ns: int) -> str | None:
         """The reason to capture step ``step`` in detail, or None."""
