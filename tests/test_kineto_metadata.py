@@ -14,7 +14,7 @@ import msgspec
 import numpy as np
 import pytest
 
-from cuda_tracer.capture import kineto
+from cuda_tracer.capture import kineto, kineto_events
 from cuda_tracer.model.events import Kind
 
 torch = pytest.importorskip("torch")
@@ -67,7 +67,7 @@ def test_live_source_asks_for_metadata_and_reads_it():
     assert source.metadata_exposed and not capture.via_file
     assert capture._results is None  # copied out when the window stopped: no torch object kept
     rows = [row for row in capture._rows if row[0] == "cpu_op"]
-    args = [msgspec.json.decode(kineto._typed(row).args) for row in rows]
+    args = [msgspec.json.decode(kineto_events._typed(row).args) for row in rows]
     assert rows and all("Ev Idx" in a for a in args)  # the metadata reaches the converted event's args
     batch = capture.to_batch()
     ops = batch.of_kind(Kind.CPU_OP)

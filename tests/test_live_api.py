@@ -14,7 +14,8 @@ import pytest
 
 from cuda_tracer.model.correlate import correlate
 from cuda_tracer.model.events import Kind, MemcpyKind
-from cuda_tracer.capture.kineto import convert_events, keep_activities
+from cuda_tracer.capture.kineto import keep_activities
+from cuda_tracer.capture.kineto_events import convert_events
 from cuda_tracer.loading import load_profile
 from otel_profiler import api
 from otel_profiler.live.steps import markers

@@ -53,7 +53,7 @@ def test_an_args_that_is_not_an_object_keeps_the_event_and_loses_only_its_args(t
 
 
 def test_live_args_keep_ids_when_kineto_metadata_is_not_json():
-    from cuda_tracer.capture.kineto import _args
+    from cuda_tracer.capture.kineto_events import _args
 
     def args(metadata, category="kernel"):  # an event with correlation 41, linked to the op 40
         return msgspec.json.decode(_args(category, 41, 40, metadata))

@@ -38,15 +38,13 @@ import tempfile
 import threading
 from typing import Any, Callable, Iterable, Iterator
 
-import msgspec
-
-from cuda_tracer.model.events import MISSING, EventBatch, Kind, kinds_in
+from cuda_tracer.model.events import EventBatch, Kind, kinds_in
 from cuda_tracer.profile import RankProfile, TraceError
 from cuda_tracer.capture import module_names
+from cuda_tracer.capture.kineto_events import event_row, rows_to_profile
 from cuda_tracer.capture.stderr_filter import kineto_lines_dropped
 from cuda_tracer.capture.subscriber import ProfilerBusy, other_profiler_active, own_session
-# One conversion for files and live events: the reader's typed event and its public converter.
-from cuda_tracer.trace_json.files import TraceEvent, events_to_profile, read_trace
+from cuda_tracer.trace_json.files import read_trace
 from cuda_tracer.trace_json.mend import mend_trace_file
 
 log = logging.getLogger("otel_profiler." + __name__)  # a child of the otel_profiler logger
@@ -63,7 +61,6 @@ _ACTIVITY_OF_KIND = {
 }
 MODULE_PREFIX = "nn.Module: "
 """Python function events kept from a live window: module calls only (the rest is every Python call)."""
-_CPU_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function", "cpu_instant_event"})
 
 
 def cuda_available() -> bool:
@@ -172,7 +169,7 @@ class KinetoSource:
         owned.__enter__()  # our session: the CUPTI source's detector must not count it as the user's
         try:  # Kineto may write its device probe's line as early as the profile is made (torch 2.4)
             with kineto_lines_dropped(), cycle_warning_held():
-                prof = tp.profile(activities=self._kinds, record_shapes=False, with_stack=modules,
+                prof = tp.profile(activities=self._kinds, record_shapes=self.records_shapes, with_stack=modules,
                                   profile_memory=MEMORY_ACTIVITY in self.activities,
                                   experimental_config=self._experimental_config())
                 _starting.ours = True
@@ -186,6 +183,13 @@ class KinetoSource:
             owned.__exit__(None, None, None)
             raise
         self._prof, self._owned = prof, owned
+
+    @property
+    def records_shapes(self) -> bool:
+        """Whether windows record operators' input shapes (``record_shapes``): when operators are
+        recorded, so that FLOPs, MFU and the roofline come from live windows too. Costs about 3%
+        of a step's time inside a window on a CPU loop (``benchmarks/overhead.py``)."""
+        return bool(self.activities & CPU_ACTIVITIES)
 
     @property
     def records_modules(self) -> bool:
@@ -372,7 +376,7 @@ class KinetoCapture:
                 results.save(os.path.join(folder.name, "window.json"))
             self._trace_folder = folder
         else:
-            rows = [_event_row(e) for e in results.events()]
+            rows = [event_row(e) for e in results.events()]
             self._rows = [r for r in rows if r is not None
                           and (r[0] != "python_function" or r[1].startswith(MODULE_PREFIX))]
         del results
@@ -415,83 +419,6 @@ def modules_only(batch: EventBatch) -> EventBatch:
     if not len(other):
         return batch
     return batch.take(np.flatnonzero(~(python & np.isin(batch.name, other))))
-
-
-def convert_events(events: Iterable[Any], rank: int = -1) -> RankProfile:
-    """``_KinetoEvent``-like objects (name(), start_ns(), ... methods) to a ``RankProfile``."""
-    rows = [_event_row(e) for e in events]
-    return rows_to_profile([r for r in rows if r is not None], rank)
-
-
-def rows_to_profile(rows: Iterable[tuple], rank: int = -1) -> RankProfile:
-    """Events copied out by ``_event_row`` to a ``RankProfile`` (any thread: no torch object)."""
-    profile = events_to_profile([_typed(row) for row in rows], source="<kineto live>", unit="ns")
-    profile.meta["format"] = "kineto-live"
-    if len(profile.batch):
-        profile.batch.columns["rank"][:] = rank
-    profile.meta["rank"] = rank
-    return profile
-
-
-def _event_row(e: Any) -> tuple | None:
-    """One ``_KinetoEvent``'s fields as plain values, read as cheaply as torch allows (this runs
-    in the training thread when a window stops; ``_typed`` does the rest later): (category, name,
-    pid, tid, start ns, duration ns, correlation, linked correlation, metadata text), or None for
-    an event torch cannot describe."""
-    try:
-        return (e.activity_type(), e.name(), e.device_index(), e.device_resource_id(), e.start_ns(),
-                e.duration_ns(), e.correlation_id(), e.linked_correlation_id(),
-                e.metadata_json() if hasattr(e, "metadata_json") else "")
-    except Exception:  # skip it rather than lose the window
-        log.debug("a Kineto event could not be read; it is skipped", exc_info=True)
-        return None
-
-
-def _typed(row: tuple) -> TraceEvent:
-    """A copied-out event as the trace reader's ``TraceEvent`` (``ts``, ``dur`` in integer ns)."""
-    cat, name, pid, tid, start, duration, correlation, linked, metadata = row
-    return TraceEvent(cat=cat, name=name, pid=pid, tid=tid, ts=start, dur=max(duration, 0),
-                      args=_args(cat, int(correlation or MISSING), linked, metadata))
-
-
-def _args(category: str, correlation: int, linked: int, metadata: str) -> msgspec.Raw:
-    """The event's ``args`` as the JSON text a trace file would hold: Kineto's metadata plus the
-    correlation fields (metadata's own ``correlation`` wins unless it is missing or null; the linked
-    CPU op's id is the ``External id``; a CPU op's own id is its ``External id``, after its metadata
-    so that it wins)."""
-    if category in _CPU_CATEGORIES:
-        own_id = '"External id": %d' % correlation
-        if metadata and _metadata_correlation(metadata) is not _NOT_AN_OBJECT:
-            return msgspec.Raw(("{" + metadata + ", " + own_id + "}").encode())
-        return msgspec.Raw(("{" + own_id + "}").encode())
-    fields = []
-    own = _metadata_correlation(metadata) if metadata else _NOT_AN_OBJECT
-    if own is not _NOT_AN_OBJECT:
-        fields.append(metadata)
-    if own is None or own is _NOT_AN_OBJECT:  # in JSON the last of two equal keys wins
-        fields.append('"correlation": %d' % correlation)
-    if linked:
-        fields.append('"External id": %d' % linked)
-    return msgspec.Raw(("{" + ", ".join(fields) + "}").encode())
-
-
-class _MetadataCorrelation(msgspec.Struct):
-    """The one field of Kineto's metadata read here; everything else is only checked and skipped."""
-
-    correlation: Any = None
-
-
-_METADATA = msgspec.json.Decoder(_MetadataCorrelation)
-_NOT_AN_OBJECT = object()
-
-
-def _metadata_correlation(text: str) -> Any:
-    """The ``correlation`` of ``{text}`` (Kineto's metadata_json() omits the braces): None when it
-    has none, ``_NOT_AN_OBJECT`` when the text is not a JSON object's inside."""
-    try:
-        return _METADATA.decode("{" + text + "}").correlation
-    except msgspec.MsgspecError:
-        return _NOT_AN_OBJECT
 
 
 def keep_activities(batch: EventBatch, activities: frozenset[str]) -> EventBatch:
