@@ -11,11 +11,13 @@ import gzip
 import json
 import math
 
+import numpy as np
 import pytest
 
 from conftest import trace
 from cuda_tracer.loading import load_profile
 from otel_profiler.analysis.summary import summarize
+from otel_profiler.spans.build import build_spans
 
 TRACES = ["tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz",
           "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
@@ -96,3 +98,25 @@ def test_mfu_is_the_steps_flops_over_their_time_at_the_peak(relative):
     assert math.isclose(f["mfu"], sum(s["flops"] for s in steps) / (seconds * gpus * f["peak"]["tflops"] * 1e12),
                         rel_tol=1e-9)
     assert 0 < f["mfu"] < 1
+
+
+def _root_values(table, key: str) -> dict[int, float]:
+    """Step number -> the attribute ``key`` on that step's root span."""
+    step, column = table.attr("otel_profiler.step"), table.attr(key)
+    has_step = step.present if step.present is not None else np.ones(len(table), bool)
+    has = column.present if column.present is not None else np.ones(len(table), bool)
+    rows = np.flatnonzero(has_step & has & (table.source_row < 0))
+    return {int(step.values[r]): float(column.values[r]) for r in rows}
+
+
+@pytest.mark.parametrize("relative", ["tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+                                      "hta/trace_diff/control/control.json.gz"])
+def test_each_step_root_span_carries_the_steps_flops_and_mfu(relative):
+    rank = load_profile([str(trace(relative))]).ranks[0]
+    steps = [s for s in summarize(load_profile([str(trace(relative))]))["flops"]["by_step"] if s["flops"] > 0]
+    assert steps, "a shaped trace with steps"
+    table = build_spans(rank.meta, rank.batch)
+    flops, mfu = _root_values(table, "otel_profiler.flops"), _root_values(table, "otel_profiler.mfu")
+    assert flops == pytest.approx({s["step"]: s["flops"] for s in steps}, rel=1e-9)
+    expected_mfu = {s["step"]: s["mfu"] for s in steps if s["mfu"] is not None}
+    assert expected_mfu and mfu == pytest.approx(expected_mfu, rel=1e-6)

@@ -1,6 +1,6 @@
 """Per-trace figures for the root span of each exported trace (``train.step`` or a window): the
-operators whose kernels took the most GPU time in it (as the operator view attributes kernels), and
-the GPU memory peak (largest ``Total Allocated`` / ``Total Reserved`` of the allocator's
+operators whose kernels took the most GPU time in it (as the operator view attributes kernels), the
+FLOPs of the operators that start in its range (``flops.costs.operator_flops``; with recorded shapes), and the GPU memory peak (largest ``Total Allocated`` / ``Total Reserved`` of the allocator's
 ``[memory]`` events inside the trace's time range, over the devices of the batch; traces that
 record no totals give none)."""
 
@@ -13,6 +13,7 @@ import numpy as np
 from cuda_tracer.model.correlate import Correlation
 from cuda_tracer.model.events import MISSING, EventBatch, Kind
 
+from .flops.costs import operator_flops
 from .memory.allocator import gpu_memory_rows
 from .attribution.operators import kernel_operators
 
@@ -22,6 +23,8 @@ class RootFigures:
     top_operators: list[list[str]]  # per trace, by GPU time
     peak_allocated: np.ndarray  # per trace, bytes; -1: no memory event in the trace
     peak_reserved: np.ndarray  # per trace, bytes; -1: none
+    flops: np.ndarray  # per trace: FLOPs of the counted operators in it (0: none, or no shapes)
+    flops_by_dtype: dict[str, float]  # the batch's FLOPs by data type (which peak counts)
 
 
 def root_figures(batch: EventBatch, corr: Correlation, trace_row: np.ndarray, start: np.ndarray,
@@ -55,4 +58,22 @@ def root_figures(batch: EventBatch, corr: Correlation, trace_row: np.ndarray, st
             res = reserved_bytes[lo[i]:hi[i]]
             res = res[res != MISSING]
             reserved[i] = int(res.max()) if len(res) else -1
-    return RootFigures(tops, alloc, reserved)
+    op_rows, op_flops, by_dtype = operator_flops(batch, corr)
+    flops = np.zeros(n)
+    if len(op_rows) and n:
+        trace = _trace_at(batch.start_ns[op_rows], start, end)
+        ok = trace >= 0
+        np.add.at(flops, trace[ok], op_flops[ok])
+    return RootFigures(tops, alloc, reserved, flops, by_dtype)
+
+
+def _trace_at(times: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The latest-starting trace that began at or before each time, if its range still holds the
+    time, else -1. A step's trace spans the step, so an operator counts in the step it starts in,
+    as the summary's ``by_step`` counts it; steps never overlap, and an operator between steps
+    counts in no trace."""
+    order = np.argsort(start, kind="stable")
+    at = np.searchsorted(start[order], times, "right") - 1
+    trace = np.where(at >= 0, order[np.maximum(at, 0)], -1)
+    inside = (trace >= 0) & (times < end[np.maximum(trace, 0)])
+    return np.where(inside, trace, -1)

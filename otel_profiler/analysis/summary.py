@@ -115,6 +115,7 @@ from .attribution.operators import EVERY_KERNEL, TOP_KERNELS as OPERATOR_TOP_KER
 from .breakdown import class_times, classify, idle_breakdown, temporal_breakdown, KERNEL_CLASSES
 from .communication import communication, empty_section, merge_ranks
 from .flops.costs import flops_section
+from .flops.result import meta_device_names
 from .host.compute import compute_overview
 from .host.cpu import cpu_usage
 from .memory.allocator import memory
@@ -218,8 +219,7 @@ def _rank_meta(meta: dict) -> dict:
 
 def _device_names(ranks: Any) -> list[str]:
     """The GPU names the ranks' traces give (``deviceProperties``), first seen first."""
-    names = [d.get("name") for r in ranks for d in r.meta.get("device_properties") or [] if isinstance(d, dict)]
-    return list(dict.fromkeys(n for n in names if isinstance(n, str) and n))
+    return meta_device_names(r.meta for r in ranks)
 
 
 def summarize_batch(batch: EventBatch, multi_rank: bool = False, every_kernel: bool = False,

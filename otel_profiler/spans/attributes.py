@@ -122,6 +122,12 @@ ATTRIBUTES: tuple[SpanAttribute, ...] = (
     _derived("otel_profiler.top_operator", "string", ROOTS, derived.top_operator,
              "CPU ops and their kernels (`analysis.step_figures`)", "the first of otel_profiler.top_operators, "
              "as one string a trace search can match", when="the trace has CPU ops that launched kernels"),
+    _derived("otel_profiler.flops", "double", ROOTS, derived.flops, "CPU ops' recorded input shapes "
+             "(`analysis.flops`)", "floating-point operations of the operators in the trace, each counted once",
+             when="operators were recorded with shapes"),
+    _derived("otel_profiler.mfu", "double", ("step",), derived.mfu, "otel_profiler.flops, the step's time, "
+             "the device's peak", "model FLOPs utilization of the step: its FLOPs over what the rank's GPUs could "
+             "do in the step's time at the device's peak (0-1)", when="the device's peak is known"),
     _derived("gpu.memory.peak_allocated_bytes", "int", ROOTS, derived.peak_allocated, "[memory] events",
              "largest allocated GPU memory in the trace", when="memory is recorded"),
     _derived("gpu.memory.peak_reserved_bytes", "int", ROOTS, derived.peak_reserved, "[memory] events",

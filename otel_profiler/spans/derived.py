@@ -13,6 +13,7 @@ import numpy as np
 from cuda_tracer.model.events import GPU_OP_KINDS, Kind, MemcpyKind, SyncKind
 
 from ..analysis.breakdown import KERNEL_CLASSES, classify
+from ..analysis.flops.result import meta_device_names, mfu as mfu_of, peak_of
 from ..names import demangle, torch_range
 from .columns import KIND_NAMES, Columns
 from .layout import SpanLayout
@@ -135,6 +136,31 @@ def peak_reserved(key: str, layout: SpanLayout, columns: Columns) -> None:
 def _set_root_bytes(key: str, layout: SpanLayout, columns: Columns, per_trace: np.ndarray) -> None:
     values = per_trace[layout.root_traces]
     columns.add(key, "int", layout.root_spans[values >= 0], values[values >= 0])
+
+
+def flops(key: str, layout: SpanLayout, columns: Columns) -> None:
+    """The FLOPs of the operators in each root's trace, where any were counted."""
+    values = layout.figures.flops[layout.root_traces]
+    columns.add(key, "double", layout.root_spans[values > 0], values[values > 0])
+
+
+def mfu(key: str, layout: SpanLayout, columns: Columns) -> None:
+    """Each step root's FLOPs over what the rank's GPUs could do in the step at the device's peak."""
+    plan, figures = layout.plan, layout.figures
+    peak = peak_of(meta_device_names([plan.meta]), figures.flops_by_dtype)
+    batch = plan.batch
+    gpus = len(np.unique(batch.device[batch.kind == Kind.KERNEL]))
+    traces = layout.root_traces
+    step = plan.traces.is_step[traces] & (figures.flops[traces] > 0)
+    spans, values = [], []
+    for position in np.flatnonzero(step).tolist():
+        t = int(traces[position])
+        seconds = float(plan.traces.end_ns[t] - plan.traces.start_ns[t]) / 1e9
+        value = mfu_of(float(figures.flops[t]), seconds, gpus, peak)
+        if value is not None:
+            spans.append(position)
+            values.append(value)
+    columns.add(key, "double", np.asarray(spans, np.int64), np.asarray(values, np.float64))
 
 
 # ------------------------------------------------------------------------------------ individual spans

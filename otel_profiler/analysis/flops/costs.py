@@ -172,6 +172,20 @@ def flops_figures(batch: EventBatch, corr: Correlation) -> dict[str, Any]:
             "gpus": {str(rank): n for rank, n in _gpus(batch).items()}, "window_ns": window}
 
 
+def operator_flops(batch: EventBatch, corr: Correlation) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
+    """The counted operators' rows, each one's FLOPs, and the FLOPs by data type (for the peak):
+    what a step's root span and the step metrics add up over the operators inside the step."""
+    if not batch.extra("shape_args"):  # recorded without shapes: nothing to count
+        return np.zeros(0, np.int64), np.zeros(0), {}
+    c = _costs(batch, corr)
+    flops = c.flops
+    per_call = np.bincount(c.call, weights=flops, minlength=len(c.calls)) if len(c.call) else []
+    by_dtype: dict[str, float] = {}
+    for (_, _, dtype, _), f in zip(c.calls, list(per_call)):
+        by_dtype[dtype] = by_dtype.get(dtype, 0.0) + float(f)
+    return c.rows, flops, by_dtype
+
+
 def flops_section(batch: EventBatch, corr: Correlation, device_names: list[str],
                   override: PeakOverride | None = None, every_row: bool = False) -> dict[str, Any]:
     """The ``flops`` section (see the module docstring) of one batch (one rank, or all of them);

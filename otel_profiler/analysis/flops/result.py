@@ -5,6 +5,7 @@ Definitions in ``costs``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,28 @@ def peak_override() -> PeakOverride:
     return PeakOverride(settings.peak_tflops or None, settings.peak_tb_per_s or None)
 
 
+def meta_device_names(metas: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The GPU names the ranks' metadata give (``device_properties``), first seen first."""
+    names = [d.get("name") for meta in metas for d in meta.get("device_properties") or [] if isinstance(d, dict)]
+    return list(dict.fromkeys(n for n in names if isinstance(n, str) and n))
+
+
+def main_dtype(flops_by_dtype: Mapping[str, float]) -> str:
+    """The data type that did the most FLOPs (``fp32`` when none did): the one whose peak counts."""
+    return max(sorted(flops_by_dtype), key=flops_by_dtype.__getitem__) if flops_by_dtype else "fp32"
+
+
+def peak_of(names: list[str], flops_by_dtype: Mapping[str, float], override: PeakOverride | None = None) -> Peak | None:
+    """The peak of the first device named, for the data type that did the most FLOPs."""
+    return _peak(next((d for d in names if d), ""), main_dtype(flops_by_dtype), override or peak_override())
+
+
+def mfu(flops: float, seconds: float, gpus: int, peak: Peak | None) -> float | None:
+    """FLOPs done in ``seconds`` on ``gpus`` devices over what they could do at ``peak``."""
+    device_s = seconds * gpus
+    return flops / (device_s * peak.tflops * 1e12) if peak is not None and device_s > 0 else None
+
+
 def _rates(flops: float, nbytes: float, gpu_us: float) -> dict[str, Any]:
     seconds = gpu_us / 1e6
     return {"tflops_per_s": flops / seconds / 1e12 if seconds > 0 else None,
@@ -45,10 +68,8 @@ def flops_result(figures: dict[str, Any], device_names: list[str], override: Pea
                  every_row: bool = False) -> dict[str, Any]:
     """The section: ``figures`` with rates, bounds, the peak of the first device named and the data
     type that did the most FLOPs, and MFU (overall and per step)."""
-    override = override or peak_override()
     dtypes = figures["dtypes"]
-    dtype = max(sorted(dtypes), key=dtypes.__getitem__) if dtypes else "fp32"
-    peak = _peak(next((d for d in device_names if d), ""), dtype, override)
+    peak = peak_of(device_names, dtypes, override)
     ridge = peak.tflops / peak.tb_per_s if peak and peak.tb_per_s else None
     by_class = {name: dict(c, **_rates(c["flops"], c["bytes"], c["gpu_us"])) for name, c in figures["by_class"].items()}
     rows = sorted((dict(g) for g in figures["by_operator"]), key=lambda g: (-g["gpu_us"], -g["flops"], g["name"], g["shapes"]))
@@ -60,8 +81,7 @@ def flops_result(figures: dict[str, Any], device_names: list[str], override: Pea
     gpus = {int(rank): n for rank, n in figures["gpus"].items()}
     steps = [dict(s) for s in figures["by_step"]]
     for s in steps:
-        device_s = s["duration_us"] / 1e6 * gpus.get(s["rank"], 0)
-        s["mfu"] = s["flops"] / (device_s * peak.tflops * 1e12) if peak is not None and device_s > 0 else None
+        s["mfu"] = mfu(s["flops"], s["duration_us"] / 1e6, gpus.get(s["rank"], 0), peak)
     total = sum(c["flops"] for c in by_class.values())
     return {"operators": figures["operators"], "flops": total,
             "bytes": sum(c["bytes"] for c in by_class.values()),
