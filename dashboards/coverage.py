@@ -16,7 +16,9 @@ NEEDS_GPU: frozenset[m.Spec] = frozenset(
     {s for s in m.CATALOGUE if s.source == "nvml"}
     | {m.GPU_BUSY, m.GPU_BUSY_TIME, m.GPU_SPAN_TIME, m.KERNEL_TIME, m.LAUNCH_DELAY, m.LAUNCH_LATENCY,
        m.MEMCPY_BYTES, m.MEMCPY_TIME, m.MEMCPY_THROUGHPUT, m.SYNC_TIME, m.QUEUE_DEPTH,
-       m.GPU_MEMORY_PEAK_ALLOCATED, m.GPU_MEMORY_PEAK_RESERVED})
+       m.GPU_MEMORY_PEAK_ALLOCATED, m.GPU_MEMORY_PEAK_RESERVED}
+    # FLOPs need operators recorded with shapes (not a CPU-only run's default), MFU a GPU's peak
+    | {m.FLOPS, m.STEP_MFU})
 
 ON_EVENT: frozenset[m.Spec] = frozenset({m.DROPPED})
 

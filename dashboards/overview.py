@@ -1,7 +1,8 @@
 """*Training overview*: the SageMaker Profiler dashboard's equivalents. GPU and CPU utilization per
 node and GPU, GPU and CPU active time, step time (over time and as a histogram with exemplars),
-GPU time by activity and by kernel class, memcpy throughput by direction, launch delay/latency
-percentiles, GPU memory, power and the host's memory and I/O."""
+model FLOPs utilization and FLOPs by operator class, GPU time by activity and by kernel class,
+memcpy throughput by direction, launch delay/latency percentiles, GPU memory, power and the host's
+memory and I/O."""
 
 from __future__ import annotations
 
@@ -72,6 +73,9 @@ def rows() -> list[tuple[str, list[Panel]]]:
             histogram_heatmap("Step time histogram (exemplars → traces)", m.STEP_DURATION),
             histogram_bars("Step time distribution (range)", m.STEP_DURATION),
             per_second("Steps per second", m.EVENTS, "short", "job, otel_profiler_rank", otel_profiler_kind='="step"'),
+            gauge("Model FLOPs utilization (latest profiled step)", m.STEP_MFU, "percentunit", "job, otel_profiler_rank",
+                  "max"),
+            per_second("FLOPs by operator class (profiled)", m.FLOPS, "flops", "otel_profiler_op_class", stacked=True),
         ]),
         ("GPU time", [
             _activity_pie(),

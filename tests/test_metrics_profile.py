@@ -6,7 +6,7 @@ import pytest
 
 from cuda_tracer.loading import load_profile
 from otel_profiler.metrics import points as m
-from otel_profiler.analysis.summary import summarize_batch
+from otel_profiler.analysis.summary import summarize, summarize_batch
 from otel_profiler.metrics.profile import ProfileMetrics, step_trace_hex
 from otel_profiler.spans.build import build_spans
 
@@ -144,3 +144,19 @@ def test_the_step_series_starts_at_zero_and_yields_to_the_rank_learned_later(exp
     metrics.observe(rank.batch, {**rank.meta, "rank": 0})
     series = {p.attributes["otel_profiler.rank"]: p.value for p in metrics.points() if p.spec is m.STEP_DURATION}
     assert set(series) == kept and sum(series[0].counts) > 0
+
+
+@pytest.mark.parametrize("relative", ["tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+                                      "hta/trace_diff/control/control.json.gz"])
+def test_flops_and_step_mfu_equal_the_summarys(relative: str) -> None:
+    rank = load_profile([str(trace(relative))]).ranks[0]
+    flops = summarize(load_profile([str(trace(relative))]))["flops"]
+    metrics = ProfileMetrics(run_id="run-x")
+    metrics.observe(rank.batch, rank.meta)
+    points = metrics.points()
+    by_class = _by(points, m.FLOPS, "otel_profiler.op.class")
+    assert by_class == pytest.approx({k: c["flops"] for k, c in flops["by_class"].items() if c["flops"]}, rel=1e-12)
+    assert by_class["gemm"] > 0
+    latest = [s for s in flops["by_step"] if s["flops"] and s["mfu"] is not None][-1]
+    assert _by(points, m.STEP_MFU)[None] == pytest.approx(latest["mfu"], rel=1e-12)
+    assert 0 < latest["mfu"] < 1

@@ -204,6 +204,14 @@ SYNC_TIME = metric("otel_profiler.gpu.sync.time", "s", COUNTER, ("otel_profiler.
 STEP_DURATION = metric("otel_profiler.step.duration", "s", HISTOGRAM, ("otel_profiler.rank",),
                        "Training step time; exemplars carry the step's trace_id (the trace id of its "
                        "exported train.step span).", "profile", STEP_BUCKETS)
+FLOPS = metric("otel_profiler.flops", "{flop}", COUNTER, ("otel_profiler.rank", "otel_profiler.op.class"),
+               "Floating-point operations of the operators recorded with shapes (CPU ops in detailed "
+               "windows), per class: gemm, conv, attention, elementwise, other (the summary's flops "
+               "section).", "profile")
+STEP_MFU = metric("otel_profiler.step.mfu", "1", GAUGE, ("otel_profiler.rank",),
+                  "Model FLOPs utilization of the latest step whose operators were recorded with shapes: "
+                  "its FLOPs over what the rank's GPUs could do in the step at the device's peak (the "
+                  "summary's flops.by_step).", "profile")
 QUEUE_DEPTH = metric("otel_profiler.gpu.stream.queue_depth", "{operation}", GAUGE,
                      _DEV + ("gpu.stream.id",),
                      "Maximum launched-but-not-started GPU ops of a stream in the latest batch (HTA).",

@@ -8,6 +8,8 @@ Every figure is computed by the same functions as the summary (``analysis.breakd
 - Kernel time by class = ``class_times`` (summed, not merged); memcpy bytes (positive sizes) and time
   per direction, throughput = bytes / copy time; sync time per kind; launch delay (HTA) and latency
   (Nsight) histograms over linked GPU ops; per-stream max queue depth (HTA).
+- FLOPs per operator class (counter) and the MFU of the latest step (gauge), from the operators
+  recorded with shapes, as the summary's ``flops`` section counts them (``analysis.flops``).
 - Step time histogram, published at zero for the process's rank from the start (``expect_steps``);
   each step's observation carries an exemplar with the step's trace id, derived
   exactly as ``spans.trace_id(run_id, rank, "step", n)`` derives the exported ``train.step`` trace.
@@ -27,11 +29,13 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from cuda_tracer.model.correlate import correlate, queue_depths
+from cuda_tracer.model.correlate import Correlation, correlate, queue_depths
 from cuda_tracer.model.events import EventBatch, Kind, MemcpyKind, SyncKind
 
 from . import points as m
 from ..analysis.breakdown import class_times, temporal_breakdown
+from ..analysis.flops.costs import flops_section
+from ..analysis.flops.result import meta_device_names
 from ..analysis.memory.allocator import step_peaks
 from .points import HistogramValue, Point, Spec
 from ..spans.ids import batch_steps, run_id_of, trace_id, trace_rank
@@ -155,6 +159,7 @@ class ProfileMetrics:
             self._set(m.QUEUE_DEPTH, {"otel_profiler.rank": q.rank, "gpu.device.id": q.device,
                                       "gpu.stream.id": q.stream}, q.max_depth)
         self._steps(batch, meta)
+        self._flops(batch, corr, meta)
         for peak in step_peaks(batch):  # in step order: the latest step's peak stays
             attrs = {"otel_profiler.rank": peak["rank"], "gpu.device.id": peak["device"]}
             self._set(m.GPU_MEMORY_PEAK_ALLOCATED, attrs, peak["allocated_bytes"])
@@ -189,6 +194,22 @@ class ProfileMetrics:
                 if len(rows):
                     self._add(m.SYNC_TIME, {"otel_profiler.rank": rank, "gpu.sync.kind": sk.name.lower()},
                               float(durations[rows].sum()) / 1e9)
+
+    def _flops(self, batch: EventBatch, corr: Correlation, meta: dict[str, Any]) -> None:
+        if not batch.extra("shape_args"):  # no operator recorded with shapes
+            return
+        ranks = np.unique(batch.rank).tolist()
+        for rank in ranks:
+            part = batch if len(ranks) == 1 else batch.take(np.flatnonzero(batch.rank == rank))
+            section = flops_section(part, corr if part is batch else correlate(part),
+                                    meta_device_names([meta]))
+            for op_class, figures in section["by_class"].items():
+                if figures["flops"]:
+                    self._add(m.FLOPS, {"otel_profiler.rank": rank, "otel_profiler.op.class": op_class},
+                              figures["flops"])
+            measured = [s for s in section["by_step"] if s["flops"] and s["mfu"] is not None]
+            if measured:  # in step order: the latest step's stays
+                self._set(m.STEP_MFU, {"otel_profiler.rank": rank}, measured[-1]["mfu"])
 
     def _steps(self, batch: EventBatch, meta: dict[str, Any]) -> None:
         steps = batch_steps(batch)
