@@ -1,9 +1,9 @@
 """Step-time overhead of each profiling mode on a CPU training loop, beside torch.profiler's own.
 
 Modes, measured side by side in one process: blocks of steps run in round-robin order (unprofiled,
-otel-profiler default, otel-profiler with CPU ops, torch.profiler with CPU activity), so machine
-noise hits every mode alike; each mode's figure is its median step time divided by the unprofiled
-median. Then the cost of one ``annotate()`` enter+exit in ns, beside ``torch.profiler.record_function``
+otel-profiler default, otel-profiler with CPU ops (and their shapes), torch.profiler with CPU
+activity, without and with ``record_shapes``), so machine noise hits every mode alike; each mode's
+figure is its median step time divided by the unprofiled median. Then the cost of one ``annotate()`` enter+exit in ns, beside ``torch.profiler.record_function``
 and an OpenTelemetry SDK span.
 
     python benchmarks/overhead.py [--rounds 20] [--steps 10] [--threads 1]
@@ -58,6 +58,8 @@ def modes(folder: str) -> dict[str, Callable[[], ContextManager]]:
         "otel-profiler default": lambda: Profiler(steps="off", **quiet),
         "otel-profiler cpu ops": lambda: Profiler(steps="0:1000000", activities="gpu,cpu_op", **quiet),
         "torch.profiler (CPU)": lambda: torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]),
+        "torch.profiler (CPU, shapes)": lambda: torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                                                       record_shapes=True),
     }
 
 

@@ -136,8 +136,8 @@ def test_window_policy():
     p = WindowPolicy(step_range=(2, 4), every=10, window_steps=2)
     assert [p.want(s, 0) for s in range(6)] == ["every", "every", "range", "range", None, None]
     assert p.want(10, 0) == "every" and p.want(12, 0) is None
-    p.request()
-    assert [p.want(s, 0) for s in (13, 14, 15)] == ["demand", "demand", None]
+    p.request("signal")
+    assert [p.want(s, 0) for s in (13, 14, 15)] == ["signal", "signal", None]
     d = WindowPolicy(duration_s=1.0, start_ns=0)
     assert d.want(0, 500_000_000) == "duration" and d.want(5, 1_500_000_000) is None
 
@@ -319,7 +319,7 @@ def test_sigusr2_and_the_udp_trigger_open_windows_on_demand(tmp_path):
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     windows = json.loads((tmp_path / "rank-0.json").read_text())["windows"]
     assert [(w["reason"], w["first_step"], w["last_step"]) for w in windows] == [
-        ("demand", 3, 4), ("demand", 7, 8)]  # from the next step boundary on
+        ("signal", 3, 4), ("trigger", 7, 8)]  # from the next step boundary on
     with api.Profiler(profile_dir=str(tmp_path / "again"), **opts):  # a later session takes it again
         assert signal.getsignal(signal.SIGUSR2) not in (triggers._ended, signal.SIG_DFL)
 

@@ -411,3 +411,25 @@ def test_annotation_dropdown_fits_its_card_and_thresholds_show_no_backticks(brow
     browser.execute_script("otelReport.showTab('insights')")
     text = browser.find_element(By.ID, "insights").text
     assert "dataloader: time in DataLoader __next__" in text and "``" not in text
+
+
+def test_timeline_shades_a_live_runs_detailed_windows(browser, tmp_path):
+    torch = pytest.importorskip("torch")
+    from otel_profiler import api
+
+    model = torch.nn.Linear(16, 4)
+    folder = tmp_path / "live"
+    with api.Profiler(profile_dir=str(folder), steps="1:3", activities="cpu_op", summary_at_exit=False,
+                      auto_steps=False, signal=False):
+        for _ in range(5):
+            model(torch.randn(8, 16)).sum().backward()
+            api.step()
+    html = tmp_path / "live.html"
+    subprocess.run([sys.executable, "-m", "otel_profiler", "report", str(folder), "-o", str(html)],
+                   check=True, capture_output=True)
+    _open(browser, html.as_uri())
+    browser.execute_script("otelReport.showTab('timeline')")
+    browser.find_element(By.ID, "tl-reset").click()
+    assert browser.find_element(By.ID, "tl-canvas").get_attribute("data-windows") == "1"
+    assert browser.execute_script("return DATA.timeline.windows.map(w => w.label)") == ["window: steps 1-2 (steps)"]
+    assert not [e for e in _collect_logs(browser) if "timeline" in e["message"]]

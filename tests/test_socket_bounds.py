@@ -301,7 +301,7 @@ def test_trigger_floods_and_forked_workers_in_a_live_job(tmp_path: Path) -> None
     finally:
         _kill(proc)
     windows = json.loads((tmp_path / "prof" / "rank-0.json").read_text())["windows"]
-    assert [w["reason"] for w in windows].count("demand") == 1, windows
+    assert [w["reason"] for w in windows].count("trigger") == 1, windows
     assert not os.path.exists(path)  # removed at exit
 
 

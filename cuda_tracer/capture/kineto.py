@@ -187,7 +187,7 @@ class KinetoSource:
     @property
     def records_shapes(self) -> bool:
         """Whether windows record operators' input shapes (``record_shapes``): when operators are
-        recorded, so that FLOPs, MFU and the roofline come from live windows too. Costs about 3%
+        recorded, so that FLOPs, MFU and the roofline come from live windows too. Costs 3 to 6%
         of a step's time inside a window on a CPU loop (``benchmarks/overhead.py``)."""
         return bool(self.activities & CPU_ACTIVITIES)
 

@@ -25,7 +25,9 @@ Shape (all times in µs, every section present even when empty)::
                   max_queue_depth}],
      "annotations": [{name, instances, total_us, ...}], "gpu_annotations": [...],
      "steps": {count, duration_us: {p50,p90,p99,max,mean,count}, items: [{step, start_ns, duration_us}],
-               source},   # top level only: where live steps came from (ranks_meta[].step_source)
+               source,   # top level only: where live steps came from (ranks_meta[].step_source)
+               captured: [[first, last]], windows: [{rank, first_step, last_step, reason}]},
+               # live runs: the steps captured in detail, and each window (``analysis.windows``)
      "operators": {count, kernel_total_us, attributed_us,
                    attributed_by: {external_id, enclosing_operator},
                    unattributed: {no_launch: {kernels, gpu_us}, no_operator: {kernels, gpu_us}},
@@ -121,6 +123,7 @@ from .host.cpu import cpu_usage
 from .memory.allocator import memory
 from .memory.snapshots import snapshots_in
 from .platform import SYNC_API, blocking_call, platform_of
+from .windows import captured_windows
 from .stats import describe_us, group_durations, launch_geometry, percentiles_us, shape_counts
 
 SCHEMA = "otel-profiler.summary/1"
@@ -161,6 +164,11 @@ def complete(out: dict[str, Any], snapshot_sources: list[str]) -> None:
     captured = _merged([tuple(pair) for m in out["ranks_meta"] for pair in m.get("captured_steps", [])])
     if captured:
         out["steps"]["captured"] = [list(pair) for pair in captured]
+    windows = [dict(w, rank=m.get("rank", -1)) for m in out["ranks_meta"] for w in m.get("windows", [])]
+    if windows:
+        out["steps"]["windows"] = sorted(({"rank": w["rank"], "first_step": w["first_step"], "last_step": w["last_step"],
+                                           "reason": w["reason"]} for w in windows),
+                                         key=lambda w: (w["rank"], w["first_step"]))
     out["notes"] = _notes(out)
 
 
@@ -209,11 +217,10 @@ def _rank_meta(meta: dict) -> dict:
             "skipped_events", "step_source", "cuda_memory")
     out = {k: meta[k] for k in keep if k in meta}
     out["devices"] = [d.get("name") for d in meta.get("device_properties", []) if isinstance(d, dict)]
-    windows = [(w["first_step"], w["last_step"]) for w in meta.get("windows") or []
-               if isinstance(w, dict) and w.get("captured") and isinstance(w.get("first_step"), int)
-               and isinstance(w.get("last_step"), int)]
+    windows = captured_windows(meta.get("windows"))
     if windows:
-        out["captured_steps"] = [list(pair) for pair in _merged(windows)]
+        out["captured_steps"] = [list(pair) for pair in _merged([(w["first_step"], w["last_step"]) for w in windows])]
+        out["windows"] = windows
     return out
 
 

@@ -225,7 +225,7 @@ class Session:
         from .windows.triggers import UdpTrigger, install_signal
 
         if settings.signal:
-            self._restore_signal = install_signal(self.policy.request)
+            self._restore_signal = install_signal(lambda: self.policy.request("signal"))
         if settings.trigger_port:
             try:
                 self._trigger = UdpTrigger(settings.trigger_port + self.output.position["local_rank"],

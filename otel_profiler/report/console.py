@@ -126,6 +126,11 @@ def tables(summary: dict, top: int | None = 20, full_names: bool = True) -> list
                      ("Count", "p50 (us)", "p90 (us)", "p99 (us)", "Max (us)", "Mean (us)"),
                      [(steps["count"], d["p50"], d["p90"], d["p99"], d["max"], d["mean"])]
                      if steps["count"] else [], "step markers"))
+    windows = steps.get("windows") or []
+    if windows:
+        out.append(Table(f"Detailed windows ({len(windows)}: steps captured with operators and kernels; the step "
+                         "after each also holds the work of closing it)", ("Rank", "First step", "Last step", "Reason"),
+                         [(w["rank"], w["first_step"], w["last_step"], w["reason"]) for w in windows]))
     if "insights" in summary:
         out.append(Table(f"Insights ({len(summary['insights'])})",
                          ("Severity", "Scope", "Rule", "Evidence", "Recommendation"),

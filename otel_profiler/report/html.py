@@ -30,6 +30,7 @@ from ..analysis.host.compute import cpu_timelines
 from ..analysis.insights import Thresholds, thresholds_doc
 from ..analysis.insights.context import step_label
 from ..analysis.memory.allocator import memory_timeline
+from ..analysis.windows import SUMMARY_REASONS
 from ..names import demangle, short_names
 from .flame import flame_data
 from .timeline_budget import left_out_note, thin
@@ -57,6 +58,7 @@ def timeline_data(profile: Profile) -> dict[str, Any]:
     return {
         "t0_ns": t0, "count": int(len(rows)), "total": int(len(t.rows)), "left_out_note": note,
         "initial_view": initial_view(b, rows, t0),
+        "windows": window_bands(b, t0),
         "strings": readable,
         "short": [step_label(n) for n in short_names(raw)],
         "raw": [r if r != n else None for r, n in zip(raw, readable)],
@@ -77,6 +79,25 @@ def timeline_data(profile: Profile) -> dict[str, Any]:
 
 
 _GPU_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+WINDOW_EVENT = "otel-profiler window"  # the PROFILER event of a live run's detailed window
+
+
+def window_bands(b, t0: int) -> list[dict[str, Any]]:
+    """A live run's detailed windows (ns from ``t0``), which the timeline shades above its axis:
+    steps captured with operators and kernels, and the step after each that holds closing it."""
+    rows = np.flatnonzero(b.kind == Kind.PROFILER)
+    if not len(rows):
+        return []
+    reasons, firsts, lasts = b.extra("reason"), b.extra("first_step"), b.extra("last_step")
+    out = []
+    for r in rows.tolist():
+        if b.strings[b.name[r]] != WINDOW_EVENT:
+            continue
+        reason = str(reasons.get(r, ""))
+        out.append({"t0": float(b.start_ns[r] - t0), "t1": float(b.end_ns[r] - t0), "rank": int(b.rank[r]),
+                    "label": f"window: steps {firsts.get(r, '?')}-{lasts.get(r, '?')} "
+                             f"({SUMMARY_REASONS.get(reason, reason)})"})
+    return out
 
 
 def initial_view(b, rows: np.ndarray, t0: int) -> dict[str, Any]:

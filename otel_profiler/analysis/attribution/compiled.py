@@ -60,7 +60,7 @@ from cuda_tracer.model.correlate import Correlation
 from cuda_tracer.model.events import LAUNCH_KINDS, EventBatch, Kind, kinds_in
 
 from ...names import demangle
-from .operators import COMPILED_MARKERS, OPERATOR_KINDS, _compiled_ancestor, attribution
+from .operators import COMPILED_MARKERS, OPERATOR_KINDS, compiled_ancestor, attribution
 from .time_nesting import parents
 
 log = logging.getLogger(__name__)
@@ -249,7 +249,7 @@ def compiled(batch: EventBatch, corr: Correlation) -> dict[str, Any]:
         return np.array(values, bool)[inverse] if len(ops) else np.zeros(0, bool)
 
     primary = flag([t.startswith((REGION, BACKWARD)) for t in texts])
-    outer = _compiled_ancestor(batch, ops, parent)
+    outer = compiled_ancestor(batch, ops, parent)
     head = primary | (flag([t.startswith(COMPILED_MARKERS) for t in texts]) & (outer == np.arange(len(ops))))
     region = _innermost(parent, head, np.arange(len(ops)))  # each op's innermost region (an op index)
     heads = np.flatnonzero(head)

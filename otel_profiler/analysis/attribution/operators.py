@@ -280,7 +280,7 @@ def _regions(batch: EventBatch, ops: np.ndarray, parent: np.ndarray, krows: np.n
     if len(in_graph):
         assign(in_graph, [f"CUDA graph {g}" if g != MISSING else "CUDA graph"
                           for g in graph[in_graph].tolist()], "cuda_graph")
-    compiled = _compiled_ancestor(batch, ops, parent)
+    compiled = compiled_ancestor(batch, ops, parent)
     anc = np.full(len(kop), -1, np.int64)
     anc[kop >= 0] = compiled[kop[kop >= 0]]
     in_region = np.flatnonzero((region < 0) & (anc >= 0))
@@ -301,7 +301,7 @@ def _regions(batch: EventBatch, ops: np.ndarray, parent: np.ndarray, krows: np.n
     return sorted(out, key=lambda r: -r["gpu_us"])
 
 
-def _compiled_ancestor(batch: EventBatch, ops: np.ndarray, parent: np.ndarray) -> np.ndarray:
+def compiled_ancestor(batch: EventBatch, ops: np.ndarray, parent: np.ndarray) -> np.ndarray:
     """For each operator: the index of the outermost compiled-region operator enclosing it (itself
     included), or -1."""
     marked = {i for i, s in enumerate(batch.strings) if s.startswith(COMPILED_MARKERS)}

@@ -181,6 +181,7 @@ class DetailedWindows:
             try:
                 capture = self.stop_source()
             except Exception as exc:
+                window.captured = False  # its events are lost
                 if self.stop_failed(exc):
                     self.lost_steps = step - window.part_first_step
         if len(self.windows) < MAX_WINDOWS_IN_META:

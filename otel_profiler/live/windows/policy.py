@@ -6,7 +6,8 @@ source accordingly. A window is wanted while any of these holds:
 - ``range``: ``OTEL_PROFILER_STEPS=A:B`` and ``A <= step < B``;
 - ``every``: ``OTEL_PROFILER_EVERY_STEPS=N`` and ``step % N < WINDOW_STEPS``;
 - ``duration``: fewer than ``OTEL_PROFILER_DURATION_S`` seconds since the session began;
-- ``demand``: a signal or trigger asked for one (``request``); the next ``WINDOW_STEPS`` steps;
+- ``signal`` / ``trigger``: SIGUSR2 or the trigger socket asked for one (``request``); the next
+  ``WINDOW_STEPS`` steps;
 - ``retry``: a window's capture was lost (torch's Python tracer failed as it stopped); as many steps
   as it lost, from the next one on (``retry``);
 - ``slow``: a step took more than ``SLOW_STEP_FACTOR`` × the median of the recent uncaptured steps;
@@ -39,7 +40,7 @@ class WindowPolicy:
         self.duration_ns = int(duration_s * 1e9)
         self.slow_factor = slow_factor
         self.start_ns = start_ns
-        self._demanded = False  # set from signal handlers and the trigger thread: a plain flag
+        self._demanded: str | None = None  # who asked; set from signal handlers and the trigger thread
         self._until: dict[str, int] = {}
         self._history: collections.deque[int] = collections.deque(maxlen=SLOW_HISTORY)
         self._reason: str | None = None  # what the last want() answered
@@ -48,9 +49,10 @@ class WindowPolicy:
         self._slow_ns = 0
         self._slow_ends_at = -SLOW_COOLDOWN_STEPS  # step at which the last slow window ends
 
-    def request(self) -> None:
-        """Ask for a window starting at the next step boundary (signal- and thread-safe)."""
-        self._demanded = True
+    def request(self, via: str = "trigger") -> None:
+        """Ask for a window starting at the next step boundary (signal- and thread-safe); ``via``:
+        ``signal`` or ``trigger``, the window's reason."""
+        self._demanded = via
 
     def retry(self, step: int, steps: int) -> None:
         """Capture ``steps`` steps from ``step`` on, in place of a window whose capture was lost."""
@@ -58,9 +60,9 @@ class WindowPolicy:
 
     def want(self, step: int, now_ns: int) -> str | None:
         """The reason to capture step ``step`` in detail, or None."""
-        if self._demanded:
-            self._demanded = False
-            self._until["demand"] = step + self.window_steps
+        via, self._demanded = self._demanded, None
+        if via:
+            self._until[via] = step + self.window_steps
         if self.duration_ns and now_ns - self.start_ns < self.duration_ns:
             return "duration"
         if self.step_range and self.step_range[0] <= step < self.step_range[1]:

@@ -15,7 +15,7 @@ DEFERRED_PART = "part"
 class WindowState:
     """A detailed window: why it opened, its steps and times, and what capturing it has done."""
 
-    reason: str  # duration, range, every, demand, slow, retry or time (``policy``)
+    reason: str  # duration, range, every, signal, trigger, slow, retry or time (``policy``)
     first_step: int
     start_ns: int  # wall clock (``time_ns``)
     part_first_step: int  # the first step of the part being captured

@@ -164,8 +164,23 @@ const Timeline = (() => {
     canvas.setAttribute("data-view", `${view.t0},${view.t1}`);
     canvas.setAttribute("data-drawn", String(drawn));
   }
+  function drawWindows(c, labels) {  // a live run's detailed windows: shaded along the axis, named on top
+    let shown = 0;
+    for (const w of T.windows || []) {
+      const x0 = Math.max(LABEL_W, xOf(w.t0)), x1 = Math.min(W, xOf(w.t1));
+      if (x1 <= x0) continue;
+      shown++;
+      if (!labels) { c.fillStyle = "rgba(58,168,118,0.25)"; c.fillRect(x0, 0, Math.max(2, x1 - x0), AXIS); continue; }
+      const text = fit(c, w.label, x1 - x0 - 6);
+      if (!text) continue;
+      c.fillStyle = "#e3f4ec"; c.fillRect(x0 + 1, 2, c.measureText(text).width + 5, AXIS - 8);
+      c.fillStyle = "#1f6b4a"; c.fillText(text, x0 + 3, (AXIS - 4) / 2);
+    }
+    return shown;
+  }
   function drawAxis(c) {
     c.fillStyle = "#fff"; c.fillRect(0, 0, W, AXIS);
+    canvas.setAttribute("data-windows", String(drawWindows(c, false)));
     c.strokeStyle = "#d9dee7"; c.fillStyle = "#667085";
     const span = view.t1 - view.t0, target = span / 8;
     const step = Math.pow(10, Math.floor(Math.log10(target))) * [1, 2, 5, 10].find(m => Math.pow(10, Math.floor(Math.log10(target))) * m >= target);
@@ -175,6 +190,7 @@ const Timeline = (() => {
       c.fillText(fmtUs(t / 1e3), x + 2, AXIS / 2);
     }
     c.beginPath(); c.moveTo(0, AXIS); c.lineTo(W, AXIS); c.stroke();
+    drawWindows(c, true);
   }
   function lowerFlow(t) {  // first flow whose GPU op starts at or after t (flows sorted by dst start)
     let lo = 0, hi = flowOrder.length;
