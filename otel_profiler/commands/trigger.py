@@ -1,4 +1,4 @@
-"""``otel-profiler trigger (--port P | --pid PID)``: open a detailed window in a running job.
+"""``otel-profiler trigger (--port P | --pid PID | --run RUN_ID)``: open a detailed window in a running job.
 
 Sends one datagram to the trigger socket of port P (the job's ``OTEL_PROFILER_TRIGGER_PORT`` plus
 its local rank; a job of the same user on this host) or ``SIGUSR2`` to process PID. The job
@@ -8,6 +8,9 @@ It says what it sent, and exits 1 without effect when nothing answers: no trigge
 user for the port (in the temporary directory, or any the host lists in ``/proc/net/unix``), no
 such process, or a process that does not handle SIGUSR2 (it would be killed by it, so nothing is
 sent).
+
+With ``--run RUN_ID --steps N`` (and ``--url``, ``--token-file``), every rank of the run, on any
+host, captures the same N steps, through the Profiler app its ranks report to.
 """
 
 from __future__ import annotations
@@ -31,6 +34,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="the job's trigger port: its OTEL_PROFILER_TRIGGER_PORT (or run "
                              "--trigger-port) plus the local rank to reach")
     target.add_argument("--pid", type=int, help="send SIGUSR2 to this process (a profiled job's)")
+    target.add_argument("--run", metavar="RUN_ID",
+                        help="every rank of this run (on any host) captures the same --steps steps, through "
+                             "the Profiler app its ranks report to (OTEL_PROFILER_UPLOAD)")
+    p.add_argument("--steps", type=int, default=5, help="with --run: how many steps to capture (default 5)")
+    p.add_argument("--url", default=os.environ.get("OTEL_PROFILER_UPLOAD") or None,
+                   help="with --run: the Profiler app's address (default: OTEL_PROFILER_UPLOAD)")
+    p.add_argument("--token-file", metavar="FILE",
+                   help="with --run: file holding your API token of `otel-profiler users token` (-: standard "
+                        "input; default: OTEL_PROFILER_UPLOAD_TOKEN, else standard input)")
     p.set_defaults(func=run)
 
 
@@ -90,6 +102,17 @@ def _process_name(pid: int) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.pid is not None:
         return _signal(args.pid)
+    if args.run is not None:
+        from cuda_tracer.profile import TraceError
+
+        from .trigger_run import run_capture
+        from .upload import read_token
+
+        try:
+            token = read_token(args.token_file)
+        except TraceError as exc:
+            return _error(str(exc), 2)
+        return run_capture(args, token)
     port = args.port
     if not 0 < port < 65536:
         return _error(f"--port {port}: not a port number (1-65535)", 2)

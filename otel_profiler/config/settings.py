@@ -133,6 +133,10 @@ class Settings:
         "OTEL_PROFILER_TRIGGER_PORT", 0, parse_int(minimum=0, maximum=65535),
         "Trigger port (plus LOCAL_RANK): a datagram from the same user to the job's trigger socket opens "
         "a detailed window, one per 5 s (0: off).")
+    remote_poll_s: float = setting(
+        "OTEL_PROFILER_REMOTE_POLL_S", 5.0, parse_float(minimum=0.0, maximum=3600.0),
+        "With OTEL_PROFILER_UPLOAD: each rank reports its step to the app this often and hears of capture "
+        "requests for its run (`otel-profiler trigger --run`), from a thread of its own (0: off).")
     auto_steps: bool = setting(
         "OTEL_PROFILER_AUTO_STEPS", True, parse_bool,
         "Find training steps without code: optimizer steps, else backward passes, else a time window "

@@ -164,6 +164,7 @@ class Session:
         self.wants_nvtx = settings.nvtx
         self._thread: threading.Thread | None = None
         self._trigger: Any = None
+        self._remote: Any = None  # remote_capture.RemoteCapture: the app's capture requests
         self._remove_step_hook: Callable[[], None] | None = None
         self._restore_signal: Any = None
         output = self.output
@@ -240,6 +241,9 @@ class Session:
 
             when_torch_imported(self, self._hook_installed)
         announce_run(self.output.run_id, self.output.folder)
+        from . import remote_capture
+
+        self._remote = remote_capture.start_for(self)
         self._thread = threading.Thread(target=self.flusher.loop, name="otel-profiler-flush", daemon=True)
         self._thread.start()
         if settings.duration_s and "torch" in sys.modules:  # else: from the first torch work
@@ -413,8 +417,10 @@ class Session:
         """Give back the optimizer hook, the trigger socket and the signal handlers. Never raises."""
         undo, self._remove_step_hook = self._remove_step_hook, None
         trigger, self._trigger = self._trigger, None
+        remote, self._remote = self._remote, None
         restore, self._restore_signal = self._restore_signal, None
-        for step in (undo, trigger.close if trigger else None, self.hygiene.uninstall_sigterm):
+        for step in (undo, trigger.close if trigger else None, remote.stop if remote else None,
+                     self.hygiene.uninstall_sigterm):
             if step is not None:
                 try:
                     step()

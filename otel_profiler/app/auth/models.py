@@ -1,5 +1,5 @@
 """The app's tables (SQLAlchemy): teams, users, API tokens, sign-in sessions, the audit log, the
-index of runs and the app's own settings. The schema itself is made by the migrations
+index of runs, the ranks of running jobs and their capture requests, and the app's own settings. The schema itself is made by the migrations
 (``storage/migrations/versions``), never by ``create_all``."""
 
 from __future__ import annotations
@@ -81,6 +81,33 @@ class Run(Base):
         Index("ix_runs_start", "start_ns"),
         Index("ix_runs_service", "service"),
     )
+
+
+class LiveRank(Base):
+    """A rank of a running job, as it last reported (``storage.live_capture``)."""
+
+    __tablename__ = "live_ranks"
+    run_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    rank: Mapped[int] = mapped_column(Integer, primary_key=True)
+    team: Mapped[str] = mapped_column(String(100))  # the reporting token's team: the run's
+    user: Mapped[str] = mapped_column(String(100))
+    host: Mapped[str] = mapped_column(String(200))
+    step: Mapped[int] = mapped_column(Integer)
+    step_s: Mapped[float | None] = mapped_column(Float, nullable=True)  # its recent step time
+    poll_s: Mapped[float] = mapped_column(Float)  # how often it reports
+    seen_at: Mapped[datetime] = mapped_column(DateTime, index=True)
+
+
+class CaptureRequest(Base):
+    """Capture ``steps`` steps from ``first_step`` on every rank of a running job."""
+
+    __tablename__ = "capture_requests"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(200), index=True)
+    first_step: Mapped[int] = mapped_column(Integer)
+    steps: Mapped[int] = mapped_column(Integer)
+    requested_by: Mapped[str] = mapped_column(String(100))
+    requested_at: Mapped[datetime] = mapped_column(DateTime)
 
 
 class Setting(Base):

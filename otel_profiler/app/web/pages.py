@@ -1,5 +1,5 @@
-"""The web pages: sign-in and sign-out, the landing page of runs (filters, sort, paging), a run's
-report, and the admin page where an admin grants and removes access (every change audited)."""
+"""The web pages: sign-in and sign-out, the landing page of runs (filters, sort, paging, the jobs
+running now), a run's report, a running job's page (``live_pages``), and the admin page where an admin grants and removes access (every change audited)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from ..auth import accounts
 from ..auth.access import may_manage, may_see
 from ..auth.models import Run
 from ..auth.roles import ROLES
+from ..storage.live_capture import running_runs
 from ..storage.runs_index import RunQuery, query_runs, run_document
 from ..storage.store import read_summary, valid_run_id
 from .links import run_links
+from .live_pages import add_live_pages
 from .reports import ReportError
 
 COLUMNS = (("run_id", "Run"), ("user", "User"), ("team", "Team"), ("host", "Host"), ("start", "Start (UTC)"),
@@ -103,7 +105,7 @@ def make_pages(limiter: Limiter, login_limit: str) -> Blueprint:
             args.update({k: str(v) for k, v in changes.items()})
             return url_for("pages.landing", **{k: v for k, v in args.items() if v})
 
-        return page("Runs", "landing.html", q=q, runs=documents, total=total,
+        return page("Runs", "landing.html", q=q, runs=documents, total=total, running=running_runs(g.db, g.caller),
                     pages=max(1, math.ceil(total / q.per_page)), columns=COLUMNS, link=link,
                     filtered=any((q.user, q.team, q.service, q.text, q.since, q.until, q.status)))
 
@@ -122,6 +124,8 @@ def make_pages(limiter: Limiter, login_limit: str) -> Blueprint:
         response: Response = send_file(path, mimetype="text/html", max_age=0)
         response.headers["Cache-Control"] = "private, no-store"
         return response
+
+    add_live_pages(pages, page, signed_in)
 
     @pages.get("/diff")
     @signed_in

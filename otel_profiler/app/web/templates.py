@@ -1,5 +1,5 @@
 """The app's HTML pages as Jinja templates (autoescaped): the frame, sign-in, the landing page of
-runs, a run that cannot be opened, and the admin page."""
+runs, a run that cannot be opened, a running job, and the admin page."""
 
 FRAME = """<!doctype html><html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1"><title>{{ title }} · otel-profiler</title>
@@ -49,6 +49,9 @@ LANDING = """<h1>Runs</h1>
 {% if q.page > 1 %}<a href="{{ link(page=q.page - 1) }}">previous</a>{% endif %}
 <span>page {{ q.page }} of {{ pages }}</span>
 {% if q.page < pages %}<a href="{{ link(page=q.page + 1) }}" id="next">next</a>{% endif %}</div>
+{% if running %}<section id="running"><h2>Running now</h2><table><tr><th>Run</th><th>Team</th><th>Ranks</th><th>Step</th></tr>
+{% for run_id, team, ranks, step in running %}<tr data-run="{{ run_id }}"><td><a href="{{ url_for('pages.live_job', run_id=run_id) }}">{{ run_id }}</a></td>
+<td>{{ team }}</td><td class="num">{{ ranks }}</td><td class="num">{{ step }}</td></tr>{% endfor %}</table></section>{% endif %}
 <form class="filters" method="get" action="{{ url_for('pages.diff_page') }}" id="compare">
 <input name="base" placeholder="base run id" required> <input name="new" placeholder="new run id" required>
 <button>Compare side by side</button></form>
@@ -67,6 +70,20 @@ LANDING = """<h1>Runs</h1>
 
 RUN_PROBLEM = """<h1>{{ run_id }}</h1><div class="flash error" id="problem">This run's report cannot be built: {{ reason }}</div>
 <p><a href="{{ url_for('pages.landing') }}">Back to the runs</a></p>"""
+
+LIVE = """<h1>{{ job.run_id }}</h1>
+<p id="state">{{ "Running" if job.running else "Not running" }}: team {{ job.team }}, {{ job.ranks | length }}
+rank{{ "" if job.ranks | length == 1 else "s" }}, furthest step {{ job.step }}, last report {{ "%.0f" % job.seen_s }} s ago.</p>
+{% if may_capture and job.running %}<form method="post" action="{{ url_for('pages.live_capture', run_id=job.run_id) }}" id="capture">
+<input type="hidden" name="csrf_token" value="{{ csrf_token() }}">
+<label>Capture <input name="steps" type="number" min="1" max="{{ max_steps }}" value="5" required> steps on every rank</label>
+<button>Capture</button></form>{% endif %}
+<section><h2>Ranks</h2><table id="ranks"><tr><th>Rank</th><th>Host</th><th>Step</th><th>Step time</th></tr>
+{% for r in job.ranks %}<tr data-rank="{{ r.rank }}"><td class="num">{{ r.rank }}</td><td>{{ r.host }}</td><td class="num">{{ r.step }}</td>
+<td class="num">{{ "%.1f ms" % (r.step_s * 1000) if r.step_s else "" }}</td></tr>{% endfor %}</table></section>
+<section><h2>Capture requests</h2><table id="captures"><tr><th>Steps</th><th>Asked by</th><th>When (UTC)</th></tr>
+{% for c in job.captures %}<tr data-capture="{{ c.id }}"><td>{{ c.first_step }}-{{ c.first_step + c.steps - 1 }}</td><td>{{ c.requested_by }}</td>
+<td>{{ c.requested_at.isoformat(timespec="seconds") }}</td></tr>{% else %}<tr><td colspan="3">None yet.</td></tr>{% endfor %}</table></section>"""
 
 ADMIN = """<h1>Admin</h1>
 <section><h2>Teams</h2><table id="teams"><tr><th>Team</th><th>Users</th><th></th></tr>
@@ -95,5 +112,5 @@ ADMIN = """<h1>Admin</h1>
 </table></section>"""
 
 PAGES = {"frame.html": FRAME, "login.html": LOGIN, "landing.html": LANDING, "run_problem.html": RUN_PROBLEM,
-         "admin.html": ADMIN}
+         "live.html": LIVE, "admin.html": ADMIN}
 """Template name -> source, for the app's Jinja loader (``.html`` names: autoescaped)."""

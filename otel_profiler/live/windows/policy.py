@@ -8,6 +8,8 @@ source accordingly. A window is wanted while any of these holds:
 - ``duration``: fewer than ``OTEL_PROFILER_DURATION_S`` seconds since the session began;
 - ``signal`` / ``trigger``: SIGUSR2 or the trigger socket asked for one (``request``); the next
   ``WINDOW_STEPS`` steps;
+- ``remote``: a capture request of the Profiler app for this run (``live.remote_capture``): the
+  same steps on every rank;
 - ``retry``: a window's capture was lost (torch's Python tracer failed as it stopped); as many steps
   as it lost, from the next one on (``retry``);
 - ``slow``: a step took more than ``SLOW_STEP_FACTOR`` × the median of the recent uncaptured steps;
@@ -42,6 +44,7 @@ class WindowPolicy:
         self.start_ns = start_ns
         self._demanded: str | None = None  # who asked; set from signal handlers and the trigger thread
         self._until: dict[str, int] = {}
+        self._remote: list[tuple[int, int]] = []  # [first, end) of the app's capture requests
         self._history: collections.deque[int] = collections.deque(maxlen=SLOW_HISTORY)
         self._reason: str | None = None  # what the last want() answered
         self._steps_seen = 0
@@ -58,6 +61,16 @@ class WindowPolicy:
         """Capture ``steps`` steps from ``step`` on, in place of a window whose capture was lost."""
         self._until["retry"] = step + steps
 
+    def remote(self, first_step: int, steps: int) -> None:
+        """Capture steps ``first_step`` to ``first_step + steps - 1`` (thread-safe: the poll thread
+        calls it; one list append)."""
+        self._remote = [r for r in self._remote[-7:]] + [(first_step, first_step + steps)]
+
+    def recent_step_s(self) -> float | None:
+        """The median of the recent uncaptured steps' times, in seconds (None before any)."""
+        history = list(self._history)
+        return statistics.median(history) / 1e9 if history else None
+
     def want(self, step: int, now_ns: int) -> str | None:
         """The reason to capture step ``step`` in detail, or None."""
         via, self._demanded = self._demanded, None
@@ -69,6 +82,8 @@ class WindowPolicy:
             return "range"
         if self.every and step % self.every < self.window_steps:
             return "every"
+        if any(first <= step < end for first, end in self._remote):
+            return "remote"
         self._reason = None
         for reason, until in self._until.items():
             if step < until:
@@ -82,10 +97,11 @@ class WindowPolicy:
         if captured and self._reason == "slow":
             self._slow_steps += 1
             self._slow_ns += duration_ns
-        if not self.slow_factor or captured:  # captured steps carry the profiler's own cost
+        if captured:  # captured steps carry the profiler's own cost
             return
         history = self._history
-        if (len(history) >= SLOW_MIN_HISTORY and duration_ns > self.slow_factor * statistics.median(history)
+        if (self.slow_factor and len(history) >= SLOW_MIN_HISTORY
+                and duration_ns > self.slow_factor * statistics.median(history)
                 and self._slow_budget_left(step, now_ns)):
             self._until["slow"] = self._slow_ends_at = step + 1 + self.window_steps
         history.append(duration_ns)

@@ -1,0 +1,158 @@
+"""Capture on demand across a running job, through a real ``otel-profiler serve``: the ranks of one
+run (plain processes with ``RANK``/``WORLD_SIZE``, and torchrun on CPU) report to the app, and after
+``otel-profiler trigger --run RUN_ID --steps N`` every rank's window covers the same N steps. Another
+team's member gets 404, a viewer 403, a run that finished one line; the request is in the audit log;
+an app that cannot be reached changes nothing in the job but one warning line."""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+
+from app_support import AppServer, cli, wait_until
+from cuda_tracer.loading import load_profile
+from cuda_tracer.model.events import Kind
+from ports import free_port
+
+pytest.importorskip("torch")
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parent.parent
+JOB = REPO / "tests" / "scripts" / "until_told.py"
+TIMEOUT_S = 300
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    """A served empty store; alice is a member of vision, bob a viewer of vision, carol a member of nlp."""
+    store = tmp_path_factory.mktemp("capture-app") / "store"
+    store.mkdir()
+    for team in ("vision", "nlp"):
+        cli("teams", "add", team, "--store", str(store))
+    tokens = {}
+    for name, team, role in (("alice", "vision", "member"), ("bob", "vision", "viewer"), ("carol", "nlp", "member")):
+        cli("users", "add", name, "--team", team, "--role", role, "--no-password", "--store", str(store))
+        tokens[name] = cli("users", "token", name, "--store", str(store)).stdout.strip()
+    server = AppServer(store)
+    try:
+        yield {"url": server.url, "store": store, "tokens": tokens}
+    finally:
+        server.stop()
+
+
+def _env(app: dict, folder: Path, run_id: str, upload_url: str | None = None) -> dict[str, str]:
+    from otel_profiler.bootstrap import SITE_DIR
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PYTHONPATH"))}
+    env.update(OTEL_PROFILER_ENABLED="true", PYTHONPATH=os.pathsep.join([SITE_DIR, str(REPO)]),
+               OTEL_PROFILER_PROFILE_DIR=str(folder), OTEL_PROFILER_OUTPUT_DIR=str(folder.parent),
+               OTEL_PROFILER_RUN_ID=run_id, OTEL_PROFILER_UPLOAD=upload_url or app["url"],
+               OTEL_PROFILER_UPLOAD_TOKEN=app["tokens"]["alice"], OTEL_PROFILER_REMOTE_POLL_S="0.5",
+               OTEL_PROFILER_STEPS="off", OTEL_PROFILER_SLOW_STEP_FACTOR="0", OTEL_PROFILER_SIGNAL="false",
+               OTEL_PROFILER_ACTIVITIES="gpu,cpu_op", OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="none",
+               OTEL_RESOURCE_ATTRIBUTES="ml.team=vision,enduser.id=alice")
+    return env
+
+
+def _start(app: dict, tmp_path: Path, run_id: str, ranks: int, launcher: str) -> tuple[list[subprocess.Popen], Path]:
+    folder, stop = tmp_path / run_id, tmp_path / "stop"  # named as a run's folder: uploaded under that id
+    env = _env(app, folder, run_id)
+    if launcher == "torchrun":
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
+               str(JOB), str(stop)]
+        return [subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)], stop
+    jobs = [subprocess.Popen([sys.executable, str(JOB), str(stop)], cwd=tmp_path, text=True,
+                             env=dict(env, RANK=str(r), WORLD_SIZE=str(ranks)),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE) for r in range(ranks)]
+    return jobs, stop
+
+
+def _ranks(app: dict, run_id: str) -> dict:
+    reply = requests.get(f"{app['url']}/api/runs/{run_id}/ranks", timeout=60,
+                         headers={"Authorization": f"Bearer {app['tokens']['alice']}"})
+    return reply.json() if reply.status_code == 200 else {}
+
+
+def _trigger(app: dict, tmp_path: Path, who: str, run_id: str, steps: int = 3) -> subprocess.CompletedProcess:
+    token_file = tmp_path / f"{who}.token"
+    token_file.write_text(app["tokens"][who] + "\n")
+    return subprocess.run([sys.executable, "-m", "otel_profiler", "trigger", "--run", run_id, "--steps", str(steps),
+                           "--url", app["url"], "--token-file", str(token_file)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def _finish(jobs: list[subprocess.Popen], stop: Path) -> list[tuple[int, str, str]]:
+    stop.touch()
+    out = []
+    try:
+        for job in jobs:
+            stdout, stderr = job.communicate(timeout=TIMEOUT_S)
+            out.append((job.returncode, stdout, stderr))
+    finally:
+        for job in jobs:
+            if job.poll() is None:
+                job.kill()
+                job.wait()
+    return out
+
+
+@pytest.mark.parametrize("ranks, launcher", [(2, "plain"), (4, "torchrun")])
+def test_every_rank_captures_the_same_steps(app, tmp_path, ranks, launcher):
+    run_id = f"capture-{launcher}-{ranks}"
+    assert _trigger(app, tmp_path, "alice", run_id).returncode == 1  # nothing reported yet: no such run
+    jobs, stop = _start(app, tmp_path, run_id, ranks, launcher)
+    try:
+        wait_until(lambda: len(_ranks(app, run_id).get("ranks", [])) == ranks, "every rank's first report",
+                   deadline_s=TIMEOUT_S)
+        other_team, viewer = _trigger(app, tmp_path, "carol", run_id), _trigger(app, tmp_path, "bob", run_id)
+        assert other_team.returncode == 1 and "(404:" in other_team.stderr, other_team.stderr
+        assert viewer.returncode == 1 and "(403:" in viewer.stderr, viewer.stderr
+        asked = _trigger(app, tmp_path, "alice", run_id)
+        assert asked.returncode == 0, asked.stderr
+        first, last = map(int, re.search(r"captures steps (\d+)-(\d+)", asked.stderr).groups())
+        assert last == first + 2
+        wait_until(lambda: all(r["step"] > last + 1 for r in _ranks(app, run_id).get("ranks", [])),
+                   "every rank past the captured steps", deadline_s=TIMEOUT_S)
+    finally:
+        done = _finish(jobs, stop)
+    assert all(code == 0 for code, _, _ in done), [err[-2000:] for _, _, err in done]
+
+    profile = load_profile([str(tmp_path / run_id)])
+    assert sorted(r.rank for r in profile.ranks) == list(range(ranks))
+    for rank in profile.ranks:
+        windows = [(w["reason"], w["first_step"], w["last_step"], w["captured"]) for w in rank.meta["windows"]]
+        assert windows == [("remote", first, last, True)], (rank.rank, windows)
+        ops = rank.batch.of_kind(Kind.CPU_OP)
+        assert "aten::addmm" in set(ops.names())  # the window captured the steps' operators
+    with sqlite3.connect(next(app["store"].rglob("*.db"))) as db:
+        audited = db.execute("SELECT actor, detail FROM audit_log WHERE action = 'capture.request' AND target = ?",
+                             (run_id,)).fetchall()
+    assert audited == [("alice", f"steps {first}-{last} on {ranks} rank(s)")]
+
+    wait_until(lambda: requests.get(f"{app['url']}/api/runs/{run_id}", timeout=60, headers={
+        "Authorization": f"Bearer {app['tokens']['alice']}"}).status_code == 200, "the run's upload at exit",
+        deadline_s=TIMEOUT_S)
+    late = _trigger(app, tmp_path, "alice", run_id)
+    assert late.returncode == 1 and "has finished" in late.stderr and len(late.stderr.splitlines()) == 1, late.stderr
+
+
+def test_an_app_that_cannot_be_reached_changes_nothing_in_the_job(app, tmp_path):
+    dead = f"http://127.0.0.1:{free_port()}"
+    plain_env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PYTHONPATH"))}
+    args = [sys.executable, str(JOB), str(tmp_path / "never"), "60"]  # 60 steps, about 1.5 s: several polls
+    plain = subprocess.run(args, env=plain_env, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=tmp_path)
+    env = _env(app, tmp_path / "profile", "capture-dead-app", upload_url=dead)
+    profiled = subprocess.run(args, env=dict(env, OTEL_PROFILER_REMOTE_POLL_S="0.2"), capture_output=True, text=True,
+                              timeout=TIMEOUT_S, cwd=tmp_path)
+    assert (profiled.returncode, profiled.stdout) == (plain.returncode, plain.stdout) == (0, "steps 60\n")
+    ours = [line for line in profiled.stderr.splitlines() if line.startswith("otel-profiler")]
+    assert len(ours) == len(profiled.stderr.splitlines()), profiled.stderr  # nothing but the profiler's lines
+    assert sum("did not answer" in line for line in ours) == 1, ours  # said once, however many polls failed
+    assert len(load_profile([str(tmp_path / "profile")]).ranks[0].batch.of_kind(Kind.STEP)) == 60
