@@ -37,7 +37,7 @@ def app(tmp_path_factory):
         cli("teams", "add", team, "--store", str(store))
     tokens = {}
     for name, team, role in (("alice", "vision", "member"), ("bob", "vision", "viewer"), ("carol", "nlp", "member")):
-        cli("users", "add", name, "--team", team, "--role", role, "--no-password", "--store", str(store))
+        cli("users", "add", name, "--team", team, "--role", role, "--store", str(store), stdin=f"{name} pass 1\n")
         tokens[name] = cli("users", "token", name, "--store", str(store)).stdout.strip()
     server = AppServer(store)
     try:
@@ -156,3 +156,44 @@ def test_an_app_that_cannot_be_reached_changes_nothing_in_the_job(app, tmp_path)
     assert len(ours) == len(profiled.stderr.splitlines()), profiled.stderr  # nothing but the profiler's lines
     assert sum("did not answer" in line for line in ours) == 1, ours  # said once, however many polls failed
     assert len(load_profile([str(tmp_path / "profile")]).ranks[0].batch.of_kind(Kind.STEP)) == 60
+
+
+def _signed_in(app: dict, name: str) -> requests.Session:
+    session = requests.Session()
+    form = session.get(app["url"] + "/login", timeout=60).text
+    token = re.search(r'name="csrf_token" value="([^"]+)"', form).group(1)
+    signed = session.post(app["url"] + "/login", data={"name": name, "password": f"{name} pass 1", "csrf_token": token},
+                          allow_redirects=False, timeout=60)
+    assert signed.status_code == 303
+    return session
+
+
+def _report(app: dict, run_id: str, rank: int, step: int, who: str = "alice") -> requests.Response:
+    return requests.post(f"{app['url']}/api/runs/{run_id}/ranks/{rank}", timeout=60,
+                         json={"step": step, "step_s": 0.01, "poll_s": 1.0, "host": "node-a"},
+                         headers={"Authorization": f"Bearer {app['tokens'][who]}"})
+
+
+def test_the_running_jobs_page_lists_its_ranks_and_asks_for_a_capture(app):
+    run_id = "capture-page"
+    assert _report(app, run_id, 0, 100).json() == {"captures": []}
+    assert _report(app, run_id, 1, 99).json() == {"captures": []}
+    assert _report(app, run_id, 0, 101, who="carol").status_code == 404  # another team cannot take the run id
+    assert _report(app, run_id, 0, 101, who="bob").status_code == 403  # a viewer reports nothing
+
+    viewer = _signed_in(app, "bob")
+    assert run_id in viewer.get(app["url"] + "/", timeout=60).text  # "Running now" on the landing page
+    assert 'id="capture"' not in viewer.get(f"{app['url']}/live/{run_id}", timeout=60).text
+    assert _signed_in(app, "carol").get(f"{app['url']}/live/{run_id}", timeout=60).status_code == 404
+
+    member = _signed_in(app, "alice")
+    page = member.get(f"{app['url']}/live/{run_id}", timeout=60).text
+    assert 'id="capture"' in page and 'data-rank="1"' in page and "node-a" in page
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+    assert member.post(f"{app['url']}/live/{run_id}/capture", data={"steps": "5"}, timeout=60).status_code == 400
+    done = member.post(f"{app['url']}/live/{run_id}/capture", data={"steps": "5", "csrf_token": csrf}, timeout=60)
+    # two polls of 1 s and two seconds at 10 ms a step: 400 steps past the furthest rank (100)
+    assert "Every rank captures steps 500-504" in done.text, done.text[-2000:]
+    heard = _report(app, run_id, 1, 102).json()["captures"]
+    assert [(c["first_step"], c["steps"]) for c in heard] == [(500, 5)]
+    assert _report(app, run_id, 1, 505).json() == {"captures": []}  # done with it

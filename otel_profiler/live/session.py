@@ -257,15 +257,9 @@ class Session:
         watch_user_profilers(self._user_profiler_starting)
 
     def _user_profiler_starting(self) -> None:
-        """The job starts a torch profiler of its own: the window open now ends here (what it
-        captured is kept) and detailed capture backs off for the run, so the job's profiler runs
-        as it would without us (one warning)."""
-        windows = self.windows
-        if windows.backed_off or self.lifecycle.closed:
-            return
-        if windows.window is not None:
-            windows.close(self._step + (self._step_start is not None))
-        windows.back_off("the job started a torch.profiler session of its own")
+        """The job starts a torch profiler of its own (``DetailedWindows.yield_to_user_profiler``)."""
+        if not self.lifecycle.closed:
+            self.windows.yield_to_user_profiler(self._step + (self._step_start is not None))
 
     def _close_at_exit(self) -> None:
         self.lifecycle.exiting = True
@@ -448,7 +442,7 @@ class Session:
         self.lock = self.flusher.lock = self.hygiene.in_child(self._close_at_exit)
         self._thread = None
         self.windows.forget_after_fork()
-        self._trigger = None
+        self._trigger = self._remote = None
         self.wiring.forget_after_fork()
 
     def after_fork_in_new_child(self) -> None:

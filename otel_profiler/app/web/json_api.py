@@ -13,7 +13,7 @@ from flask import Blueprint, Response, current_app, g, jsonify, request
 from ..auth import accounts
 from ..auth.access import may_see
 from ..auth.models import Run
-from ..storage.live_capture import CaptureError, live_run, report, request_capture
+from ..storage.live_capture import CaptureError, RankReports, live_run, request_capture
 from ..storage.runs_index import RunQuery, query_runs, run_document
 from ..storage.store import read_summary, valid_run_id
 from ..storage.uploads import UploadError, store_upload
@@ -78,6 +78,10 @@ def upload(run_id: str):
     return jsonify({"run_id": run_id}), 201
 
 
+def _reports() -> RankReports:
+    return current_app.extensions["otel_profiler"]["rank_reports"]
+
+
 def _json_body() -> dict:
     body = request.get_json(silent=True)
     return body if isinstance(body, dict) else {}
@@ -99,7 +103,7 @@ def rank_report(run_id: str, rank: int):
     body = _json_body()
     try:
         step_s = body.get("step_s")
-        found = report(g.db, g.caller, run_id, rank, _number(body, "step", int),
+        found = _reports().report(g.db, g.caller, run_id, rank, _number(body, "step", int),
                        None if step_s is None else _number(body, "step_s", float),
                        _number(body, "poll_s", float, 5.0), str(body.get("host", ""))[:200])
     except CaptureError as exc:
@@ -114,7 +118,7 @@ def capture(run_id: str):
     if not valid_run_id(run_id):
         return _error(400, "not a run id (letters, digits and ._- only)")
     try:
-        made = request_capture(g.db, g.caller, run_id, _number(_json_body(), "steps", int))
+        made = request_capture(g.db, g.caller, run_id, _number(_json_body(), "steps", int), _reports())
     except CaptureError as exc:
         return _error(exc.status, str(exc))
     return jsonify(made.as_json()), 201
@@ -126,7 +130,7 @@ def running_job(run_id: str):
     if not valid_run_id(run_id):
         return _error(400, "not a run id (letters, digits and ._- only)")
     try:
-        job = live_run(g.db, g.caller, run_id)
+        job = live_run(g.db, g.caller, run_id, _reports())
     except CaptureError as exc:
         return _error(exc.status, str(exc))
     return jsonify({"run_id": run_id, "team": job.team, "running": job.running,

@@ -5,10 +5,14 @@ lists the jobs running now."""
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, flash, g, redirect, request, url_for
+from flask import Blueprint, abort, current_app, flash, g, redirect, request, url_for
 
-from ..storage.live_capture import MAX_STEPS, CaptureError, live_run, request_capture
+from ..storage.live_capture import MAX_STEPS, CaptureError, RankReports, live_run, request_capture
 from ..storage.store import valid_run_id
+
+
+def rank_reports() -> RankReports:
+    return current_app.extensions["otel_profiler"]["rank_reports"]
 
 
 def add_live_pages(pages: Blueprint, page, signed_in) -> None:
@@ -18,7 +22,7 @@ def add_live_pages(pages: Blueprint, page, signed_in) -> None:
         if not valid_run_id(run_id):
             abort(400, "not a run id (letters, digits and ._- only)")
         try:
-            return live_run(g.db, g.caller, run_id)
+            return live_run(g.db, g.caller, run_id, rank_reports())
         except CaptureError as exc:
             abort(exc.status, str(exc))
 
@@ -38,7 +42,7 @@ def add_live_pages(pages: Blueprint, page, signed_in) -> None:
         except ValueError:
             steps = 0
         try:
-            made = request_capture(g.db, g.caller, run_id, steps)
+            made = request_capture(g.db, g.caller, run_id, steps, rank_reports())
             flash(f"Every rank captures steps {made.first_step}-{made.first_step + made.steps - 1} "
                   f"(request {made.id}).", "done")
         except CaptureError as exc:

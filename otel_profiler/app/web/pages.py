@@ -19,7 +19,7 @@ from ..storage.live_capture import running_runs
 from ..storage.runs_index import RunQuery, query_runs, run_document
 from ..storage.store import read_summary, valid_run_id
 from .links import run_links
-from .live_pages import add_live_pages
+from .live_pages import add_live_pages, rank_reports
 from .reports import ReportError
 
 COLUMNS = (("run_id", "Run"), ("user", "User"), ("team", "Team"), ("host", "Host"), ("start", "Start (UTC)"),
@@ -105,7 +105,7 @@ def make_pages(limiter: Limiter, login_limit: str) -> Blueprint:
             args.update({k: str(v) for k, v in changes.items()})
             return url_for("pages.landing", **{k: v for k, v in args.items() if v})
 
-        return page("Runs", "landing.html", q=q, runs=documents, total=total, running=running_runs(g.db, g.caller),
+        return page("Runs", "landing.html", q=q, runs=documents, total=total, running=running_runs(g.db, g.caller, rank_reports()),
                     pages=max(1, math.ceil(total / q.per_page)), columns=COLUMNS, link=link,
                     filtered=any((q.user, q.team, q.service, q.text, q.since, q.until, q.status)))
 

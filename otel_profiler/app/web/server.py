@@ -20,6 +20,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from ..auth import accounts
 from ..auth.models import Setting
 from ..storage.locations import app_folder
+from ..storage.live_capture import RankReports
 from ..storage.runs_index import Refresher
 from .reports import ReportCache
 from .templates import PAGES
@@ -70,6 +71,7 @@ def create_app(settings: AppSettings, sessions: sessionmaker[Session]) -> Flask:
         "settings": settings, "sessions": sessions,
         "reports": ReportCache(settings.store, app_folder(settings.store) / "reports",
                                prepare=remote.fetch_events if remote else None),
+        "rank_reports": RankReports(),  # running jobs' reports, written in batches
         "refresher": Refresher(sessions, settings.store, settings.scan_interval_s,
                                before_scan=remote.sync if remote else None),
     }

@@ -254,6 +254,16 @@ class DetailedWindows:
             self.policy.retry(step, lost)
             self.open("retry", step)
 
+    def yield_to_user_profiler(self, step: int) -> None:
+        """The job starts a torch profiler of its own before ``step``: the window open now ends
+        there (what it captured is kept) and detailed capture backs off for the run, so the job's
+        profiler runs as it would without us (one warning)."""
+        if self.backed_off:
+            return
+        if self.window is not None:
+            self.close(step)
+        self.back_off("the job started a torch.profiler session of its own")
+
     def back_off(self, why: str, announced: bool = False) -> None:
         """Another profiler holds the process (or ours failed): no more detailed windows.
         ``announced``: the source has already warned, so the user gets one line, not two."""
