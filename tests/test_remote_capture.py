@@ -109,8 +109,8 @@ def test_every_rank_captures_the_same_steps(app, tmp_path, ranks, launcher):
     assert _trigger(app, tmp_path, "alice", run_id).returncode == 1  # nothing reported yet: no such run
     jobs, stop = _start(app, tmp_path, run_id, ranks, launcher)
     try:
-        wait_until(lambda: len(_ranks(app, run_id).get("ranks", [])) == ranks, "every rank's first report",
-                   deadline_s=TIMEOUT_S)
+        wait_until(lambda: [r["step_s"] is not None for r in _ranks(app, run_id).get("ranks", [])] == [True] * ranks,
+                   "every rank training and reporting its step time", deadline_s=TIMEOUT_S)
         other_team, viewer = _trigger(app, tmp_path, "carol", run_id), _trigger(app, tmp_path, "bob", run_id)
         assert other_team.returncode == 1 and "(404:" in other_team.stderr, other_team.stderr
         assert viewer.returncode == 1 and "(403:" in viewer.stderr, viewer.stderr

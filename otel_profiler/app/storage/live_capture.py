@@ -34,7 +34,7 @@ from ..auth.models import CaptureRequest, LiveRank, Run
 
 LIVE_S = 60.0
 """A rank that reported within this many seconds is running."""
-MIN_LEAD_STEPS, NO_STEP_TIME_LEAD = 2, 10
+MIN_LEAD_STEPS, NO_STEP_TIME_LEAD = 2, 100
 MAX_STEPS = 1000
 """The most steps one request captures."""
 MAX_RANK = 1 << 20
