@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -68,6 +69,35 @@ def wait_until(condition, what: str, deadline_s: float = DEADLINE_S):
         if time.monotonic() > end:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.2)
+
+
+def helpers_of(path: Path) -> list[int]:
+    """The pids of the detached summarizer and upload processes working on ``path`` or a folder in it
+    (their command line names it)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(a.startswith(str(path).encode()) for a in argv) and any(b"otel_profiler" in a for a in argv):
+                pids.append(int(entry.name))
+    return pids
+
+
+
+def stop_helpers(path: Path, wait_s: float = DEADLINE_S) -> None:
+    """Wait up to ``wait_s`` for the detached processes working on ``path`` to end, then stop any left."""
+    try:
+        if wait_s > 0:
+            wait_until(lambda: not helpers_of(path), "the detached summarizer and upload processes to end", wait_s)
+    finally:
+        for pid in helpers_of(path):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 class AppServer:

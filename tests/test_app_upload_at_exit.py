@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from app_support import REPO, SCRIPT, AppServer, cli, free_port, live_job, profile_run, wait_until
+from app_support import REPO, SCRIPT, AppServer, cli, free_port, helpers_of, live_job, profile_run, stop_helpers, wait_until
 
 requests = pytest.importorskip("requests")
 pytest.importorskip("torch")
@@ -41,31 +41,12 @@ def runs_of(url: str, token: str) -> dict[str, dict]:
     return {r["run_id"]: r for r in reply.json()["runs"]}
 
 
-def helpers_of(path: Path) -> list[int]:
-    """The pids of the detached summarizer and upload processes working on ``path`` (their command
-    line names it)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if str(path).encode() in argv and any(b"otel_profiler" in a for a in argv):
-                pids.append(int(entry.name))
-    return pids
-
-
 @pytest.fixture()
 def no_helpers_left(tmp_path):
     """After the test, the detached processes started for the test's folders have ended (they end by
     themselves once the upload is settled; any still there at the deadline is stopped)."""
     yield
-    try:
-        wait_until(lambda: not helpers_of(tmp_path), "the detached summarizer and upload processes to end")
-    finally:
-        for pid in helpers_of(tmp_path):
-            os.kill(pid, signal.SIGKILL)
+    stop_helpers(tmp_path)
 
 
 def profile_folders(output_dir: Path) -> list[Path]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from app_support import AppServer, cli, wait_until
+from app_support import AppServer, cli, stop_helpers, wait_until
 from cuda_tracer.loading import load_profile
 from cuda_tracer.model.events import Kind
 from ports import free_port
@@ -103,8 +103,15 @@ def _finish(jobs: list[subprocess.Popen], stop: Path) -> list[tuple[int, str, st
     return out
 
 
+@pytest.fixture()
+def helpers_stopped(tmp_path):
+    """The detached summarizer and upload processes of the test's jobs end (or are stopped) after it."""
+    yield
+    stop_helpers(tmp_path)
+
+
 @pytest.mark.parametrize("ranks, launcher", [(2, "plain"), (4, "torchrun")])
-def test_every_rank_captures_the_same_steps(app, tmp_path, ranks, launcher):
+def test_every_rank_captures_the_same_steps(app, tmp_path, ranks, launcher, helpers_stopped):
     run_id = f"capture-{launcher}-{ranks}"
     assert _trigger(app, tmp_path, "alice", run_id).returncode == 1  # nothing reported yet: no such run
     jobs, stop = _start(app, tmp_path, run_id, ranks, launcher)
@@ -156,6 +163,7 @@ def test_an_app_that_cannot_be_reached_changes_nothing_in_the_job(app, tmp_path)
     assert len(ours) == len(profiled.stderr.splitlines()), profiled.stderr  # nothing but the profiler's lines
     assert sum("did not answer" in line for line in ours) == 1, ours  # said once, however many polls failed
     assert len(load_profile([str(tmp_path / "profile")]).ranks[0].batch.of_kind(Kind.STEP)) == 60
+    stop_helpers(tmp_path, wait_s=0)  # its upload would be retried for 15 minutes
 
 
 def _signed_in(app: dict, name: str) -> requests.Session:
