@@ -62,11 +62,12 @@ def run_capture(args: argparse.Namespace, token: str) -> int:
         reason = getattr(exc, "reason", None) or exc
         print_error(f"the Profiler app at {shown_url(url)} cannot be reached ({reason}); nothing was requested")
         return 1
-    if status != 201:
-        said = answer.get("error") if isinstance(answer.get("error"), str) else f"HTTP {status}"
-        print_error(f"run {args.run}: the app refused the capture ({status}: {said[:300]})")
-        return 1
+    error = answer.get("error")
+    said = error[:300] if isinstance(error, str) else f"HTTP {status}"
     first, count = answer.get("first_step"), answer.get("steps")
+    if status != 201 or not isinstance(first, int) or not isinstance(count, int):
+        print_error(f"run {args.run}: the app refused the capture ({status}: {said})")
+        return 1
     print(f"otel-profiler: run {terminal_safe(args.run)}: every rank captures steps {first}-{first + count - 1} "
           f"(request {answer.get('id')}); each rank hears of it at its next report to the app", file=sys.stderr)
     return 0

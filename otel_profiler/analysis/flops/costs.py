@@ -179,9 +179,10 @@ def operator_flops(batch: EventBatch, corr: Correlation) -> tuple[np.ndarray, np
         return np.zeros(0, np.int64), np.zeros(0), {}
     c = _costs(batch, corr)
     flops = c.flops
-    per_call = np.bincount(c.call, weights=flops, minlength=len(c.calls)) if len(c.call) else []
+    per_call: list[float] = (np.bincount(c.call, weights=flops, minlength=len(c.calls)).tolist()
+                             if len(c.call) else [])
     by_dtype: dict[str, float] = {}
-    for (_, _, dtype, _), f in zip(c.calls, list(per_call)):
+    for (_, _, dtype, _), f in zip(c.calls, per_call):
         by_dtype[dtype] = by_dtype.get(dtype, 0.0) + float(f)
     return c.rows, flops, by_dtype
 
