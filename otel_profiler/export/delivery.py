@@ -54,6 +54,9 @@ class _Recording:
         self.owner._failing = not result.ok
         return result
 
+    def close(self) -> None:
+        """Nothing: the wrapped sink is its owner's to close."""
+
 
 class Delivery:
     def __init__(self, sink: Any, spool: Any, counters: Any, retry_s: float, probe_s: float,

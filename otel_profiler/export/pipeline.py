@@ -129,7 +129,7 @@ class Pipeline:
         self.delivery = None
         if sink is not None:
             self.delivery = Delivery(sink, self.spool, counters, config.retry_s, config.probe_s,
-                                     config.target.describe(), self.warn_once, closing_deadline)
+                                     _described(config.target), self.warn_once, closing_deadline)
             if threaded:
                 self.delivery.threaded()
         self._ranks: dict[tuple[str, Any], _RankState] = {}
@@ -216,13 +216,13 @@ class Pipeline:
             self.counters.add("metric_points_exported", max(0, len(snapshot.points) - result.rejected))
             if result.rejected:
                 self.counters.add("metric_points_rejected", result.rejected)
-                self.warn_once("metrics-rejected", f"{self.config.metrics_target.describe()}: {result.message}")
+                self.warn_once("metrics-rejected", f"{_described(self.config.metrics_target)}: {result.message}")
         else:
             self._metrics_down_until = time.monotonic() + self.config.probe_s
             self.counters.add("metric_requests_failed")
             self.counters.add("metric_points_dropped", len(snapshot.points))
             self.warn_once("metrics:" + result.message[:40], metrics_not_delivered(
-                self.config.metrics_target.describe(), result.message))
+                _described(self.config.metrics_target), result.message))
 
     def _export(self, meta: dict[str, Any], batch: Any, known_steps: list) -> int:
         from .otlp import encode_json_lines, split_requests
@@ -281,6 +281,11 @@ def _console(data: bytes) -> None:
     out = sys.stdout.buffer
     out.write(data if data.endswith(b"\n") else data + b"\n")
     out.flush()
+
+
+def _described(target: OtlpTarget | None) -> str:
+    """The endpoint as warnings name it (a sink exists only with a target, so never "no endpoint")."""
+    return target.describe() if target is not None else "no endpoint"
 
 
 def metrics_not_delivered(target: str, message: str) -> str:

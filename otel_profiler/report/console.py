@@ -288,7 +288,7 @@ def live_memory_tables(summary: dict) -> list[Table]:
 
 
 def _api_label(row: dict) -> str:
-    return {"sync": "sync call", "copy": "blocking copy"}.get(row.get("blocking"), "stream wait")
+    return {"sync": "sync call", "copy": "blocking copy"}.get(str(row.get("blocking")), "stream wait")
 
 
 def _fmt(value: Any) -> str:

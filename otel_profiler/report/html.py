@@ -106,7 +106,8 @@ def initial_view(b, rows: np.ndarray, t0: int) -> dict[str, Any]:
     says which, for the page to show; "zoom to all" is one click away."""
     kinds = b.kind[rows]
     gpu = rows[np.isin(kinds, _GPU_KINDS)]
-    whole = {"t0": 0.0, "t1": float(b.end_ns[rows].max() - t0) if len(rows) else 1.0, "reason": "whole profile"}
+    end = float(b.end_ns[rows].max() - t0) if len(rows) else 1.0
+    whole: dict[str, Any] = {"t0": 0.0, "t1": end, "reason": "whole profile"}
     if not len(gpu):
         return whole
     steps = rows[kinds == Kind.STEP]
@@ -120,7 +121,7 @@ def initial_view(b, rows: np.ndarray, t0: int) -> dict[str, Any]:
             return {"t0": lo - t0 - pad, "t1": hi - t0 + pad,
                     "reason": f"the first step with GPU work: {step_label(b.strings[b.name[r]])}"}
     second = 1_000_000_000
-    if whole["t1"] <= 2 * second:
+    if end <= 2 * second:
         return whole
     bins = ((b.start_ns[gpu] - t0) // second).astype(np.int64)
     busy = np.bincount(bins, weights=(b.end_ns[gpu] - b.start_ns[gpu]).astype(np.float64))
@@ -173,7 +174,7 @@ _SCRIPTS = ("report.js", "operators.js", "memory.js", "roofline.js", "host.js", 
 
 
 def _asset(name: str) -> str:
-    return resources.files(__package__).joinpath("assets", name).read_text(encoding="utf-8")
+    return resources.files(__package__).joinpath("assets").joinpath(name).read_text(encoding="utf-8")
 
 
 def render_html(data: dict[str, Any]) -> str:

@@ -9,5 +9,5 @@ from typing import Any, NamedTuple, Sequence
 class Table(NamedTuple):
     title: str
     header: Sequence[str]
-    rows: list[Sequence[Any]]
+    rows: Sequence[Sequence[Any]]
     lacks: str = ""  # what the "not in this profile" line says when the table is empty

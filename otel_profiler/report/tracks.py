@@ -109,7 +109,8 @@ def assign_tracks(profile: Profile, batch: EventBatch | None = None) -> Tracks:
     cpu_pids: dict[int, set] = {}
     for k in uniq[(uniq[:, 1] == _CPU) & (uniq[:, 2] >= 0)].tolist():
         cpu_pids.setdefault(k[0], set()).add(k[2])
-    tracks = [_describe(profile, *map(int, k), overhead_only=bool(overhead[i]) and k[1] == _CPU,
+    tracks = [_describe(profile, int(k[0]), int(k[1]), int(k[2]), int(k[3]),
+                        overhead_only=bool(overhead[i]) and k[1] == _CPU,
                         several_processes=len(cpu_pids.get(int(k[0]), ())) > 1)
               for i, k in enumerate(uniq)]
     order = np.lexsort((batch.start_ns[rows] - batch.end_ns[rows], batch.start_ns[rows], track))

@@ -58,7 +58,7 @@ def redact_url(url: str) -> str:
     return text + ("?***" if parts.query else "")
 
 
-def safe_text(text: str, limit: int = 60) -> str:
+def safe_text(text: object, limit: int = 60) -> str:
     """``text`` reduced to printable ASCII (no escape sequences, no newlines), at most ``limit``
     characters: what a receiver or a network error says may be shown only like this."""
     cleaned = "".join(c if " " <= c <= "~" else " " for c in str(text))

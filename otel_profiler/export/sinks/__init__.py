@@ -113,7 +113,7 @@ Deadline: TypeAlias = "float | None | Callable[[], float | None]"
 
 
 def deliver(sink: Sink, request: bytes, retry_s: float, deadline: Deadline = None,
-            sleep: Callable[[float], None] = time.sleep) -> tuple[Result, int]:
+            sleep: Callable[[float], object] = time.sleep) -> tuple[Result, int]:
     """Send with exponential backoff (0.25 s doubling, at most 8 s per wait) for up to ``retry_s``
     seconds and never past ``deadline`` (``time.monotonic()``; a callable is asked again before
     each attempt and after each wait, so a close that begins meanwhile cuts the retries short).

@@ -22,7 +22,7 @@ import glob
 import os
 import secrets
 import threading
-from typing import Callable, Iterator, NamedTuple
+from typing import IO, Callable, Iterator, NamedTuple
 
 from cuda_tracer.private_files import UnsafeFolderError, make_parent_dirs, make_private_dir, open_private
 
@@ -100,7 +100,7 @@ class Spool:
         self._warn = warn
         self._warned: set[str] = set()
         self._lock = threading.Lock()
-        self._file = None
+        self._file: IO[bytes] | None = None
         self._file_path = ""
         self._file_bytes = 0
         self._seq = 0
@@ -124,7 +124,7 @@ class Spool:
                 return self._refused
             try:
                 if self._file is None or self._file_bytes >= self.ROLL_BYTES:
-                    self._roll()
+                    self._file = self._roll()
                 n = write_delimited(self._file, request)
                 self._file.flush()
             except UnsafeFolderError as exc:
@@ -141,13 +141,15 @@ class Spool:
             self.size += n
             return None
 
-    def _roll(self) -> None:
+    def _roll(self) -> IO[bytes]:
+        """Close the spool file being written and open the next one (returned)."""
         self._close_file()
         make_private_dir(self.folder)
         self._seq += 1
         self._file_path = os.path.join(self.folder, f"{self._name}{self._seq:06d}.pb")
         self._file = open_private(self._file_path, "xb")
         self._file_bytes = 0
+        return self._file
 
     def _close_file(self, truncate_to: int | None = None) -> None:
         if self._file is not None:

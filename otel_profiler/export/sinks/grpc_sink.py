@@ -9,6 +9,7 @@ for ``partial_success``.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import grpc
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
@@ -21,7 +22,7 @@ from . import OK, Result
 log = logging.getLogger(__name__)
 
 # Per signal: the service method, its response message and the response's "rejected" count field.
-EXPORT = {
+EXPORT: dict[str, tuple[str, Any, str]] = {  # signal -> (method, response message type, rejected field)
     "traces": ("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
                ExportTraceServiceResponse, "rejected_spans"),
     "metrics": ("/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",

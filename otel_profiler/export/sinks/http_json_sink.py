@@ -23,13 +23,11 @@ def to_otlp_json(request: bytes, signal: str) -> bytes:
     """A serialized ``Export{Trace,Metrics}ServiceRequest`` as an OTLP/JSON body."""
     from google.protobuf import json_format
 
-    if signal == "metrics":
-        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import \
-            ExportMetricsServiceRequest as Message
-    else:
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import \
-            ExportTraceServiceRequest as Message
-    tree = json_format.MessageToDict(Message.FromString(request), use_integers_for_enums=True)
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    message: Any = ExportMetricsServiceRequest if signal == "metrics" else ExportTraceServiceRequest
+    tree = json_format.MessageToDict(message.FromString(request), use_integers_for_enums=True)
     return json.dumps(_hex_ids(tree), separators=(",", ":")).encode()
 
 
