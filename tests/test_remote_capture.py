@@ -205,3 +205,15 @@ def test_the_running_jobs_page_lists_its_ranks_and_asks_for_a_capture(app):
     heard = _report(app, run_id, 1, 102).json()["captures"]
     assert [(c["first_step"], c["steps"]) for c in heard] == [(500, 5)]
     assert _report(app, run_id, 1, 505).json() == {"captures": []}  # done with it
+
+
+def test_a_process_that_has_not_trained_reports_nothing():
+    """torchrun's agent and other processes that never finish a step are not ranks of the job: their
+    poll thread sends nothing (here a send would fail: nothing listens on the port)."""
+    from otel_profiler.live.remote_capture import RemoteCapture
+
+    heard = []
+    remote = RemoteCapture(f"http://127.0.0.1:{free_port()}", "token", "run", 1.0, "host", lambda: None,
+                           lambda first, steps: heard.append((first, steps)))
+    remote.report_once()
+    assert remote.reports == 0 and heard == []

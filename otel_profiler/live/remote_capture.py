@@ -9,6 +9,8 @@ The app being down, slow or refusing changes nothing in the job: a request is bo
 (``TIMEOUT_S``, ``MAX_REPLY_BYTES``), failures back off to ``MAX_WAIT_S`` between tries, and the
 first one is said once (one warning line, without the token or the server's reply). A refusal that
 will not change (401, 403, 404) stops the thread with one line. The thread is not waited for at exit.
+A process reports only once it has finished a step: a launcher (torchrun's agent) or a helper
+process that never trains is not a rank of the job.
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ FINAL = {400, 401, 403, 404}
 
 class RemoteCapture:
     """The poll thread of one session. ``position()`` gives ``(rank, step, recent step time in s or
-    None)``; ``capture(first_step, steps)`` asks the window policy for those steps."""
+    None)``, or None while the process has not trained; ``capture(first_step, steps)`` asks the
+    window policy for those steps."""
 
     def __init__(self, url: str, token: str, run_id: str, poll_s: float, host: str,
-                 position: Callable[[], tuple[int, int, float | None]],
+                 position: Callable[[], tuple[int, int, float | None] | None],
                  capture: Callable[[int, int], None]) -> None:
         self.base = url.rstrip("/")
         self._token = token
@@ -80,7 +83,10 @@ class RemoteCapture:
 
     def report_once(self) -> None:
         """Report this rank's step; hand every request not heard of before to the policy."""
-        rank, step, step_s = self.position()
+        position = self.position()
+        if position is None:  # not a training rank (yet): nothing to report
+            return
+        rank, step, step_s = position
         body = json.dumps({"step": max(step, 0), "step_s": step_s, "poll_s": self.poll_s,
                            "host": self.host}).encode()
         url = f"{self.base}/api/runs/{urllib.parse.quote(self.run_id, safe='')}/ranks/{max(rank, 0)}"
@@ -122,7 +128,9 @@ def start_for(session: Any) -> RemoteCapture | None:
     if not (url and token and settings.remote_poll_s > 0):
         return None
 
-    def position() -> tuple[int, int, float | None]:
+    def position() -> tuple[int, int, float | None] | None:
+        if not session.policy.steps_seen:
+            return None
         try:
             step_s = session.policy.recent_step_s()
         except RuntimeError:  # the history changed while read: next time

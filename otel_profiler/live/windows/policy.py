@@ -66,6 +66,11 @@ class WindowPolicy:
         calls it; one list append)."""
         self._remote = [r for r in self._remote[-7:]] + [(first_step, first_step + steps)]
 
+    @property
+    def steps_seen(self) -> int:
+        """Steps finished so far (this process trains once it is above 0)."""
+        return self._steps_seen
+
     def recent_step_s(self) -> float | None:
         """The median of the recent uncaptured steps' times, in seconds (None before any)."""
         history = list(self._history)
