@@ -49,8 +49,11 @@ def test_run_summary_json_and_table_carry_the_insights_of_summary_folder(folder,
 
 def test_every_renderer_reads_the_same_document(folder):
     doc = SummaryDocument(load_profile([str(folder)]), Thresholds(gpu_util_low_pct=99.0))
-    outputs = {name: render(doc, RenderOptions(top=3)) for name, render in RENDERERS.items()}
+    outputs = {name: renderer.render(doc, RenderOptions(top=3)) for name, renderer in RENDERERS.items()}
     assert set(outputs) == {"table", "csv", "json", "html", "perfetto"}
+    assert all(isinstance(outputs[name], bytes) == r.binary for name, r in RENDERERS.items())  # as declared
+    assert {name: r.extension for name, r in RENDERERS.items()} == {
+        "table": ".txt", "csv": ".csv", "json": ".json", "html": ".html", "perfetto": ".json"}
     assert isinstance(outputs["perfetto"], bytes) and json.loads(outputs["perfetto"])["traceEvents"]
     assert json.loads(outputs["json"]) == doc.summary  # one summary, computed once
     low = [i for i in doc.summary["insights"] if i["rule"] == "low_gpu_utilization"]

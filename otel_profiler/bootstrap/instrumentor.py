@@ -8,18 +8,34 @@ library dependency: steps come from torch when the program imports it, annotatio
 
 from __future__ import annotations
 
-from typing import Any, Collection
+from typing import TYPE_CHECKING, Any, Collection
 
-try:
-    from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
-except ImportError:  # opentelemetry-instrumentation is optional: keep the same interface
-    class BaseInstrumentor:  # type: ignore[no-redef]
-        def instrument(self, **kwargs: Any) -> None:
-            kwargs.pop("skip_dep_check", None)
-            self._instrument(**kwargs)
 
-        def uninstrument(self, **kwargs: Any) -> None:
-            self._uninstrument(**kwargs)
+class _PlainInstrumentor:
+    """The interface ``opentelemetry-instrumentation``'s ``BaseInstrumentor`` gives its subclasses,
+    for when that package (optional) is not installed; the type checker reads this one."""
+
+    def instrument(self, **kwargs: Any) -> None:
+        kwargs.pop("skip_dep_check", None)
+        self._instrument(**kwargs)
+
+    def uninstrument(self, **kwargs: Any) -> None:
+        self._uninstrument(**kwargs)
+
+    def _instrument(self, **kwargs: Any) -> None:
+        raise NotImplementedError
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        raise NotImplementedError
+
+
+if TYPE_CHECKING:
+    BaseInstrumentor = _PlainInstrumentor
+else:
+    try:
+        from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+    except ImportError:  # opentelemetry-instrumentation is optional: keep the same interface
+        BaseInstrumentor = _PlainInstrumentor
 
 
 class ProfilerInstrumentor(BaseInstrumentor):

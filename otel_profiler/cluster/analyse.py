@@ -21,10 +21,12 @@ from cuda_tracer.trace_json.files import is_trace_file
 from ..analysis.insights import Thresholds
 from .align import clock_offsets, offset_ns
 from .executor import executor_for
-from .html import TIMELINE_BARS
 from .merge import SEVERITY, Reduction
 from .partial import RankPartial, is_url, read_partials
 from .stragglers import StragglerThresholds, stragglers
+
+TIMELINE_BARS = 200
+"""Collectives drawn per rank in the aligned timeline (its first ones)."""
 
 
 @dataclass
@@ -34,7 +36,7 @@ class ClusterResult:
     summary: dict[str, Any]
     refused: list[str] = field(default_factory=list)
     lanes: list[dict[str, Any]] = field(default_factory=list)
-    """The aligned timeline's lanes (``html.render_cluster_html``): the heatmap's ranks."""
+    """The aligned timeline's lanes (``report.cluster_html``): the heatmap's ranks."""
 
 
 class _Window:

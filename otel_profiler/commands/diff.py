@@ -57,7 +57,7 @@ def compare(base: str, new: str, jobs: int | None = None, scheduler: str | None 
 
 def run(args: argparse.Namespace) -> int:
     d, code = compare(args.base, args.new, args.jobs, scheduler_of(args, [args.base, args.new]))
-    text = DIFF_RENDERERS[args.format](d, RenderOptions(top=args.top, name_width=args.name_width))
+    text = DIFF_RENDERERS[args.format].text(d, RenderOptions(top=args.top, name_width=args.name_width))
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text + "\n")

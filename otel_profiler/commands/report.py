@@ -1,7 +1,7 @@
 """``otel-profiler report INPUT... -o report.html``: the self-contained HTML report (dashboard,
 statistical summary, timeline, insights), or ``--format perfetto`` for a Chrome trace JSON that
 Perfetto UI opens. With a scheduler (``--scheduler``, see ``summary``) the ranks are read by the
-cluster's workers and the page is the multi-rank one (``otel_profiler.cluster.html``): figures,
+cluster's workers and the page is the multi-rank one (``otel_profiler.report.cluster_html``): figures,
 insights, clock offsets, the rank x step heatmap, the aligned timeline, the collective-wait table."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..analysis.document import SummaryDocument
 from ..analysis.insights import Thresholds
 from ..names import terminal_safe
 from ..report.formats import REPORT_FORMATS
-from ..report.renderers import RENDERERS, RenderOptions
+from ..report.renderers import CLUSTER_REPORT, RENDERERS, RenderOptions
 from . import add_inputs, add_thresholds, load_inputs
 from .summary import add_scheduler, cluster_inputs, parse_thresholds, scheduler_of
 
@@ -44,22 +44,18 @@ def run(args: argparse.Namespace) -> int:
         raise TraceError("--format perfetto", "needs every event in one process: not with a scheduler "
                                               "(--scheduler, OTEL_PROFILER_SCHEDULER or URL inputs)")
     if scheduler:
-        from ..cluster.html import render_cluster_html
+        cluster, status = cluster_inputs(args, scheduler, thresholds, stragglers=stragglers)
 
-        doc, status = cluster_inputs(args, scheduler, thresholds, stragglers=stragglers)
-
-        def render() -> str | bytes:
-            return render_cluster_html(doc.summary, doc.lanes)
+        def render() -> bytes:
+            return CLUSTER_REPORT.data(cluster, RenderOptions())
     else:
         profile, status = load_inputs(args)
 
-        def render() -> str | bytes:
-            return RENDERERS[args.format](SummaryDocument(profile, thresholds), RenderOptions())
+        def render() -> bytes:
+            return RENDERERS[args.format].data(SummaryDocument(profile, thresholds), RenderOptions())
     try:
         with open_private(args.output, "wb") as f:  # user-only (0600), made before the work
-            output = render()
-            # a file name that is no UTF-8 (its bytes as surrogates) is written as \udcXX text
-            f.write(output if isinstance(output, bytes) else output.encode("utf-8", "backslashreplace"))
+            f.write(render())
     except OSError as exc:
         raise TraceError(args.output, f"cannot write ({exc.strerror or exc})") from None
     print(f"wrote {terminal_safe(args.output)}", file=sys.stderr)

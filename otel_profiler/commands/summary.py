@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
 from typing import Any, Iterable
 
 from cuda_tracer.jobs import name_of, split_jobs
@@ -17,23 +16,12 @@ from cuda_tracer.profile import TraceError
 
 from ..analysis.document import SummaryDocument
 from ..analysis.insights import Thresholds
+from ..cluster.document import ClusterDocument
 from ..names import terminal_safe
 from ..report.console import render_json
 from ..report.formats import SUMMARY_FORMATS
-from ..report.renderers import RENDERERS, RenderOptions
+from ..report.renderers import SUMMARY_RENDERERS, RenderOptions
 from . import add_inputs, add_thresholds, load_inputs
-
-
-@dataclass
-class ClusterDocument:
-    """A merged multi-rank summary in the shape the summary renderers read (no events travel to
-    this process, so there is no profile)."""
-
-    summary: dict[str, Any]
-    thresholds: Thresholds
-    thresholds_given: bool
-    lanes: list[dict[str, Any]]
-    profile: None = None
 
 
 MERGED = "merge their compact summaries here, with clock offsets per rank and stragglers explained"
@@ -143,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
             return _write(args, (unicode_escaped(c) for c in chunks), status)
         text = _render(args, doc)
         if args.format == "table":
-            from ..cluster.text import cluster_text
+            from ..report.cluster_text import cluster_text
 
             lines = cluster_text(doc.summary, args.top).split("\n")
             text = "\n".join([text, ""] + [terminal_safe(line) for line in lines])
@@ -172,7 +160,7 @@ def _write(args: argparse.Namespace, chunks: Iterable[str], status: int) -> int:
 
 
 def _render(args: argparse.Namespace, doc: SummaryDocument | ClusterDocument) -> str:
-    return RENDERERS[args.format](doc, RenderOptions(top=args.top, name_width=args.name_width))
+    return SUMMARY_RENDERERS[args.format].text(doc, RenderOptions(top=args.top, name_width=args.name_width))
 
 
 def _render_jobs(args: argparse.Namespace, jobs: list, thresholds) -> str:

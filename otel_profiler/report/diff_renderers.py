@@ -1,16 +1,16 @@
 """Every output of the comparison of two runs (``analysis.diff``) behind one interface:
-``DIFF_RENDERERS[name](diff, options)`` returns the text to write. ``table`` is the changed rows for
+``DIFF_RENDERERS[name]`` is a ``renderers.Renderer`` of the diff document. ``table`` is the changed rows for
 a person, ``json`` every figure (the documented diff schema), ``html`` the self-contained comparison
 page (``diff_html``). ``otel-profiler diff --format`` offers these names, in this order."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from ..analysis.diff import NO_GPU_NOTE, has_gpu, tables
 from ..names import terminal_safe
 from .console import render_json, table_text, unicode_escaped
-from .renderers import RenderOptions
+from .renderers import Renderer, RenderOptions
 
 
 def table(d: dict[str, Any], options: RenderOptions) -> str:
@@ -38,6 +38,8 @@ def html(d: dict[str, Any], options: RenderOptions) -> str:
     return unicode_escaped(render_diff_html(d, top=options.top))
 
 
-DiffRenderer = Callable[[dict[str, Any], RenderOptions], str]
-DIFF_RENDERERS: dict[str, DiffRenderer] = {"table": table, "json": json, "html": html}
+DiffRenderer = Renderer[dict[str, Any]]
+DIFF_RENDERERS: dict[str, DiffRenderer] = {r.format: r for r in (
+    Renderer("table", ".txt", False, table), Renderer("json", ".json", False, json),
+    Renderer("html", ".html", False, html))}
 """``otel-profiler diff --format``: the comparison as text, JSON or an HTML page."""

@@ -71,7 +71,7 @@ class ReportCache:
         try:
             with run_allowance():  # one decompression bound for the whole run (``bounded``)
                 profile = load_profile([os.path.join(self.store, run_id)], workers=1, skip_bad=True)
-            html = renderers.html(SummaryDocument(profile, Thresholds()), RenderOptions()) if profile.ranks else ""
+            html = renderers.HTML.text(SummaryDocument(profile, Thresholds()), RenderOptions()) if profile.ranks else ""
         except TraceError as exc:
             raise ReportError(str(exc)) from None
         except (OSError, ValueError, KeyError, TypeError) as exc:

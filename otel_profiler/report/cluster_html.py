@@ -1,16 +1,13 @@
 """A self-contained HTML page for a multi-rank job read through the cluster: the job's figures, its
 insights, the clock offsets, a rank x step heatmap of own work, the aligned per-rank timeline
 (steps and collectives on the reference rank's clock; bounded: ``StragglerThresholds.heatmap_ranks``
-ranks, stragglers first, ``TIMELINE_BARS`` collectives each) and the collective-wait table. Inline
+ranks, stragglers first, ``cluster.analyse.TIMELINE_BARS`` collectives each) and the collective-wait table. Inline
 SVG and CSS only: it opens offline."""
 
 from __future__ import annotations
 
 from html import escape
 from typing import Any
-
-TIMELINE_BARS = 200
-"""Collectives drawn per rank in the aligned timeline (its first ones)."""
 
 _CSS = ("body{font:14px system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;"
         "margin:1em 0}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}"

@@ -1,0 +1,21 @@
+"""A job read through the cluster, as the renderers read it: the merged summary (the same shape as
+one profile's), the thresholds it was judged by, and the aligned timeline's lanes. No events travel
+to this process, so there is no profile."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..analysis.insights import Thresholds
+
+
+@dataclass
+class ClusterDocument:
+    """A merged multi-rank summary in the shape the summary renderers read."""
+
+    summary: dict[str, Any]
+    thresholds: Thresholds
+    thresholds_given: bool
+    lanes: list[dict[str, Any]]
+    profile: None = None
