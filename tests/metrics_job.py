@@ -27,7 +27,7 @@ from typing import Iterator
 
 from otel_profiler import config
 from otel_profiler.live.steps import markers
-from otel_profiler.export.exporter import exporter_from_env
+from otel_profiler.export.exporter import exporter_from_settings
 from otel_profiler.metrics.publisher import MetricsService
 from otel_profiler.live.resource import attributes
 
@@ -74,7 +74,7 @@ def main(out: str, seconds: float) -> None:
     settings = config.load()
     run_id = settings.run_id
     service = MetricsService().start(settings, attributes(settings.values), run_id=run_id)
-    exporter = exporter_from_env(settings, default_service="metrics_job")
+    exporter = exporter_from_settings(settings, default_service="metrics_job")
     if exporter is not None:
         service.attach_exporter(exporter)
     _write_marker(os.path.join(out, "ready"), service.url or "")

@@ -62,13 +62,13 @@ def test_the_delivery_page_lists_the_bounds_as_the_module_defines_them():
 
 def test_huge_values_within_bounds_export_without_overflow(tmp_path):
     """The largest accepted queue, budget and timeout build a working exporter (no OverflowError)."""
-    from otel_profiler.export.exporter import exporter_from_env
+    from otel_profiler.export.exporter import exporter_from_settings
 
     settings = config.load({"OTEL_PROFILER_EXPORT_QUEUE": "10000", "OTEL_PROFILER_SPAN_BUDGET": "1000000",
                             "OTEL_EXPORTER_OTLP_TIMEOUT": "600000", "OTEL_PROFILER_EXPORT_RETRY_S": "86400",
                             "OTEL_PROFILER_OTLP_FILE": str(tmp_path / "spans.jsonl")})
     assert settings.ok, settings.warnings
-    exporter = exporter_from_env(settings, "job")
+    exporter = exporter_from_settings(settings, "job")
     try:
         assert exporter.submit({"rank": 0, "run_id": "r"}, _tiny_batch())
     finally:

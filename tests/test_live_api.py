@@ -282,7 +282,7 @@ def test_every_written_batch_also_goes_to_the_exporter(tmp_path, monkeypatch):
             calls.append(("close", timeout_s))
 
     fake = types.ModuleType("otel_profiler.export.exporter")
-    fake.exporter_from_env = lambda settings, default_service=None: FakeExporter()
+    fake.exporter_from_settings = lambda settings, default_service=None: FakeExporter()
     monkeypatch.setitem(sys.modules, "otel_profiler.export.exporter", fake)
     with api.Profiler(profile_dir=str(tmp_path), **QUIET):
         with api.annotate("a"):

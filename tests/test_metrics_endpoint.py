@@ -432,7 +432,7 @@ def test_nothing_runs_without_an_output() -> None:
 # ------------------------------------------------------------------------------ OTLP metrics
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 def test_otlp_metrics_go_through_the_exporter_process(protocol: str) -> None:
-    from otel_profiler.export.exporter import exporter_from_env
+    from otel_profiler.export.exporter import exporter_from_settings
     from otel_profiler.metrics.profile import step_trace_hex
     from otel_profiler.spans.ids import root_span_id, run_id_of
     from otlp_receiver import OtlpReceiver
@@ -443,7 +443,7 @@ def test_otlp_metrics_go_through_the_exporter_process(protocol: str) -> None:
             "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": protocol,
             "OTEL_METRIC_EXPORT_INTERVAL": "100000"})
         service = MetricsService().start(settings, {"service.name": "trainer", "ml.local_rank": 0}, run_id="run-o")
-        exporter = exporter_from_env(settings, default_service="trainer")
+        exporter = exporter_from_settings(settings, default_service="trainer")
         assert exporter is not None and not exporter.config.has_span_sink
         service.attach_exporter(exporter)
         rank = load_profile([str(trace(NCCL))]).ranks[0]
@@ -487,12 +487,12 @@ def test_otlp_metrics_go_through_the_exporter_process(protocol: str) -> None:
 
 
 def test_a_metrics_endpoint_that_is_down_costs_one_warning(capfd) -> None:
-    from otel_profiler.export.exporter import exporter_from_env
+    from otel_profiler.export.exporter import exporter_from_settings
 
     settings = config.load({"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": f"http://127.0.0.1:{free_port()}/v1/metrics",
                             "OTEL_METRIC_EXPORT_INTERVAL": "100000"})
     service = MetricsService().start(settings, {"service.name": "trainer"}, run_id="run-d")
-    exporter = exporter_from_env(settings, default_service="trainer")
+    exporter = exporter_from_settings(settings, default_service="trainer")
     assert exporter is not None and exporter.config.target is None  # metrics only
     service.attach_exporter(exporter)
     for attempt in (1, 2):

@@ -16,7 +16,7 @@ from cuda_tracer.model.events import GPU_OP_KINDS
 from cuda_tracer.loading import load_profile
 from otel_profiler import config
 from otel_profiler.cli import main
-from otel_profiler.export.exporter import exporter_from_env
+from otel_profiler.export.exporter import exporter_from_settings
 from otel_profiler.spans.options import options_from_settings
 from otel_profiler.spans.build import build_spans
 from otlp_receiver import OtlpReceiver, free_port, proto_span, table_spans
@@ -60,7 +60,7 @@ def test_every_span_arrives_once_with_parent_link_times_attrs(tmp_path, receiver
     endpoint = receiver.grpc_endpoint if protocol == "grpc" else receiver.http_endpoint
     settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
                          OTEL_PROFILER_SPAN_BUDGET="400")
-    exporter = exporter_from_env(settings)
+    exporter = exporter_from_settings(settings)
     assert exporter.submit(rank.meta, rank.batch)
     counters = exporter.close(20)
     got = [proto_span(s) for _, s in receiver.collected.spans()]
@@ -79,7 +79,7 @@ def test_gzip_and_headers_from_traces_variables(tmp_path, rank):
                              OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:1",  # the TRACES_ variant wins
                              OTEL_EXPORTER_OTLP_TRACES_HEADERS="Authorization=Bearer%20s3cret",
                              OTEL_EXPORTER_OTLP_COMPRESSION="gzip")
-        exporter = exporter_from_env(settings)
+        exporter = exporter_from_settings(settings)
         exporter.submit(rank.meta, rank.batch)
         counters = exporter.close(20)
         assert counters["spans_dropped"] == 0 and counters["spans_exported"] > 0
@@ -92,7 +92,7 @@ def test_wrong_credentials_warn_without_leaking_and_do_not_hang(tmp_path, rank, 
         endpoint = receiver.grpc_endpoint if protocol == "grpc" else receiver.http_endpoint
         settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
                              OTEL_EXPORTER_OTLP_HEADERS="authorization=wrong-s3cret-value")
-        exporter = exporter_from_env(settings)
+        exporter = exporter_from_settings(settings)
         exporter.submit(rank.meta, rank.batch)
         counters = exporter.close(20)  # final refusals are not retried: nothing waits out the timeout
     err = capfd.readouterr().err
@@ -113,7 +113,7 @@ def test_receiver_down_spool_then_replay_loses_nothing(tmp_path, rank):
     settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
                          OTEL_EXPORTER_OTLP_PROTOCOL="grpc", OTEL_PROFILER_EXPORT_RETRY_S="0.5",
                          OTEL_PROFILER_SPAN_BUDGET="300")
-    exporter = exporter_from_env(settings)
+    exporter = exporter_from_settings(settings)
     ranks = load_profile([str(trace("hta/trace_filter"))]).ranks
     for r in ranks:
         assert exporter.submit(r.meta, r.batch)
@@ -144,7 +144,7 @@ def test_spool_limit_and_unwritable_spool_count_drops(tmp_path, rank, capfd):
     for spool_env in ({"OTEL_PROFILER_SPOOL_MAX_MB": "0"}, {"OTEL_PROFILER_SPOOL_DIR": str(blocker / "spool")}):
         settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{free_port()}",
                              OTEL_PROFILER_EXPORT_RETRY_S="0", **spool_env)
-        exporter = exporter_from_env(settings)
+        exporter = exporter_from_settings(settings)
         exporter.submit(rank.meta, rank.batch)
         counters = exporter.close(10)
         assert counters["spans_dropped"] == counters["spans_built"] > 0
@@ -157,7 +157,7 @@ def test_a_full_queue_holds_batches_for_later_and_drops_only_past_the_limit(tmp_
     with OtlpReceiver(delay_s=1.0) as receiver:
         settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint,
                              OTEL_PROFILER_EXPORT_QUEUE="1")
-        exporter = exporter_from_env(settings)
+        exporter = exporter_from_settings(settings)
         # The receiver takes 1 s per request: the queue of one fills at once, later batches are
         # held and merged, none waited for and none dropped.
         assert all(exporter.submit(rank.meta, rank.batch) for _ in range(5))
@@ -167,7 +167,7 @@ def test_a_full_queue_holds_batches_for_later_and_drops_only_past_the_limit(tmp_
         assert counters["spans_exported"] + counters["spans_spooled"] == counters["spans_built"] > 0
         # Past HOLD_ROWS held events, a batch is dropped and counted.
         monkeypatch.setattr(exporter_mod, "HOLD_ROWS", len(rank.batch))
-        exporter = exporter_from_env(settings)
+        exporter = exporter_from_settings(settings)
         refused = sum(not exporter.submit(rank.meta, rank.batch) for _ in range(6))
         counters = exporter.close(60)
     assert refused > 0 and counters["batches_dropped_queue_full"] >= refused
@@ -178,7 +178,7 @@ def test_batches_left_unread_at_close_are_counted_and_wait_no_more(tmp_path, ran
     from otel_profiler.metrics.publisher import exporter_points
 
     with OtlpReceiver(delay_s=1.0) as receiver:  # the first request holds the exporter for 1 s
-        exporter = exporter_from_env(_settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint))
+        exporter = exporter_from_settings(_settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint))
         for _ in range(6):
             assert exporter.submit(rank.meta, rank.batch)
         exporter._proc.kill()  # as the OOM killer would: what is still queued is never read
@@ -192,12 +192,12 @@ def test_batches_left_unread_at_close_are_counted_and_wait_no_more(tmp_path, ran
     assert f"{unread} batches never read" in capfd.readouterr().err
 
 
-def test_exporter_from_env_none_without_sink_and_json_file_sink(tmp_path, rank):
-    assert exporter_from_env(config.load({})) is None
-    assert exporter_from_env(config.load({"OTEL_SDK_DISABLED": "true",
+def test_exporter_from_settings_none_without_sink_and_json_file_sink(tmp_path, rank):
+    assert exporter_from_settings(config.load({})) is None
+    assert exporter_from_settings(config.load({"OTEL_SDK_DISABLED": "true",
                                           "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4318"})) is None
     out = tmp_path / "spans.jsonl"
-    exporter = exporter_from_env(_settings(tmp_path, OTEL_PROFILER_OTLP_FILE=str(out)))
+    exporter = exporter_from_settings(_settings(tmp_path, OTEL_PROFILER_OTLP_FILE=str(out)))
     exporter.submit(rank.meta, rank.batch)
     counters = exporter.close(20)
     lines = out.read_bytes().splitlines()
@@ -218,7 +218,7 @@ def test_a_silent_metrics_endpoint_never_holds_up_spans(tmp_path, receiver, rank
         settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint,
                              OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=f"http://127.0.0.1:{silent.getsockname()[1]}/v1/metrics",
                              OTEL_METRIC_EXPORT_INTERVAL="100000")
-        exporter = exporter_from_env(settings)
+        exporter = exporter_from_settings(settings)
         service = MetricsService().start(settings, {"service.name": "trainer"}, run_id="run-1")
         service.attach_exporter(exporter)
         service.observe_batch(rank.batch, rank.meta)
@@ -242,7 +242,8 @@ def test_a_silent_metrics_endpoint_never_holds_up_spans(tmp_path, receiver, rank
 
 
 def test_a_broken_metrics_setting_costs_the_metrics_not_the_spans(tmp_path):
-    from otel_profiler.export.exporter import Counters, Pipeline, config_from_settings
+    from otel_profiler.export.export_config import export_config_from_settings as config_from_settings
+    from otel_profiler.export.pipeline import Counters, Pipeline
 
     settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318",
                          OTEL_EXPORTER_OTLP_METRICS_ENDPOINT="https://127.0.0.1:4318/v1/metrics",
@@ -323,11 +324,11 @@ def test_spawned_exporter_does_not_rerun_the_main_script(tmp_path, receiver):
         f"open({str(marker)!r}, 'a').write('x')\n"  # no __main__ guard, like many training scripts
         f"sys.path.insert(0, {str(REPO)!r}); sys.path.insert(0, {str(REPO / 'tests')!r})\n"
         "from otel_profiler import config\n"
-        "from otel_profiler.export.exporter import exporter_from_env\n"
+        "from otel_profiler.export.exporter import exporter_from_settings\n"
         "from cuda_tracer.loading import load_profile\n"
         "from conftest import trace\n"
         f"r = load_profile([str(trace({TRACE!r}))]).ranks[0]\n"
-        "e = exporter_from_env(config.load())\n"
+        "e = exporter_from_settings(config.load())\n"
         "assert e.submit(r.meta, r.batch)\n"
         "print(e.close(20)['spans_exported'])\n")
     env = dict(os.environ, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint,
@@ -342,14 +343,14 @@ def test_spawned_exporter_does_not_rerun_the_main_script(tmp_path, receiver):
 def test_tls_errors_warn_and_never_hang(tmp_path, receiver, rank, capfd):
     # HTTPS against a plaintext receiver: a TLS error, final (dropped, counted), reported once.
     settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=f"https://127.0.0.1:{receiver.http_port}")
-    exporter = exporter_from_env(settings)
+    exporter = exporter_from_settings(settings)
     exporter.submit(rank.meta, rank.batch)
     counters = exporter.close(10)
     assert counters["spans_dropped"] == counters["spans_built"] > 0
     # A certificate file that does not exist: the exporter reports it and drops, never crashes.
     settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=f"https://127.0.0.1:{receiver.http_port}",
                          OTEL_EXPORTER_OTLP_CERTIFICATE=str(tmp_path / "missing.pem"))
-    exporter = exporter_from_env(settings)
+    exporter = exporter_from_settings(settings)
     exporter.submit(rank.meta, rank.batch)
     counters = exporter.close(10)
     assert counters["batches_failed"] == 1
@@ -441,7 +442,7 @@ def test_batches_held_while_the_queue_is_full_keep_each_steps_user_span_links(tm
                 raise queue.Full
             self.items.append(item)
 
-    exporter = exporter_from_env(_settings(tmp_path, OTEL_PROFILER_OTLP_FILE=str(tmp_path / "spans.jsonl")))
+    exporter = exporter_from_settings(_settings(tmp_path, OTEL_PROFILER_OTLP_FILE=str(tmp_path / "spans.jsonl")))
     real, exporter._queue = exporter._queue, FullOnce()
     try:
         assert exporter.submit({**rank.meta, "user_spans": {1: ["a" * 32 + "b" * 16]}}, rank.batch)

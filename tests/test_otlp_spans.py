@@ -245,7 +245,8 @@ def _trace_set(table) -> set[str]:
 def _pipeline_traces(out, meta, batches, opts) -> set[str]:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    from otel_profiler.export.exporter import Counters, ExportConfig, Pipeline
+    from otel_profiler.export.export_config import ExportConfig
+    from otel_profiler.export.pipeline import Counters, Pipeline
     from otel_profiler.export.otlp import read_delimited
 
     pipeline = Pipeline(ExportConfig(pb_file=str(out), span_options=opts), Counters())

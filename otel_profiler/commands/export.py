@@ -27,9 +27,9 @@ from typing import Any
 from cuda_tracer.model.batch_pieces import step_pieces
 
 from .. import config
-from ..export.exporter import Counters, ExportConfig, Pipeline
+from ..export.export_config import ExportConfig, export_config_from_settings
+from ..export.pipeline import Counters, Pipeline
 from ..export.sinks import unreachable
-from ..spans.options import options_from_settings
 from ..names import terminal_safe
 from ..profiler_warnings import print_warning
 from ..shared.otlp_target import PROTOCOLS, resolve_target
@@ -113,12 +113,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"otel-profiler: error: cannot reach {terminal_safe(target.describe())} ({why}); nothing "
                   f"was exported and {inputs} untouched", file=sys.stderr)
             return 1
-    options = options_from_settings(settings, "otel-profiler-export")
+    export_config = export_config_from_settings(  # only the spans, to what the flags chose, now
+        settings, "otel-profiler-export", target=target, json_file=json_file, pb_file=pb_file,
+        metrics_target=None, spool_dir="", console_spans=False, console_metrics=False)
+    options = export_config.span_options
     options.service_name = args.service_name or options.service_name
     if budget is not None:
         options.budget = budget
-    export_config = ExportConfig(target=target, json_file=json_file, pb_file=pb_file,
-                                 retry_s=settings.export_retry_s, span_options=options)
     if args.output and args.scheduler:
         print("otel-profiler: error: --output cannot be combined with --scheduler: each worker sends "
               "its ranks' spans to the endpoint, there is no one file to write", file=sys.stderr)

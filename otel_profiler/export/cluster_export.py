@@ -15,7 +15,8 @@ from typing import Any
 from cuda_tracer.model.batch_pieces import step_pieces
 from cuda_tracer.profile import RankProfile, TraceError
 
-from .exporter import Counters, ExportConfig, Pipeline
+from .export_config import ExportConfig
+from .pipeline import Counters, Pipeline
 
 COUNTS = ("spans_built", "spans_exported", "spans_dropped")
 """The counters the client adds up over the ranks."""

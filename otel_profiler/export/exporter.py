@@ -1,28 +1,26 @@
-"""The exporter process: EventBatches and metrics in through a bounded queue, OTLP out; training never waits.
+"""The exporter, training-process side: EventBatches and metrics in through a bounded queue to the
+exporter process (``exporter_process``), OTLP out; training never waits.
 
-Training-process side (:class:`Exporter`, :func:`exporter_from_env`) imports no protobuf, grpc or encoder:
-``submit`` puts ``(meta, batch)`` and ``submit_metrics`` a ``MetricsSnapshot`` on a bounded
-``multiprocessing`` queue without blocking; when the queue is full (the exporter process is behind) the batch
-is kept and merged into the next one, up to ``HOLD_ROWS`` events, beyond which it is dropped and counted. A
-separate *spawned* process (:func:`_child_main`, ``__main__`` hidden so the training script never re-runs)
-runs the :class:`otel_profiler.export.pipeline.Pipeline`: it builds spans, encodes spans and metrics and hands
-requests to a sending thread (``otel_profiler.export.delivery``), so encoding and network I/O never hold the
-training GIL and a silent endpoint never stops the queue from being read.
+:class:`Exporter` and :func:`exporter_from_settings` import no protobuf, grpc or encoder: ``submit``
+puts ``(meta, batch)`` and ``submit_metrics`` a ``MetricsSnapshot`` on a bounded ``multiprocessing``
+queue without blocking; when the queue is full (the exporter process is behind) the batch is kept
+and merged into the next one, up to ``HOLD_ROWS`` events, beyond which it is dropped and counted.
+The exporter process is *spawned* (``__main__`` hidden, so the training script never re-runs), and
+shares its counters and the close schedule with this side (``exporter_state.SharedState``).
 
 Closing (``close(timeout_s)``, the job's exit): the exporter process reads every batch still queued, keeps
 sending while the endpoint answers for at most ``timeout_s`` seconds (giving up at once on a failing
 endpoint), then spools every request not acknowledged (local and fast); only if that local work takes more
 than ``PERSIST_S`` more is it stopped, and what it had not settled is counted lost with its reason (batches
-never read, batches cut short, spans not persisted). Exporters still open at exit are closed by one exit hook
-registered at import, so after a session's own hook has written its last part.
+never read, batches cut short, spans not persisted). A frozen exporter process (stopped, or neither beating
+nor using CPU) is killed at once. Exporters still open at exit are closed by one exit hook registered at
+import, so after a session's own hook has written its last part.
 
-The exporter process never outlives its job: on Linux it asks for a parent-death signal
-(``PR_SET_PDEATHSIG``), and everywhere it watches its parent (multiprocessing's parent sentinel); when the job
-is gone it spools what it holds and exits. A dead exporter process (killed, out of memory) costs one warning;
-later batches are counted as dropped (they stay in the profile folder). When spans wait in the spool at close,
-one line names the spool and the ``otel-profiler replay`` command that sends them (:func:`replay_hint`). With
-``OTEL_PROFILER_PROFILES_EXPORTER=otlp`` it also sends each batch's OpenTelemetry profiles
-(``export.profiles_config``) within the same close deadline.
+A dead exporter process (killed, out of memory) costs one warning; later batches are counted as dropped
+(they stay in the profile folder). When spans wait in the spool at close, one line names the spool and
+the ``otel-profiler replay`` command that sends them (:func:`replay_hint`). With
+``OTEL_PROFILER_PROFILES_EXPORTER=otlp`` the exporter process also sends each batch's OpenTelemetry
+profiles (``export.profiles_config``) within the same close deadline.
 """
 
 from __future__ import annotations
@@ -34,9 +32,7 @@ import multiprocessing.util  # noqa: F401  (its exit hook, registered first, mus
 import os
 import queue as queue_mod
 import shlex
-import signal
 import sys
-import threading
 import time
 import weakref
 from typing import Any
@@ -46,12 +42,12 @@ from cuda_tracer.private_files import open_in_private_dir
 
 from ..config import Settings
 from ..metrics.points import MetricsSnapshot
-from .pipeline import (COUNTERS, METRICS_RETRY_S, PROBE_S, Counters, ExportConfig,  # noqa: F401
-                       Pipeline)
-from ..spans.context import merged_meta
-from ..spans.options import options_from_settings
-from .profiles_config import open_sender, profiles_config
 from ..profiler_warnings import print_warning
+from ..spans.context import merged_meta
+from .export_config import ExportConfig, export_config_from_settings
+from .exporter_state import HEARTBEAT_S, SharedState
+from .profiles_config import profiles_config
+from .profiles_target import ProfilesConfig
 
 log = logging.getLogger(__name__)
 HOLD_ROWS = 2_000_000
@@ -62,139 +58,11 @@ PERSIST_S = 30.0
 holds (milliseconds normally; a cap for a machine that is swapping)."""
 DELIVERY_NOTES = "delivery-at-exit.{pid}.txt"
 """In the profile folder: the lines a process's exporter said at close (spans spooled, batches lost)."""
-HEARTBEAT_S = 0.1
-"""The exporter process writes the time (``time.monotonic``, one clock for every process) this often."""
 FROZEN_S = 1.0
 """At close, an exporter process whose heartbeat is older than this, or that is stopped (SIGSTOP,
 a debugger), is frozen: it is killed at once and the job does not wait for it."""
 
 
-def config_from_settings(settings: Settings, default_service: str | None = None) -> ExportConfig:
-    """What the exporter process needs, from the settings (targets resolved)."""
-    return ExportConfig(
-        target=settings.traces_target,
-        metrics_target=settings.metrics_target,
-        json_file=settings.otlp_file,
-        spool_dir=os.path.abspath(settings.spool_dir or os.path.join(settings.output_dir, "otlp-spool")),
-        spool_max_bytes=settings.spool_max_mb << 20,
-        retry_s=settings.export_retry_s,
-        queue_size=settings.export_queue,
-        span_options=options_from_settings(settings, default_service),
-        console_spans="console" in settings.otel_traces_exporter,
-        console_metrics="console" in settings.otel_metrics_exporter and settings.metrics)
-
-
-# ----------------------------------------------------------------------------- the exporter process
-_parent_gone = threading.Event()
-
-
-def _watch_parent(parent_pid: int) -> None:
-    """Be told when the job dies, even by SIGKILL: Linux's parent-death signal (SIGUSR1 here; it
-    also fires when the job's thread that started us ends, so the handler checks the parent)."""
-    def on_signal(signum: int, frame: Any) -> None:
-        if os.getppid() != parent_pid:
-            _parent_gone.set()
-
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            signal.signal(signal.SIGUSR1, on_signal)
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, int(signal.SIGUSR1), 0, 0, 0)  # PR_SET_PDEATHSIG
-        except Exception:
-            log.debug("the parent-death signal could not be asked for", exc_info=True)
-    if os.getppid() != parent_pid:  # died before the signal was asked for
-        _parent_gone.set()
-
-
-def _beat(heartbeat: Any) -> None:
-    """Tell the job this process is alive (a thread of its own: a sending thread waiting on the
-    network, or encoding, never stops it)."""
-    while True:
-        heartbeat[0] = time.monotonic()
-        time.sleep(HEARTBEAT_S)
-
-
-def _child_main(q: Any, config: ExportConfig, shared: Any, closing: Any, parent_pid: int = 0,
-                heartbeat: Any = None, profiles: Any = None) -> None:
-    """The exporter process: read batches until the sentinel or the job's end.
-
-    ``closing`` holds what ``Exporter.close`` sets: the network deadline (wall clock; after it,
-    requests are spooled, not sent), the end of the time given to spool what is left, and the
-    close timeout."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's; close() ends us
-    if heartbeat is not None:
-        threading.Thread(target=_beat, args=(heartbeat,), name="otel-profiler-heartbeat", daemon=True).start()
-    if parent_pid:
-        _watch_parent(parent_pid)
-    counters = Counters(shared)
-    ready = [0.0]  # when this process could first send (wall clock), set below
-
-    def network_deadline() -> float | None:
-        """The close's network deadline, as a monotonic time; None while not closing. A process
-        that became ready only after the close began (a slow start on a busy machine: imports are
-        local work, not a network wait) gets the whole close timeout from then on, within the
-        time the job gives it (a little is kept for spooling)."""
-        wall = closing[0]
-        if not wall:
-            return None
-        wall = min(max(wall, ready[0] + closing[2]), closing[1] - 2.0)
-        return time.monotonic() + (wall - time.time())
-
-    try:
-        pipeline: Pipeline | None = Pipeline(config, counters, threaded=True,
-                                             closing_deadline=network_deadline)
-    except Exception as exc:  # e.g. unreadable certificate file
-        print_warning(f"span exporter cannot start ({exc.__class__.__name__}: {exc}); spans are dropped")
-        pipeline = None
-    sender = open_sender(profiles, print_warning, network_deadline)
-    ready[0] = time.time()
-    parent = mp.parent_process()
-    errors: set[str] = set()
-    while not _parent_gone.is_set():
-        try:
-            item = q.get(timeout=0.2 if closing[0] else 1.0)
-        except queue_mod.Empty:
-            if parent is not None and not parent.is_alive():
-                _parent_gone.set()
-            elif closing[1] and time.time() >= closing[1]:
-                break  # no sentinel came (the queue stayed full): what is left was never read
-            continue
-        except (EOFError, OSError):
-            break
-        if item is None:
-            break
-        is_metrics = isinstance(item, MetricsSnapshot)
-        counters.add("metric_snapshots_received" if is_metrics else "batches_received")
-        if pipeline is None:
-            counters.add("metric_requests_failed" if is_metrics else "batches_failed")
-            continue
-        try:
-            if is_metrics:
-                pipeline.handle_metrics(item)
-            else:
-                pipeline.handle(*item)
-                counters.add("batches_finished")
-                sender.handle_safely(*item)
-        except Exception as exc:
-            counters.add("metric_requests_failed" if is_metrics else "batches_failed")
-            key = f"{exc.__class__.__name__}: {exc}"[:200]
-            if key not in errors:
-                errors.add(key)
-                print_warning(f"{'metrics' if is_metrics else 'span'} export failed ({key})")
-    if pipeline is not None:
-        if _parent_gone.is_set() and pipeline.delivery is not None:
-            pipeline.delivery.persist_now()  # the job is gone: no network, keep what we hold
-        pipeline.close(network_deadline() if not _parent_gone.is_set() else time.monotonic())
-    sender.close_and_report(network_deadline() if not _parent_gone.is_set() else time.monotonic())
-    try:
-        sys.stderr.flush()
-    finally:
-        os._exit(0)  # a sending thread may still sit in a network call: do not wait for it
-
-
-# ----------------------------------------------------------------------------- training side
 def _start_hiding_main(proc: Any) -> None:
     """Start a spawned process without it re-importing ``__main__`` (the training script)."""
     main = sys.modules.get("__main__")
@@ -213,16 +81,15 @@ def _start_hiding_main(proc: Any) -> None:
 class Exporter:
     """Hands batches to the exporter process. ``submit`` never blocks and never raises."""
 
-    def __init__(self, config: ExportConfig, profiles: Any = None) -> None:
+    def __init__(self, config: ExportConfig, profiles: ProfilesConfig | None = None) -> None:
+        from .exporter_process import run_exporter_process
+
         ctx = mp.get_context("spawn")
         self.config = config
         self._queue: Any = ctx.Queue(config.queue_size)  # None once closed
-        self._shared = ctx.Array("q", len(COUNTERS), lock=False)
-        self._closing = ctx.Array("d", 3, lock=False)  # (stop sending, stop spooling, timeout): see _child_main
-        self._heartbeat = ctx.Array("d", 1, lock=False)  # the exporter process's last sign of life
-        self._proc = ctx.Process(target=_child_main, name="otel-profiler-exporter", daemon=True,
-                                 args=(self._queue, config, self._shared, self._closing, os.getpid(),
-                                       self._heartbeat, profiles))
+        self._state = SharedState.create(ctx)  # its counters, and the close schedule
+        self._proc = ctx.Process(target=run_exporter_process, name="otel-profiler-exporter", daemon=True,
+                                 args=(self._queue, config, self._state, os.getpid(), profiles))
         _start_hiding_main(self._proc)
         self.submitted = self.metrics_submitted = 0
         self._gone_warned = False
@@ -283,7 +150,7 @@ class Exporter:
         when the process has died."""
         if not self.config.wants_metrics or self._closed or not self._alive():
             return False
-        if not last and self.metrics_submitted > Counters(self._shared).get("metric_snapshots_received"):
+        if not last and self.metrics_submitted > self._state.counters.get("metric_snapshots_received"):
             return False
         try:
             self._queue.put_nowait(snapshot)
@@ -308,12 +175,12 @@ class Exporter:
     def _count_unread(self) -> None:
         """Batches left in the queue of a process that is gone: dropped, and no longer waiting;
         and batches it had read but not turned into requests yet."""
-        c = self._final or Counters(self._shared).snapshot()
+        c = self._final or self._state.counters.snapshot()
         self.dropped_unread = max(0, self.submitted - c["batches_received"])
         self.cut_short = max(0, c["batches_received"] - c["batches_finished"] - c["batches_failed"])
 
     def counters(self) -> dict[str, int]:
-        out = dict(self._final) if self._final is not None else Counters(self._shared).snapshot()
+        out = dict(self._final) if self._final is not None else self._state.counters.snapshot()
         out["batches_submitted"] = self.submitted
         out["batches_dropped_queue_full"] = self.dropped
         out["batches_dropped_exporter_gone"] = self.dropped_gone
@@ -329,10 +196,10 @@ class Exporter:
             return self.counters()
         self._closed = True
         _LIVE.discard(self)
-        now = time.time()
-        self._closing[2] = timeout_s
-        self._closing[1] = now + timeout_s + PERSIST_S
-        self._closing[0] = now + timeout_s
+        now, schedule = time.time(), self._state.schedule
+        schedule.timeout_s = timeout_s
+        schedule.spool_until = now + timeout_s + PERSIST_S
+        schedule.send_until = now + timeout_s  # last: the exporter process reads it as "closing"
         end = time.monotonic() + timeout_s + PERSIST_S
         if self._held is not None and self._proc.is_alive():
             if self._put((self._held_meta, self._held), end):
@@ -351,7 +218,7 @@ class Exporter:
                 print_warning(f"span exporter did not finish spooling within {timeout_s + PERSIST_S:g} s; "
                               "stopping it")
             self._stop_process()
-        self._final = Counters(self._shared).snapshot()
+        self._final = self._state.counters.snapshot()
         self._count_unread()
         if not stopped and self._proc.exitcode == 0:
             self._final["spans_pending"] = self._final["requests_pending"] = 0
@@ -416,7 +283,7 @@ class Exporter:
         now = time.monotonic()
         if cpu != self._cpu_seen:
             self._cpu_seen, self._cpu_moved = cpu, now
-        beat = self._heartbeat[0]
+        beat = self._state.schedule.heartbeat
         return beat > 0 and now - beat > FROZEN_S and now - self._cpu_moved > FROZEN_S
 
     def _stop_process(self) -> None:
@@ -487,12 +354,12 @@ def _close_at_exit() -> None:
         exporter.close()
 
 
-def exporter_from_env(settings: Settings, default_service: str | None = None) -> Exporter | None:
+def exporter_from_settings(settings: Settings, default_service: str | None = None) -> Exporter | None:
     """An Exporter configured from the settings (``otel_profiler.config.load()``); None when neither
     an OTLP endpoint nor a file sink is configured, or when OTEL_SDK_DISABLED is true."""
     if settings.otel_sdk_disabled:
         return None
-    config = config_from_settings(settings, default_service or settings.service_name)
+    config = export_config_from_settings(settings, default_service or settings.service_name)
     if not config.has_sink:
         return None
     return Exporter(config, profiles_config(settings, config))

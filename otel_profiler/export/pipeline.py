@@ -24,7 +24,7 @@ from cuda_tracer.model.events import EventBatch
 from ..metrics.points import MetricsSnapshot
 from ..profiler_warnings import print_warning
 from ..shared.otlp_target import OtlpTarget
-from ..spans.options import SpanOptions
+from .export_config import ExportConfig
 
 log = logging.getLogger(__name__)
 
@@ -39,41 +39,9 @@ COUNTERS = (
     "spool_bytes", "requests_pending", "spans_pending",
 )
 METRICS_RETRY_S = 2.0
-PROBE_S = 5.0
 KNOWN_STEPS = 256  # steps per rank remembered for events that arrive in a later batch
 HOLD_OPEN_S = 300  # events after the last finished step wait at most this long (event time) for it
 HOLD_OPEN_ROWS = 2_000_000  # ... and are never more than this many
-
-
-@dataclass
-class ExportConfig:
-    """Everything the exporter process needs (picklable; headers only inside ``target``)."""
-
-    target: OtlpTarget | None = None
-    metrics_target: OtlpTarget | None = None
-    json_file: str = ""
-    pb_file: str = ""
-    spool_dir: str = ""
-    spool_max_bytes: int = 1024 << 20
-    retry_s: float = 30.0
-    queue_size: int = 64
-    max_request_bytes: int = 3 << 20
-    probe_s: float = PROBE_S  # while the endpoint is down: one try per this many seconds
-    span_options: SpanOptions = field(default_factory=SpanOptions)
-    console_spans: bool = False  # OTEL_TRACES_EXPORTER=console: OTLP JSON lines on stdout
-    console_metrics: bool = False  # OTEL_METRICS_EXPORTER=console: likewise for metrics
-
-    @property
-    def has_span_sink(self) -> bool:
-        return bool(self.target or self.json_file or self.pb_file or self.console_spans)
-
-    @property
-    def wants_metrics(self) -> bool:
-        return self.metrics_target is not None or self.console_metrics
-
-    @property
-    def has_sink(self) -> bool:
-        return self.has_span_sink or self.wants_metrics
 
 
 class Counters:

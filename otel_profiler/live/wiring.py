@@ -18,6 +18,11 @@ from ..profiler_warnings import warn
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
+    from ..export.exporter import Exporter
+    from ..metrics.publisher import MetricsService
+
+MakeExporter = Callable[["Settings", str], "Exporter | None"]
+"""Makes the session's exporter from its settings and service name (None: nothing to export to)."""
 
 EXPORTER_CHILD_ENV = "_OTEL_PROFILER_EXPORTER_CHILD"
 """Set (internally) in the environment our exporter process is spawned with: no session starts there."""
@@ -30,17 +35,17 @@ class ExportWiring:
         self.settings = settings
         self.resource = resource
         self.run_id = run_id
-        self.metrics: Any = None  # MetricsService, made once a step was recorded
+        self.metrics: MetricsService | None = None  # made once a step was recorded
         self.metrics_due = False  # a step was recorded: the flush thread starts the metrics
         self._metrics_made = False
-        self.exporter: Any = None
+        self.exporter: Exporter | None = None
         self._exporter_made = False  # made at the first write: launchers that record nothing
                                      # (the torchrun agent) never start an exporter process
-        self._make_exporter: Callable[[Settings, str], Any] | None = None
+        self._make_exporter: MakeExporter | None = None
         self._exporter_watched = False
         self._watch_lock = threading.Lock()
 
-    def prepare(self, make_exporter: Callable[[Settings, str], Any]) -> None:
+    def prepare(self, make_exporter: MakeExporter) -> None:
         """At start: the function that makes the exporter at the first write (``exporter_factory``)."""
         self._make_exporter = make_exporter
 
@@ -62,7 +67,7 @@ class ExportWiring:
         except Exception as exc:
             warn(f"metrics are off ({type(exc).__name__}: {exc})")
 
-    def exporter_at_first_write(self) -> Any:
+    def exporter_at_first_write(self) -> Exporter | None:
         """The exporter, made the first time this is asked (None when none is configured)."""
         if not self._exporter_made:
             self._exporter_made = True
@@ -102,17 +107,17 @@ class ExportWiring:
         self._watch_lock = threading.Lock()
 
 
-def exporter_factory() -> Callable[[Settings, str], Any]:
+def exporter_factory() -> MakeExporter:
     """A function making the OTLP exporter (None when none is configured); imports it now."""
     try:
-        from ..export.exporter import exporter_from_env
+        from ..export.exporter import exporter_from_settings
     except ImportError:
         return lambda settings, service: None
 
-    def make(settings: Settings, service: str) -> Any:
+    def make(settings: Settings, service: str) -> Exporter | None:
         try:
             with _exporter_child_marked():
-                return exporter_from_env(settings, default_service=service)
+                return exporter_from_settings(settings, default_service=service)
         except Exception as exc:
             warn(f"OTLP export is off ({type(exc).__name__}: {exc})")
             return None
