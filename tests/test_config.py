@@ -280,3 +280,22 @@ def test_settings_cannot_be_changed():
         loaded.span_budget = 5  # type: ignore[misc]
     with pytest.raises(TypeError):
         loaded.values["OTEL_PROFILER_SPAN_BUDGET"] = 5  # type: ignore[index]
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({"OTEL_SERVICE_NAME": "trainer", "OTEL_RESOURCE_ATTRIBUTES": "service.name=other"}, "trainer"),
+    ({"OTEL_RESOURCE_ATTRIBUTES": "service.name=from-attributes,team=ml"}, "from-attributes"),
+    ({}, "train"),
+])
+def test_the_settings_the_live_resource_and_the_spans_name_the_service_alike(env, expected, monkeypatch):
+    """One rule (``shared.service_name``): OTEL_SERVICE_NAME, then service.name in
+    OTEL_RESOURCE_ATTRIBUTES, then the script's name."""
+    from otel_profiler.live.resource import attributes
+    from otel_profiler.spans.attributes import resource_attributes
+    from otel_profiler.spans.options import options_from_settings
+
+    monkeypatch.setattr(sys, "argv", ["/jobs/train.py"])
+    settings = config.load(env)
+    live = attributes(settings.values, env={})
+    spans = resource_attributes({}, options_from_settings(settings, settings.service_name), "run", 0)
+    assert settings.service_name == live["service.name"] == spans["service.name"] == expected

@@ -23,6 +23,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from cuda_tracer.model.bounded import file_allowance, read_member, read_npy_member
+from cuda_tracer.model.string_table import StringTable
 
 MISSING = -1
 
@@ -379,18 +380,15 @@ class BatchBuilder:
 
     def __init__(self) -> None:
         self._cols: dict[str, list[int]] = {c: [] for c in COLUMNS}
-        self.strings: list[str] = []
-        self._index: dict[str, int] = {}
+        self._strings = StringTable()
+        self.intern = self._strings.intern
         self._extra_row: list[int] = []
         self._extra_key: list[int] = []
         self._extra_value: list[Any] = []
 
-    def intern(self, s: str) -> int:
-        i = self._index.get(s)
-        if i is None:
-            i = self._index[s] = len(self.strings)
-            self.strings.append(s)
-        return i
+    @property
+    def strings(self) -> list[str]:
+        return self._strings.strings
 
     def __len__(self) -> int:
         return len(self._cols["kind"])

@@ -38,6 +38,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from cuda_tracer.model.events import COLUMNS, MISSING, EventBatch, Kind, MemcpyKind
+from cuda_tracer.model.string_table import StringTable
 from cuda_tracer.profile import RankProfile, TraceError
 from cuda_tracer.trace_input import open_regular
 
@@ -212,7 +213,7 @@ def trace_to_batch(trace: Any, start_ns: int) -> tuple[EventBatch, dict[str, str
             threads[f"{did}/{rid}"] = resource.name
             tracks[(did, rid)] = _track(device.name, gpu, resource.name)
 
-    index: dict[str, int] = {}
+    table = StringTable()
     rows: dict[str, list[int]] = {c: [] for c in ("kind", "subkind", "name", "start_ns", "end_ns", "pid",
                                                   "tid", "device", "stream", "correlation")}
     extra_rows, extra_keys, extra_values = [], [], []
@@ -232,7 +233,7 @@ def trace_to_batch(trace: Any, start_ns: int) -> tuple[EventBatch, dict[str, str
             extra_keys.append("long_name")
             extra_values.append(args["long_name"])
         start = start_ns + e.timestamp_ps // 1000
-        for col, value in (("kind", kind), ("subkind", subkind), ("name", index.setdefault(name, len(index))),
+        for col, value in (("kind", kind), ("subkind", subkind), ("name", table.intern(name)),
                            ("start_ns", start), ("end_ns", start + e.duration_ps // 1000),
                            ("pid", e.device_id), ("tid", e.resource_id), ("device", device),
                            ("stream", stream), ("correlation", _int(args.get("correlation_id")))):
@@ -241,8 +242,8 @@ def trace_to_batch(trace: Any, start_ns: int) -> tuple[EventBatch, dict[str, str
     columns = {c: np.full(n, MISSING if dt.kind == "i" else 0, dt) for c, dt in COLUMNS.items()}
     for col, values in rows.items():
         columns[col] = np.asarray(values, COLUMNS[col]) if n else columns[col]
-    key_ids = [index.setdefault(k, len(index)) for k in extra_keys]
-    batch = EventBatch(columns, list(index), np.asarray(extra_rows, np.int64),
+    key_ids = [table.intern(k) for k in extra_keys]
+    batch = EventBatch(columns, table.strings, np.asarray(extra_rows, np.int64),
                        np.asarray(key_ids, np.int32), extra_values)
     return batch.sorted_by_start(), processes, threads
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from cuda_tracer.model.events import COLUMNS, EventBatch
+from cuda_tracer.model.string_table import StringTable
 
 
 def _malloc_trim():
@@ -95,19 +96,12 @@ class Assembly:
         self.parts: list[Part] = []  # the parts added, their columns dropped but for a first one
         self.lengths: list[int] = []
         self.remaps: list[np.ndarray] = []
-        self.strings: list[str] = []
-        self.index: dict[str, int] = {}
+        self.table = StringTable()  # the joined batch's strings
+        self.intern = self.table.intern
         # the side tables of the parts copied, by order code: each part's entries of that code in
         # file order (whole-file rows, local keys, parts, values) and the (part, local key) pairs in
         # order of first use, so that the join only concatenates the codes in order
         self.side: dict[int, _CodeEntries] = {}
-
-    def intern(self, s: str) -> int:
-        i = self.index.get(s)
-        if i is None:
-            i = self.index[s] = len(self.strings)
-            self.strings.append(s)
-        return i
 
     def add(self, part: Part) -> None:
         """Take ``part`` (its columns are emptied). The first part is kept whole until a second
@@ -190,7 +184,7 @@ class Assembly:
                 column.resize(self.rows, refcheck=False)  # the unused rows handed back
         if self.rows >= TRIM_ROWS:
             release_freed_memory()  # the parts' copies, in the C heap's holes: back to the system
-        batch = EventBatch(self.columns, self.strings, rows, keys, values)
+        batch = EventBatch(self.columns, self.table.strings, rows, keys, values)
         self.parts, self.columns, self.side = [], {}, {}
         return batch, facts
 

@@ -24,6 +24,7 @@ import sys
 from typing import Any, Mapping
 
 from ..shared.otlp_target import resolve_target, safe_text
+from ..shared.service_name import service_name
 from .parsers import (  # noqa: F401  (the parsers and their errors are part of this module's interface)
     ACTIVITIES, ACTIVITY_GROUPS, EXPORTER_NAMES, Activities, ConfigError, Exporters, FeatureOff, OutOfRange,
     StepRange, exporter_warnings, local_rank, parse_activities, parse_basic_auth, parse_bool, parse_choice,
@@ -60,8 +61,8 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
                     warnings=tuple(warnings), notices=tuple(notices),
                     traces_target=resolve_target(values),
                     metrics_target=resolve_target(values, signal="metrics") if metrics else None,
-                    service_name=values["OTEL_SERVICE_NAME"]
-                    or values["OTEL_RESOURCE_ATTRIBUTES"].get("service.name") or script_name())
+                    service_name=service_name(values["OTEL_SERVICE_NAME"], values["OTEL_RESOURCE_ATTRIBUTES"],
+                                              script_name()))
 
 
 def _ports_with_rank(values: dict[str, Any], env: Mapping[str, str]) -> list[str]:

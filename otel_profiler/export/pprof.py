@@ -18,12 +18,13 @@ from __future__ import annotations
 import gzip
 import re
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from cuda_tracer.model.events import Kind
+from cuda_tracer.model.string_table import StringTable
 from cuda_tracer.private_files import open_private
 from cuda_tracer.profile import Profile
 
@@ -92,21 +93,6 @@ def profile_messages() -> dict[str, Any]:
             for message, _ in _SCHEMA}
 
 
-class _Strings:
-    """The profile's string table: index 0 is the empty string, each string stored once."""
-
-    def __init__(self) -> None:
-        self.table: list[str] = [""]
-        self._index: dict[str, int] = {"": 0}
-
-    def __call__(self, text: str) -> int:
-        i = self._index.get(text)
-        if i is None:
-            i = self._index[text] = len(self.table)
-            self.table.append(text)
-        return i
-
-
 def function_of_frame(text: str) -> tuple[str, str, int]:
     """(function name, file name or "", line or 0) of a frame: ``path/file.py(123): name`` is
     ``name`` in ``path/file.py`` at line 123; any other frame is its demangled name."""
@@ -123,7 +109,8 @@ def encode(profile: Profile) -> tuple[bytes, dict[str, int]]:
     model = stack_model(batch)
     grouped = samples(batch, model)
     messages = profile_messages()
-    strings = _Strings()
+    table = StringTable([""])  # pprof's index 0 is the empty string
+    strings = table.intern
     out = messages["Profile"]()
     for type_, unit in SAMPLE_TYPES:
         out.sample_type.add(type=strings(type_), unit=strings(unit))
@@ -139,7 +126,7 @@ def encode(profile: Profile) -> tuple[bytes, dict[str, int]]:
         out.duration_nanos = int(batch.end_ns.max() - batch.start_ns.min())
     out.comment.append(strings(f"otel-profiler: {len(profile.ranks)} rank(s) from "
                                + ", ".join(profile.sources)))
-    out.string_table.extend(strings.table)
+    out.string_table.extend(table.strings)
     totals = {"gpu_ns": int(grouped.gpu_ns.sum()), "cpu_ns": int(grouped.cpu_ns.sum()),
               "launches": int(grouped.count.sum()), "samples": len(grouped.stack),
               "frames": len(out.location)}
@@ -156,7 +143,7 @@ def write(profile: Profile, path: str) -> dict[str, int]:
     return totals
 
 
-def _locations(out: Any, model: StackModel, grouped: Samples, strings: _Strings) -> np.ndarray:
+def _locations(out: Any, model: StackModel, grouped: Samples, strings: Callable[[str], int]) -> np.ndarray:
     """Add a Function and a Location for each frame the samples' stacks use; returns the location
     id of each frame id (0 where unused)."""
     frame_ids = used_frames(model, grouped.stack)
@@ -173,7 +160,7 @@ def _locations(out: Any, model: StackModel, grouped: Samples, strings: _Strings)
 
 
 def _samples(out: Any, model: StackModel, grouped: Samples, location_of_frame: np.ndarray,
-             strings: _Strings) -> None:
+             strings: Callable[[str], int]) -> None:
     """Add one Sample per entry of ``grouped``: its stack's locations innermost first, its values
     in ``SAMPLE_TYPES`` order and its labels."""
     paths = frame_paths(model, grouped.stack)

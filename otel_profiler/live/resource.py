@@ -22,6 +22,7 @@ import time
 from typing import Any, Mapping
 
 from ..config import script_name
+from ..shared.service_name import service_name
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ def attributes(settings_values: Mapping[str, Any], env: Mapping[str, str] | None
     env = os.environ if env is None else env
     pos = distributed_position(env)
     attrs: dict[str, Any] = dict(settings_values.get("OTEL_RESOURCE_ATTRIBUTES") or {})
-    service = settings_values.get("OTEL_SERVICE_NAME") or attrs.get("service.name") or script_name()
+    service = service_name(settings_values.get("OTEL_SERVICE_NAME"), attrs, script_name())
     attrs.update({
         "service.name": service,
         "host.name": socket.gethostname(),

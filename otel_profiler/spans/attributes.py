@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..shared.service_name import service_name
 from . import derived
 from .columns import KIND_NAMES, AttrColumn, Columns
 from .layout import SpanLayout
@@ -225,8 +226,7 @@ def resource_attributes(meta: Mapping[str, Any], opt: SpanOptions, run_id: str, 
     res: dict[str, Any] = {}
     res.update(opt.resource_attributes)
     res.update(meta.get("resource") or {})  # what a live session recorded (otel_profiler.live.resource)
-    res["service.name"] = opt.service_name or res.get("service.name") or meta.get("service_name") or \
-        opt.default_service or "otel-profiler"
+    res["service.name"] = service_name(opt.service_name, res, meta.get("service_name"), opt.default_service)
     if meta.get("host_name"):
         res["host.name"] = str(meta["host_name"])
     if meta.get("pid") is not None:

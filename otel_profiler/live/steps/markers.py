@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from cuda_tracer.model.events import COLUMNS, MISSING, EventBatch, Kind
+from cuda_tracer.model.string_table import StringTable
 
 ANNOTATION = int(Kind.USER_ANNOTATION)
 STEP = int(Kind.STEP)
@@ -97,13 +98,13 @@ def to_batch(taken: list[tuple[int, list[tuple]]], offset_ns: int, pid: int, ran
     starts: list[int] = []
     ends: list[int] = []
     tids: list[int] = []
-    index: dict[str, int] = {}
+    table = StringTable()
     extras: list[tuple[int, str, Any]] = []
     row = 0
     for tid, items in taken:
         for kind, name, start, end, extra in items:
             kinds.append(kind)
-            names.append(index.setdefault(name, len(index)))
+            names.append(table.intern(name))
             starts.append(start)
             ends.append(end)
             tids.append(tid)
@@ -123,9 +124,8 @@ def to_batch(taken: list[tuple[int, list[tuple]]], offset_ns: int, pid: int, ran
         columns["tid"] = np.asarray(tids, np.int64)
         columns["pid"][:] = pid
         columns["rank"][:] = rank
-    key_ids = [index.setdefault(key, len(index)) for _, key, _ in extras]
-    strings = list(index)
-    return EventBatch(columns, strings, np.asarray([r for r, _, _ in extras], np.int64),
+    key_ids = [table.intern(key) for _, key, _ in extras]
+    return EventBatch(columns, table.strings, np.asarray([r for r, _, _ in extras], np.int64),
                       np.asarray(key_ids, np.int32), [v for _, _, v in extras])
 
 
