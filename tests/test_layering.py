@@ -28,14 +28,12 @@ FLOORS: list[tuple[str, ...]] = [
     ("otel_profiler.config",),  # typed settings every stage may import
     ("otel_profiler.analysis",),  # never imports export, live, bootstrap, commands or the CLI
     ("otel_profiler.cluster",),  # multi-rank map/reduce on local processes or a Dask cluster
-    ("otel_profiler.spans", "otel_profiler.report"),
-    ("otel_profiler.metrics",),
-    ("otel_profiler.export",),
+    ("otel_profiler.spans", "otel_profiler.report", "otel_profiler.metrics"),
+    ("otel_profiler.export", "otel_profiler.app"),  # app: the Profiler app (serve): reads the store, renders reports
     ("otel_profiler.live",),
     ("otel_profiler.api",),
     ("otel_profiler", "otel_profiler.integrations", "otel_profiler.compat"),
     ("otel_profiler.bootstrap",),
-    ("otel_profiler.app",),  # the Profiler app (serve): reads the store, renders reports
     ("otel_profiler.commands",),
     ("otel_profiler.cli",),
     ("otel_profiler.__main__",),

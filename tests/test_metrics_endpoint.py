@@ -434,7 +434,7 @@ def test_nothing_runs_without_an_output() -> None:
 def test_otlp_metrics_go_through_the_exporter_process(protocol: str) -> None:
     from otel_profiler.export.exporter import exporter_from_settings
     from otel_profiler.metrics.profile import step_trace_hex
-    from otel_profiler.spans.ids import root_span_id, run_id_of
+    from otel_profiler.shared.ids import root_span_id, run_id_of
     from otlp_receiver import OtlpReceiver
 
     with OtlpReceiver() as receiver:

@@ -13,7 +13,7 @@ from cuda_tracer.model.events import GPU_OP_KINDS, MISSING, BatchBuilder, Kind
 from cuda_tracer.loading import load_profile
 from otel_profiler.spans.options import SpanOptions
 from otel_profiler.spans.build import build_spans
-from otel_profiler.spans.ids import batch_steps, trace_id
+from otel_profiler.shared.ids import batch_steps, trace_id
 
 TRACES = ["hta/negative_queue_length_values_check/rank0.json.gz",  # orphan GPU ops, 5 steps
           "hta/nccl_parser_config/nccl_data.json.gz",  # annotations, gpu annotations

@@ -24,7 +24,7 @@ from otel_profiler.export.otlp import encode_request, json_spans
 from otel_profiler.live.trace_context import UserSpans, run_event
 from otel_profiler.spans.build import build_spans
 from otel_profiler.spans.context import RUN_SPAN, TraceParent, parse_traceparent, run_span_id
-from otel_profiler.spans.ids import batch_steps, trace_id
+from otel_profiler.shared.ids import batch_steps, trace_id
 from otel_profiler.spans.options import SpanOptions
 
 TRACE_WITH_STEPS = "hta/negative_queue_length_values_check/rank0.json.gz"

@@ -81,7 +81,7 @@ def _known(word: str) -> str | None:
 
 def _rank_steps(batch: EventBatch) -> list[tuple[int, int, int]]:
     """``(step, start_ns, end_ns)`` of the batch's STEP rows by start, numbered as ``summary._steps``
-    numbers ``steps.items`` (the ``step`` extra, -1 where a row has none; ``spans.ids.batch_steps``
+    numbers ``steps.items`` (the ``step`` extra, -1 where a row has none; ``shared.ids.batch_steps``
     gives the same tuples but numbers such a row by its position, so it is not used here)."""
     rows = np.flatnonzero(batch.kind == Kind.STEP)
     rows = rows[np.argsort(batch.start_ns[rows], kind="stable")]

@@ -123,7 +123,7 @@ def choose_run_ids(options: Any, profile: Any) -> str:
     recorded ``run_id``, a derived one for ranks without) and say in one line where it came from
     (``export``: spans, ``export --format otlp-profiles``: profiles, so the two get the same ids)."""
     from ..shared.otlp_target import safe_text
-    from ..spans.ids import hash_bytes, run_id_of_sources
+    from ..shared.ids import hash_bytes, run_id_of_sources
 
     if options.run_id:
         return f"run id {safe_text(options.run_id, 80)} (OTEL_PROFILER_RUN_ID)"

@@ -352,7 +352,7 @@ def _upload_in_background(folder: str) -> None:
     url = settings.upload.strip()
     if not url:  # the usual case: nothing more is imported (the upload client loads numpy)
         return
-    from ..export import upload
+    from ..shared import upload
     from ..live.wiring import EXPORTER_CHILD_ENV
     from ..profiler_warnings import print_warning
     from .upload import default_spool

@@ -18,7 +18,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from ..export.upload import http_url, shown_url
+from ..shared.upload import http_url, shown_url
 from ..names import terminal_safe
 from ..profiler_warnings import print_error
 

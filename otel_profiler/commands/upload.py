@@ -12,7 +12,7 @@ import sys
 from cuda_tracer.profile import TraceError
 
 from .. import config
-from ..export import upload as client
+from ..shared import upload as client
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

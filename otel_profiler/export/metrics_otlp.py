@@ -21,7 +21,7 @@ from opentelemetry.proto.metrics.v1 import metrics_pb2
 from ..metrics import points as m
 from ..metrics.points import HistogramValue, MetricsSnapshot, Point
 from .otlp import key_value
-from ..spans.ids import root_span_id
+from ..shared.ids import root_span_id
 
 SCOPE = "otel_profiler"
 _CUMULATIVE = metrics_pb2.AGGREGATION_TEMPORALITY_CUMULATIVE

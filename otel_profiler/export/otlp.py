@@ -23,7 +23,7 @@ import numpy as np
 
 from ..spans.attributes import AttrColumn
 from ..spans.table import SPAN_KIND_INTERNAL, SpanTable
-from ..spans.ids import mix64
+from ..shared.ids import mix64
 
 DEFAULT_MAX_REQUEST_BYTES = 3 * 1024 * 1024
 

@@ -113,7 +113,7 @@ class Pipeline:
         held back (``split_open_tail``) until the batch with that step's STEP event arrives or
         ``flush``. Returns the number of spans built now."""
         from ..spans.build import split_open_tail
-        from ..spans.ids import batch_steps, run_id_of
+        from ..shared.ids import batch_steps, run_id_of
 
         key = (self.config.span_options.run_id or run_id_of(meta), meta.get("rank"))
         state = self._ranks.setdefault(key, _RankState())

@@ -7,7 +7,7 @@ One request per rank and piece of at most ``MAX_SAMPLES`` samples holds a ``Prof
 as the format asks) and three profiles, one per sample type: ``gpu_time`` (ns), ``cpu_time`` (ns)
 and ``launches`` (count). Samples are those of ``analysis.attribution.stacks.samples`` split by step: a sample
 of a step links (``Link``) to that step's trace and its root span, the ids the span pipeline gives
-it (``spans.ids``), so a backend can go from a step's trace to its profile. Attributes are the
+it (``shared.ids``), so a backend can go from a step's trace to its profile. Attributes are the
 pprof file's labels (``kind``, ``rank``, ``device``, ``stream``, ``kernel_class``, ``copy``).
 
 :class:`ProfilesSender` sends them to the OTLP endpoint of the spans (gRPC ``ProfilesService`` or
@@ -30,7 +30,7 @@ from cuda_tracer.model.events import EventBatch, Kind
 from ..analysis.attribution.stacks import (OPERATOR, class_name, copy_name, frame_paths, samples,
                                            stack_model, step_rows, used_frames)
 from ..spans.attributes import resource_attributes
-from ..spans.ids import hash_bytes, root_span_id, run_id_of, trace_id, trace_rank
+from ..shared.ids import hash_bytes, root_span_id, run_id_of, trace_id, trace_rank
 from ..spans.options import SpanOptions
 from .pprof import KIND_LABELS, SAMPLE_TYPES, function_of_frame
 from .profiles_target import ProfilesConfig
@@ -107,7 +107,7 @@ class _Encoder:
         return index
 
     def _step_numbers(self) -> dict[int, int]:
-        """Step row -> its number, by ``spans.ids.batch_steps``' rule (the recorded number, else
+        """Step row -> its number, by ``shared.ids.batch_steps``' rule (the recorded number, else
         the step's place by start time)."""
         rows = np.flatnonzero(self.batch.kind == Kind.STEP)
         rows = rows[np.argsort(self.batch.start_ns[rows], kind="stable")]

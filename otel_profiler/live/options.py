@@ -19,7 +19,7 @@ def upload_warnings(settings: config.Settings) -> list[str]:
     url = settings.upload.strip()
     if not url or not settings.summary_at_exit:
         return []
-    from ..export.upload import http_url, spool_beside, spool_problem
+    from ..shared.upload import http_url, spool_beside, spool_problem
 
     problem = http_url(url) or ("" if settings.upload_token.strip()
                                 else "OTEL_PROFILER_UPLOAD_TOKEN is not set")

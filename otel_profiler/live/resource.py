@@ -51,7 +51,7 @@ def distributed_position(env: Mapping[str, str] | None = None) -> dict[str, int]
 
 def run_id(configured: str, env: Mapping[str, str] | None = None) -> str:
     """The id shared by every rank of one job, so all ranks write into the same profile folder (the
-    run-id rule as a whole: ``otel_profiler.spans.ids``).
+    run-id rule as a whole: ``otel_profiler.shared.ids``).
 
     Order: the configured id (``otel-profiler run`` passes one down), torchrun's run id, SLURM's
     job and step ids, then (for torchrun without a run id) the launcher's pid and start time, which

@@ -14,7 +14,7 @@ The summarizer (``python -m otel_profiler.live.summary_later FOLDER``) lowers it
 ``WAIT_RANKS_S``), writes ``summary.json``, does it again if a rank wrote meanwhile, and removes
 its lock. Any failure ends it silently: ``otel-profiler summary FOLDER`` (named in the job's exit
 line) gives the same summary. Then, with ``OTEL_PROFILER_UPLOAD`` and its token set, it uploads the
-folder to that Profiler app (``export.upload``: spooled first, retried with backoff for a bounded
+folder to that Profiler app (``shared.upload``: spooled first, retried with backoff for a bounded
 time; what is still not delivered waits for ``otel-profiler upload --retry`` or the next upload).
 """
 
@@ -132,10 +132,10 @@ def summarize_when_done(folder: str) -> None:
 
 def upload_after(folder: str) -> None:
     """With ``OTEL_PROFILER_UPLOAD`` and ``OTEL_PROFILER_UPLOAD_TOKEN`` set: spool the folder's
-    upload in the upload spool beside it (``export.upload.spool_beside``) and deliver it (with the spool's other
+    upload in the upload spool beside it (``shared.upload.spool_beside``) and deliver it (with the spool's other
     uploads to that app), retrying for a bounded time."""
     from .. import config
-    from ..export import upload
+    from ..shared import upload
 
     settings = config.load(os.environ)
     url, token = settings.upload.strip(), settings.upload_token.strip()

@@ -25,7 +25,7 @@ from cuda_tracer.model.events import EventBatch, Kind
 
 from ..profiler_warnings import warn
 from ..spans.context import RUN_EVENT, TraceParent, parse_traceparent
-from ..spans.ids import trace_id
+from ..shared.ids import trace_id
 
 if TYPE_CHECKING:
     from ..config.settings import Settings

@@ -38,7 +38,7 @@ from ..analysis.flops.costs import flops_section
 from ..analysis.flops.result import meta_device_names
 from ..analysis.memory.allocator import step_peaks
 from .points import HistogramValue, Point, Spec
-from ..spans.ids import batch_steps, run_id_of, trace_id, trace_rank
+from ..shared.ids import batch_steps, run_id_of, trace_id, trace_rank
 
 _DROP_KEYS = ("cupti_dropped_records", "lost_records", "skipped_events")
 

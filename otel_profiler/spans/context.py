@@ -27,7 +27,7 @@ import numpy as np
 
 from cuda_tracer.model.events import EventBatch, Kind
 
-from .ids import hash64
+from ..shared.ids import hash64
 
 from .table import LinkColumn, SpanTable
 

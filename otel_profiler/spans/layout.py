@@ -14,7 +14,7 @@ from cuda_tracer.model.events import EventBatch, Kind
 
 from ..analysis.step_figures import RootFigures, root_figures
 from ..names import demangled
-from .ids import hash64, mix64
+from ..shared.ids import hash64, mix64
 from .plan import SpanPlan, Traces
 
 STEP_SPAN = "train.step"

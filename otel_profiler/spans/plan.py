@@ -14,7 +14,7 @@ from cuda_tracer.model.correlate import Correlation, correlate
 from cuda_tracer.model.events import GPU_OP_KINDS, LAUNCH_KINDS, MISSING, EventBatch, Kind
 
 from .budget import EventRows, keep_launch_context, select
-from .ids import batch_steps, hash64, mix64, root_span_id, run_id_of, trace_id, trace_rank
+from ..shared.ids import batch_steps, hash64, mix64, root_span_id, run_id_of, trace_id, trace_rank
 from .nesting import parents_by_thread, scope_parents, thread_forests
 from .options import SpanOptions
 

@@ -9,7 +9,7 @@ import os
 import re
 from pathlib import Path
 
-from ...export.upload import shown_url
+from ...shared.upload import shown_url
 
 APP_FOLDER = ".otel-profiler-app"
 """The app's own folder inside a store (database, report cache); the store scan skips it."""

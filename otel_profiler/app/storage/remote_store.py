@@ -22,7 +22,7 @@ from typing import Any
 
 from cuda_tracer.private_files import make_private_dir, open_private
 
-from ...export.upload import PROFILE_FILE, shown_url
+from ...shared.upload import PROFILE_FILE, shown_url
 from .locations import APP_FOLDER, mirror_folder
 from .store import NOT_RUNS, valid_run_id
 

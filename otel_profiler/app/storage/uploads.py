@@ -17,7 +17,7 @@ from typing import IO, Any, Callable
 
 from cuda_tracer.model.bounded import Allowance, TooLarge, copy
 
-from ...export.upload import PROFILE_FILE
+from ...shared.upload import PROFILE_FILE
 from ..auth.access import may_see_team
 from ..auth.accounts import Caller
 from .locations import app_folder

@@ -303,7 +303,7 @@ def start_worker(spool: str, url: str, env: Mapping[str, str]) -> int | None:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m otel_profiler.export.upload SPOOL URL`` (the detached process)."""
+    """``python -m otel_profiler.shared.upload SPOOL URL`` (the detached process)."""
     try:
         os.nice(19)
     except OSError:
