@@ -73,7 +73,7 @@ def main(out: str, seconds: float) -> None:
 
     settings = config.load()
     run_id = settings.run_id
-    service = MetricsService().start(settings, attributes(settings.values), run_id=run_id)
+    service = MetricsService().start(settings, attributes(settings), run_id=run_id)
     exporter = exporter_from_settings(settings, default_service="metrics_job")
     if exporter is not None:
         service.attach_exporter(exporter)

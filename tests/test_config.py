@@ -296,6 +296,6 @@ def test_the_settings_the_live_resource_and_the_spans_name_the_service_alike(env
 
     monkeypatch.setattr(sys, "argv", ["/jobs/train.py"])
     settings = config.load(env)
-    live = attributes(settings.values, env={})
+    live = attributes(settings, env={})
     spans = resource_attributes({}, options_from_settings(settings, settings.service_name), "run", 0)
     assert settings.service_name == live["service.name"] == spans["service.name"] == expected

@@ -176,8 +176,10 @@ def test_promtool_accepts_the_prometheus_config(tmp_path):
 
 def test_profiles_carry_user_and_team():
     env = {"USER": "alice"}
-    a = attributes({"OTEL_RESOURCE_ATTRIBUTES": {"ml.team": "vision"}}, env)
+    from otel_profiler.config import load
+
+    a = attributes(load({"OTEL_RESOURCE_ATTRIBUTES": "ml.team=vision"}), env)
     assert (a["enduser.id"], a["ml.team"]) == ("alice", "vision")
-    b = attributes({"OTEL_RESOURCE_ATTRIBUTES": {"enduser.id": "bob"}}, {"USER": "alice", "LOGNAME": "x"})
+    b = attributes(load({"OTEL_RESOURCE_ATTRIBUTES": "enduser.id=bob"}), {"USER": "alice", "LOGNAME": "x"})
     assert b["enduser.id"] == "bob" and "ml.team" not in b
-    assert "enduser.id" not in attributes({}, {})
+    assert "enduser.id" not in attributes(load({}), {})

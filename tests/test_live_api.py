@@ -245,7 +245,9 @@ def test_identity_from_launcher_environment():
     assert run_id("", env) == "torchrun-abc"
     assert run_id("", {"SLURM_JOB_ID": "77", "SLURM_STEP_ID": "2"}) == "slurm-77-2"
     assert run_id("my run/1", env) == "my_run_1"
-    a = attributes({"OTEL_SERVICE_NAME": "svc", "OTEL_RESOURCE_ATTRIBUTES": {"team": "ml"}}, env)
+    from otel_profiler.config import load
+
+    a = attributes(load({"OTEL_SERVICE_NAME": "svc", "OTEL_RESOURCE_ATTRIBUTES": "team=ml"}), env)
     assert a["service.name"] == "svc" and a["team"] == "ml"
     assert (a["ml.rank"], a["ml.local_rank"], a["ml.world_size"]) == (3, 1, 8)
     assert (a["slurm.job.id"], a["slurm.step.id"], a["ml.torchrun.run_id"]) == ("77", "2", "abc")

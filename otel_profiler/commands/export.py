@@ -32,7 +32,7 @@ from ..export.pipeline import Counters, Pipeline
 from ..export.sinks import unreachable
 from ..names import terminal_safe
 from ..profiler_warnings import print_warning
-from ..shared.otlp_target import PROTOCOLS, resolve_target
+from ..shared.otlp_target import PROTOCOLS
 from . import add_inputs, choose_run_ids, load_inputs, progress_bar
 from .summary import add_scheduler, scheduler_of
 
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"otel-profiler: error: {exc}", file=sys.stderr)
         return 2
     if args.endpoint or args.protocol:  # flags over the settings' target
-        target = resolve_target(settings.values, args.endpoint, args.protocol) \
+        target = settings.traces_target_with(args.endpoint, args.protocol) \
             if (args.endpoint or not args.output) else None
     else:
         target = None if args.output else settings.traces_target

@@ -20,7 +20,7 @@ from ..export.sinks import deliver, open_sink
 from ..export.sinks.files import DOWN, REFUSED, SENT, drain_file, spool_files
 from ..names import terminal_safe
 from ..profiler_warnings import print_error, print_warning
-from ..shared.otlp_target import PROTOCOLS, endpoint_problem, resolve_target, safe_text
+from ..shared.otlp_target import PROTOCOLS, endpoint_problem, safe_text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"otel-profiler: error: --endpoint {safe_text(args.endpoint)!r}: {endpoint_problem(args.endpoint)}",
               file=sys.stderr)
         return 2
-    target = resolve_target(settings.values, args.endpoint, args.protocol) \
+    target = settings.traces_target_with(args.endpoint, args.protocol) \
         if (args.endpoint or args.protocol) else settings.traces_target
     if target is None:
         print("otel-profiler: error: give --endpoint (or set a valid OTEL_EXPORTER_OTLP_ENDPOINT)",

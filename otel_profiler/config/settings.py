@@ -9,8 +9,10 @@ whole for every other variable (``OTEL_SERVICE_NAME`` -> ``settings.otel_service
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` -> ``settings.otel_exporter_otlp_traces_endpoint``,
 ``TRACEPARENT`` -> ``settings.traceparent``); :func:`attribute_name` states it. What ``load``
 resolves from several variables has its own name: ``service_name``, ``traces_target``,
-``metrics_target``. ``settings.values`` is the read-only mapping of every value by variable name,
-for the few rules that take a variable's name (the OTLP target resolution).
+``metrics_target``; a command's ``--endpoint``/``--protocol`` flags resolve theirs with
+``traces_target_with``. ``settings.values`` is the read-only mapping of every value by variable name,
+read by the rules that take a variable's name (the OTLP target resolution, the exporter names'
+warnings) and by nothing else.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, TypeVar
 
-from ..shared.otlp_target import OtlpTarget
+from ..shared.otlp_target import OtlpTarget, resolve_target
 from ..shared.span_defaults import DEFAULT_SPAN_BUDGET, DEFAULT_WINDOW_NS
 from .parsers import (
     ACTIVITY_GROUPS, Activities, Exporters, StepRange, parse_activities, parse_basic_auth, parse_bool,
@@ -351,6 +353,18 @@ class Settings:
     @property
     def ok(self) -> bool:
         return not self.warnings
+
+    def traces_target_with(self, endpoint: str | None, protocol: str | None) -> OtlpTarget | None:
+        """The traces target when a command's flags give the endpoint or the protocol (they
+        override the variables: ``shared.otlp_target.resolve_target``)."""
+        return resolve_target(self.values, endpoint, protocol)
+
+    def exporter_warnings(self) -> list[str]:
+        """One line per exporter name of ``OTEL_TRACES_EXPORTER``/``OTEL_METRICS_EXPORTER`` that is
+        ignored here."""
+        from .parsers import exporter_warnings
+
+        return exporter_warnings(self.values)
 
     @cached_property
     def values(self) -> Mapping[str, Any]:

@@ -21,8 +21,7 @@ import socket
 import time
 from typing import Any, Mapping
 
-from ..config import script_name
-from ..shared.service_name import service_name
+from ..config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -89,14 +88,14 @@ def _safe(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:120]
 
 
-def attributes(settings_values: Mapping[str, Any], env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The resource attributes of this process."""
+def attributes(settings: Settings, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The resource attributes of this process (``settings.service_name`` follows the one rule of
+    ``shared.service_name``)."""
     env = os.environ if env is None else env
     pos = distributed_position(env)
-    attrs: dict[str, Any] = dict(settings_values.get("OTEL_RESOURCE_ATTRIBUTES") or {})
-    service = service_name(settings_values.get("OTEL_SERVICE_NAME"), attrs, script_name())
+    attrs: dict[str, Any] = dict(settings.otel_resource_attributes)
     attrs.update({
-        "service.name": service,
+        "service.name": settings.service_name,
         "host.name": socket.gethostname(),
         "process.pid": os.getpid(),
         "ml.rank": pos["rank"],

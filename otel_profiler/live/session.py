@@ -96,7 +96,7 @@ def start_session(origin: str, overrides: Mapping[str, Any] | None = None,
                 return None
             if settings.otel_sdk_disabled:
                 return None
-            for line in config.exporter_warnings(settings.values) + upload_warnings(settings):
+            for line in settings.exporter_warnings() + upload_warnings(settings):
                 warn(line)
             session = Session(settings, origin, steps)
             session.start()
@@ -136,7 +136,7 @@ class Session:
             identity = run_id(settings.run_id)
             folder = settings.profile_dir or os.path.join(settings.output_dir, identity)
         activities = frozenset(settings.activities)
-        self.output = RankOutput(os.path.abspath(folder), origin, identity, position, attributes(settings.values),
+        self.output = RankOutput(os.path.abspath(folder), origin, identity, position, attributes(settings),
                                  activities, child_of_run=run is not None)
         step_range = settings.steps if steps is None else steps.step_range
         self.policy = WindowPolicy(step_range, settings.every_steps,
