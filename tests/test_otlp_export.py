@@ -124,7 +124,7 @@ def test_receiver_down_spool_then_replay_loses_nothing(tmp_path, rank):
     assert list(spool.glob("*.pb"))
     # The health metrics say so: the spool holds those requests, no batch waits in the queue.
     from otel_profiler.metrics import points as m
-    from otel_profiler.metrics.publisher import exporter_points
+    from otel_profiler.metrics.sources import exporter_points
 
     health = {p.spec: p.value for p in exporter_points(counters) if p.spec in (m.SPOOL_SIZE, m.EXPORTER_QUEUE)}
     assert health == {m.SPOOL_SIZE: sum(p.stat().st_size for p in spool.glob("*.pb")), m.EXPORTER_QUEUE: 0}
@@ -175,7 +175,7 @@ def test_a_full_queue_holds_batches_for_later_and_drops_only_past_the_limit(tmp_
 
 def test_batches_left_unread_at_close_are_counted_and_wait_no_more(tmp_path, rank, capfd):
     from otel_profiler.metrics import points as m
-    from otel_profiler.metrics.publisher import exporter_points
+    from otel_profiler.metrics.sources import exporter_points
 
     with OtlpReceiver(delay_s=1.0) as receiver:  # the first request holds the exporter for 1 s
         exporter = exporter_from_settings(_settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint))

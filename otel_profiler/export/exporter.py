@@ -143,12 +143,17 @@ class Exporter:
         self._held_parts = 0
         return True
 
+    @property
+    def wants_metrics(self) -> bool:
+        """Whether metrics snapshots go anywhere (an OTLP metrics endpoint, or the console)."""
+        return self.config.wants_metrics
+
     def submit_metrics(self, snapshot: MetricsSnapshot, last: bool = False) -> bool:
         """Queue a metrics snapshot for the metrics endpoint. False, and nothing queued, while the
         previous snapshot is still waiting (one at a time, so metrics never crowd out batches; the
         next snapshot carries the same totals) unless this is the ``last`` one, after ``close`` or
         when the process has died."""
-        if not self.config.wants_metrics or self._closed or not self._alive():
+        if not self.wants_metrics or self._closed or not self._alive():
             return False
         if not last and self.metrics_submitted > self._state.counters.get("metric_snapshots_received"):
             return False

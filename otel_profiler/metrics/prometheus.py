@@ -31,6 +31,7 @@ from prometheus_client.samples import Exemplar
 from . import points as m
 from . import sockets
 from .points import HistogramValue, Point
+from .sources import MetricSource
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +45,9 @@ def _bound(value: float) -> str:
 
 
 class PointsCollector:
-    """prometheus-client collector over ``sources``: callables returning lists of Points."""
+    """prometheus-client collector over ``sources`` (``sources.MetricSource``), read at each scrape."""
 
-    def __init__(self, sources: list[Callable[[], list[Point]]]) -> None:
+    def __init__(self, sources: list[MetricSource]) -> None:
         self.sources = sources
         self.cpu_seconds = 0.0  # thread CPU time spent in scrapes (overhead)
 
@@ -55,7 +56,7 @@ class PointsCollector:
         by_spec: dict[m.Spec, list[Point]] = defaultdict(list)
         for source in self.sources:
             try:
-                for p in source():
+                for p in source.points():
                     by_spec[p.spec].append(p)
             except Exception:
                 log.debug("a metrics source failed during a scrape; its points are left out", exc_info=True)

@@ -26,12 +26,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
-from . import points as m
-from .points import MetricsSnapshot, Point
 from ..profiler_warnings import warn
+from .points import MetricsSnapshot, Point
+from .sources import ExporterHealth, MetricsExporter, MetricSource, Overhead
+
+if TYPE_CHECKING:
+    from .profile import ProfileMetrics
+    from .prometheus import Endpoint, PointsCollector
+    from .system import SystemSampler
 
 log = logging.getLogger(__name__)
 
@@ -40,18 +45,18 @@ class MetricsService:
     """Metrics of one process. ``start`` returns self; every method never raises."""
 
     def __init__(self) -> None:
-        self.sampler: Any = None
-        self.profile: Any = None
-        self.endpoint: Any = None
-        self.collector: Any = None
+        self.sampler: SystemSampler | None = None
+        self.profile: ProfileMetrics | None = None
+        self.endpoint: Endpoint | None = None
+        self.collector: PointsCollector | None = None
         self.wants_otlp = False
-        self.exporter: Any = None  # the exporter process's handle, once attached (OTLP metrics)
+        self.exporter: MetricsExporter | None = None  # once attached, when OTLP metrics go through it
         self._resource: dict[str, Any] = {}
         self._interval_s = 60.0
         self._start_ns = time.time_ns()
         self._stop = threading.Event()
         self._shipper: threading.Thread | None = None
-        self._watched: list[Callable[[], dict]] = []
+        self._sources: list[MetricSource] = []  # each registered once (``register``), read in order
 
     @property
     def active(self) -> bool:
@@ -84,15 +89,18 @@ class MetricsService:
 
         self._resource = resource
         self._interval_s = settings.otel_metric_export_interval / 1e3
-        self.profile = ProfileMetrics(settings.run_id or None, run_id)
-        self.profile.expect_steps(_resource_rank(resource))
-        self.sampler = SystemSampler(settings.metrics_interval_s)
+        self.profile = profile = ProfileMetrics(settings.run_id or None, run_id)
+        profile.expect_steps(_resource_rank(resource))
+        self.sampler = sampler = SystemSampler(settings.metrics_interval_s)
+        self.register(sampler)
+        self.register(Overhead("sampler", lambda: sampler.cpu_seconds))
+        self.register(profile)
         if port:
             self._start_endpoint(settings, host, port + _resource_rank(resource, "ml.local_rank"))
         if not self.active:
             self.close()
             return
-        self.sampler.start()
+        sampler.start()
 
     def _start_endpoint(self, settings: Settings, host: str, port: int) -> None:
         from prometheus_client.registry import CollectorRegistry
@@ -100,19 +108,19 @@ class MetricsService:
         from .prometheus import Endpoint, PointsCollector
 
         registry = CollectorRegistry(auto_describe=False)
-        self.collector = PointsCollector([self.points])
+        self.collector = PointsCollector([self])
         registry.register(self.collector)
         self.endpoint = Endpoint.start(registry, host, port,
                                        settings.prometheus_cert_file,
                                        settings.prometheus_key_file,
                                        settings.prometheus_basic_auth, warn=warn)
 
-    def attach_exporter(self, exporter: Any) -> None:
+    def attach_exporter(self, exporter: MetricsExporter) -> None:
         """Expose ``exporter``'s drop counters as metrics and, when it has a metrics endpoint and
         OTLP metrics are wanted, hand it a snapshot every ``OTEL_METRIC_EXPORT_INTERVAL``."""
         try:
-            self.watch(exporter.counters)
-            if not self.wants_otlp or not exporter.config.wants_metrics or self.exporter:
+            self.register(ExporterHealth(exporter.counters))
+            if not self.wants_otlp or not exporter.wants_metrics or self.exporter:
                 return
             self.exporter = exporter
             self._shipper = threading.Thread(target=self._ship_loop, name="otel-profiler-metrics-otlp",
@@ -148,26 +156,22 @@ class MetricsService:
         except Exception as exc:
             warn(f"profile-derived metrics skipped a batch ({type(exc).__name__}: {exc})")
 
-    def watch(self, counters: Callable[[], dict]) -> None:
-        """Expose a counters function (``Exporter.counters``): its ``*dropped*`` entries as
-        ``otel_profiler.events.dropped{otel_profiler.reason="export_<name>"}``, the batches it has
-        not taken yet as ``otel_profiler.exporter.queue.size`` and its spool as
-        ``otel_profiler.exporter.spool.size``."""
-        self._watched.append(counters)
+    def register(self, source: MetricSource) -> None:
+        """Read ``source``'s points at every scrape and OTLP export from now on (the exporter's
+        health, ``ExporterHealth``: its ``*dropped*`` counters as ``otel_profiler.events.dropped
+        {otel_profiler.reason="export_<name>"}``, the batches it has not taken yet as
+        ``otel_profiler.exporter.queue.size``, its spool as ``otel_profiler.exporter.spool.size``)."""
+        self._sources.append(source)
 
     def points(self) -> list[Point]:
-        """Every current point: latest system sample, profile-derived state, overhead, drops."""
+        """Every current point, source by source: the latest system sample and the sampler's
+        overhead, profile-derived state, the exporter's health. A source that fails is left out."""
         out: list[Point] = []
-        if self.sampler is not None:
-            out += self.sampler.points()
-            out.append(Point(m.OVERHEAD, {"otel_profiler.component": "sampler"}, self.sampler.cpu_seconds))
-        if self.profile is not None:
-            out += self.profile.points()
-        for counters in self._watched:
+        for source in list(self._sources):
             try:
-                out += exporter_points(counters())
+                out += source.points()
             except Exception:
-                log.debug("reading a watched counter set failed; its points are left out", exc_info=True)
+                log.debug("a metrics source failed; its points are left out", exc_info=True)
         return out
 
     def close(self) -> None:
@@ -214,19 +218,6 @@ def console_wanted(settings: Settings) -> bool:
 def otlp_wanted(settings: Settings) -> bool:
     """An OTLP metrics target was resolved (``config.load``)."""
     return settings.metrics_target is not None
-
-
-def exporter_points(counters: dict[str, int]) -> list[Point]:
-    """The exporter's health as points: drops by reason, queued batches, spooled bytes."""
-    out = [Point(m.DROPPED, {"otel_profiler.reason": f"export_{key}"}, float(value))
-           for key, value in counters.items() if "dropped" in key]
-    if "batches_submitted" in counters:
-        waiting = (counters["batches_submitted"] - counters.get("batches_received", 0)
-                   - counters.get("batches_dropped_unread", 0))
-        out.append(Point(m.EXPORTER_QUEUE, {}, float(max(0, waiting))))
-    if "spool_bytes" in counters:
-        out.append(Point(m.SPOOL_SIZE, {}, float(counters["spool_bytes"])))
-    return out
 
 
 def _resource_rank(resource: dict[str, Any], key: str = "ml.rank") -> int:
