@@ -28,10 +28,14 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
-from .sinks import Result, deliver
+from .sinks import Result, Sink, deliver
 from .sinks.files import SENT
+
+if TYPE_CHECKING:
+    from .pipeline import Counters
+    from .sinks.files import Spool
 
 MAX_PENDING_BYTES = 64 << 20  # more waiting for the network than this goes to the spool at once
 
@@ -46,7 +50,7 @@ class _Item:
 class _Recording:
     """A sink wrapper remembering whether the latest attempt failed (the endpoint is failing)."""
 
-    def __init__(self, sink: Any, owner: "Delivery") -> None:
+    def __init__(self, sink: Sink, owner: "Delivery") -> None:
         self.sink, self.owner = sink, owner
 
     def send(self, request: bytes, timeout_s: float | None = None) -> Result:
@@ -59,7 +63,7 @@ class _Recording:
 
 
 class Delivery:
-    def __init__(self, sink: Any, spool: Any, counters: Any, retry_s: float, probe_s: float,
+    def __init__(self, sink: Sink, spool: Spool | None, counters: Counters, retry_s: float, probe_s: float,
                  describe: str, warn_once: Callable[[str, str], None],
                  closing_deadline: Callable[[], float | None] = lambda: None) -> None:
         self.sink, self.spool, self.counters = sink, spool, counters
@@ -172,11 +176,11 @@ class Delivery:
                     c.add("spans_rejected", result.rejected)
                     self._warn_once("rejected", f"{self.describe}: {result.message}")
             elif result is None or result.spool:
-                why = self.spool.put(item.request) if self.spool is not None else "no spool"
-                if why is None:
+                spool = self.spool
+                if spool is not None and spool.put(item.request) is None:  # None: kept
                     c.add("requests_spooled")
                     c.add("spans_spooled", item.spans)
-                    c.set("spool_bytes", self.spool.size)
+                    c.set("spool_bytes", spool.size)
                 else:
                     c.add("requests_dropped")
                     c.add("spans_dropped", item.spans)

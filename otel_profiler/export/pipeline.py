@@ -17,7 +17,7 @@ import logging
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from cuda_tracer.model.events import EventBatch
 
@@ -25,6 +25,11 @@ from ..metrics.points import MetricsSnapshot
 from ..profiler_warnings import print_warning
 from ..shared.otlp_target import OtlpTarget
 from .export_config import ExportConfig
+
+if TYPE_CHECKING:
+    from .delivery import Delivery
+    from .sinks import Sink
+    from .sinks.files import FileSink
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +75,7 @@ class _RankState:
 
     meta: dict[str, Any] = field(default_factory=dict)
     steps: dict[int, tuple[int, int, int]] = field(default_factory=dict)
-    held: Any = None
+    held: EventBatch | None = None
 
 
 class Pipeline:
@@ -87,14 +92,15 @@ class Pipeline:
         self.config, self.counters, self._warn = config, counters, warn
         self._warned: set[str] = set()
         self._closing_deadline = closing_deadline
-        self.sink = sink = open_sink(config.target) if config.target else None
+        self.sink: Sink | None = open_sink(config.target) if config.target else None
+        sink = self.sink
         self.metrics_sink = self._open_metrics_sink()
         self._metrics_down_until = 0.0
         self.json = JsonLinesFile(config.json_file) if config.json_file else None
         self.pb = DelimitedFile(config.pb_file) if config.pb_file else None
         self.spool = Spool(config.spool_dir, config.spool_max_bytes, warn) \
             if sink and config.spool_dir and config.spool_max_bytes > 0 else None
-        self.delivery = None
+        self.delivery: Delivery | None = None
         if sink is not None:
             self.delivery = Delivery(sink, self.spool, counters, config.retry_s, config.probe_s,
                                      _described(config.target), self.warn_once, closing_deadline)
@@ -107,7 +113,7 @@ class Pipeline:
             self._warned.add(key)
             self._warn(message)
 
-    def handle(self, meta: dict[str, Any], batch: Any) -> int:
+    def handle(self, meta: dict[str, Any], batch: EventBatch) -> int:
         """Export one rank's batch. Steps are remembered per rank (``KNOWN_STEPS``) so GPU events of
         a later batch join the step they belong to, and events after the last finished step are
         held back (``split_open_tail``) until the batch with that step's STEP event arrives or
@@ -138,7 +144,7 @@ class Pipeline:
                 n += self._export(state.meta, held, list(state.steps.values()))
         return n
 
-    def _open_metrics_sink(self) -> Any:
+    def _open_metrics_sink(self) -> Sink | None:
         """The metrics sink, or None (a metrics-only problem, such as a missing certificate file,
         costs one warning and the metrics, never the spans)."""
         from .sinks import open_sink
@@ -192,7 +198,7 @@ class Pipeline:
             self.warn_once("metrics:" + result.message[:40], metrics_not_delivered(
                 _described(self.config.metrics_target), result.message))
 
-    def _export(self, meta: dict[str, Any], batch: Any, known_steps: list) -> int:
+    def _export(self, meta: dict[str, Any], batch: EventBatch, known_steps: list) -> int:
         from .otlp import encode_json_lines, split_requests
         from ..spans.build import build_spans
 
@@ -214,12 +220,12 @@ class Pipeline:
                     self.delivery.put(request, n)
         return len(table)
 
-    def _write(self, sink: Any, data: bytes) -> int:
+    def _write(self, sink: FileSink, data: bytes) -> int:
         """A file sink's write; a full disk costs one warning and that file, not the export."""
         try:
             return sink.write(data)
         except OSError as exc:
-            self.warn_once(f"file:{id(sink)}", f"cannot write {getattr(sink, 'path', 'a span file')} "
+            self.warn_once(f"file:{id(sink)}", f"cannot write {sink.path} "
                                                f"({exc.strerror or exc}); spans still go to the endpoint")
             return 0
 

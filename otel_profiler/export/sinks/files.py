@@ -22,13 +22,23 @@ import glob
 import os
 import secrets
 import threading
-from typing import IO, Callable, Iterator, NamedTuple
+from typing import IO, Callable, Iterator, NamedTuple, Protocol
 
 from cuda_tracer.private_files import UnsafeFolderError, make_parent_dirs, make_private_dir, open_private
 
 from ..otlp import read_delimited, varint, write_delimited
 
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+class FileSink(Protocol):
+    """A file the spans are written to: ``write`` returns the bytes written."""
+
+    path: str
+
+    def write(self, data: bytes) -> int: ...
+
+    def close(self) -> None: ...
 
 
 class DelimitedFile:
