@@ -29,6 +29,7 @@ import atexit
 import logging
 import multiprocessing as mp
 import multiprocessing.util  # noqa: F401  (its exit hook, registered first, must run after ours)
+from multiprocessing.process import BaseProcess
 import os
 import queue as queue_mod
 import shlex
@@ -63,7 +64,7 @@ FROZEN_S = 1.0
 a debugger), is frozen: it is killed at once and the job does not wait for it."""
 
 
-def _start_hiding_main(proc: Any) -> None:
+def _start_hiding_main(proc: BaseProcess) -> None:
     """Start a spawned process without it re-importing ``__main__`` (the training script)."""
     main = sys.modules.get("__main__")
     saved = {k: getattr(main, k) for k in ("__file__", "__spec__") if main is not None and hasattr(main, k)}
@@ -98,7 +99,7 @@ class Exporter:
         self.dropped_closed = 0  # submitted after close()
         self.dropped_unread = 0  # still queued when the exporter process ended
         self.cut_short = 0  # read, but the exporter process ended before it settled their spans
-        self._held: Any = None  # batches merged while the queue was full, sent with the next one
+        self._held: EventBatch | None = None  # batches merged while the queue was full, sent with the next one
         self._held_meta: dict[str, Any] = {}
         self._held_parts = 0
         self._closed = False
@@ -108,7 +109,7 @@ class Exporter:
         self._cpu_seen, self._cpu_moved = -1, time.monotonic()  # its CPU time, and when it last moved
         _LIVE.add(self)
 
-    def submit(self, meta: dict[str, Any], batch: Any) -> bool:
+    def submit(self, meta: dict[str, Any], batch: EventBatch) -> bool:
         """Queue one rank's batch for export, or hold it for the next submit (merged) while the
         queue is full. False (and a drop counted) when the held events would pass ``HOLD_ROWS``,
         after ``close`` or when the exporter process has died (one warning then). True without

@@ -5,14 +5,27 @@ settings ask for them (``profiles_config``) and, in the exporter process, the se
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+from cuda_tracer.model.events import EventBatch
 
 from ..config import Settings
 from ..profiler_warnings import print_warning
 from .profiles_target import ProfilesConfig, profiles_target
 
+if TYPE_CHECKING:
+    from .export_config import ExportConfig
 
-def profiles_config(settings: Settings, spans: Any) -> ProfilesConfig | None:
+
+class ProfilesSink(Protocol):
+    """Where the exporter process hands each batch for profiles, and what it settles at close."""
+
+    def handle_safely(self, meta: dict[str, Any], batch: EventBatch) -> None: ...
+
+    def close_and_report(self, network_deadline: float | None) -> None: ...
+
+
+def profiles_config(settings: Settings, spans: ExportConfig) -> ProfilesConfig | None:
     """What the exporter process needs to send profiles beside the spans (``spans``: the span
     pipeline's ``ExportConfig``): when ``OTEL_PROFILER_PROFILES_EXPORTER=otlp`` and there is an OTLP
     traces endpoint, else None (with one warning when there is no endpoint)."""
@@ -26,7 +39,7 @@ def profiles_config(settings: Settings, spans: Any) -> ProfilesConfig | None:
 
 
 def open_sender(config: ProfilesConfig | None, warn: Callable[[str], None],
-                network_deadline: Callable[[], float | None]) -> Any:
+                network_deadline: Callable[[], float | None]) -> ProfilesSink:
     """In the exporter process: the threaded ``profiles_otlp.ProfilesSender`` of ``config``, else
     one that does nothing (profiles off, or it cannot start: one warning)."""
     if config is None:
@@ -43,7 +56,7 @@ def open_sender(config: ProfilesConfig | None, warn: Callable[[str], None],
 class NoProfiles:
     """The sender while profiles are off."""
 
-    def handle_safely(self, meta: Any, batch: Any) -> None:
+    def handle_safely(self, meta: dict[str, Any], batch: EventBatch) -> None:
         pass
 
     def close_and_report(self, network_deadline: float | None) -> None:
