@@ -218,8 +218,9 @@ class EventBatch:
             key_id = self.strings.index(key)
         except ValueError:
             return {}
-        hits = np.flatnonzero(self.extra_key == key_id)
-        return {int(self.extra_row[i]): self.extra_value[i] for i in hits}
+        hits = np.flatnonzero(self.extra_key == key_id).tolist()  # Python ints: no numpy scalar per row
+        values = self.extra_value
+        return dict(zip(self.extra_row[hits].tolist(), [values[i] for i in hits]))
 
     def extras_of(self, row: int) -> dict[str, Any]:
         """Every side-table attribute of one row."""

@@ -39,6 +39,8 @@ from .run_signals import end_as_the_job_did, parent_death_signal, wait_forwardin
 
 log = logging.getLogger(__name__)
 
+DIST_INFO_PREFIX = "otel_profiler-"
+"""How this distribution's metadata folder is named (``otel_profiler-<version>.dist-info``)."""
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -142,13 +144,17 @@ def _as_flag(args: argparse.Namespace, problem: str) -> str:
 
 
 def _installed() -> bool:
-    from importlib.metadata import PackageNotFoundError, distribution
-
-    try:
-        distribution("otel-profiler")
-        return True
-    except PackageNotFoundError:
-        return False
+    """Whether this package is installed (its ``.dist-info`` in a folder of ``sys.path``: a plain
+    or an editable install), as ``importlib.metadata.distribution`` would find it, without the
+    cost of importing ``importlib.metadata`` (about a tenth of the command's own start-up)."""
+    for folder in sys.path:
+        try:
+            with os.scandir(folder or ".") as entries:
+                if any(e.name.startswith(DIST_INFO_PREFIX) and e.name.endswith(".dist-info") for e in entries):
+                    return True
+        except OSError:  # not a folder (a zip file), or gone
+            continue
+    return False
 
 
 def run(args: argparse.Namespace) -> int:
