@@ -9,7 +9,7 @@ the crashes in N runs, the windows started and the time ratio to unprofiled.
 
     python benchmarks/window_stress.py [--runs 10] [--epochs 40] [--heap-checks]
 
-The CI version (a few minutes) is ``tests/test_window_stress.py``.
+The CI version (a few minutes) is ``tests/live/test_window_stress.py``.
 """
 
 from __future__ import annotations

@@ -17,11 +17,21 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+TESTS = REPO / "tests"
+# The test modules live in folders by package (tests/analysis/, tests/live/, ...; docs/testing.md), with
+# no __init__.py: pytest puts each module's own folder on sys.path as it imports it, and this file's
+# folder (tests/) for the shared helpers. A module that imports another test module by its name
+# (``from test_report_browser import browser``) must find it whichever folder it is in, and whichever
+# modules pytest collected before it (a single file run alone): every test folder goes on sys.path here.
+for _folder in sorted(p for p in TESTS.iterdir() if p.is_dir() and p.name != "gpu" and any(p.glob("test_*.py"))):
+    if str(_folder) not in sys.path:
+        sys.path.insert(1, str(_folder))
 
 # SIGINT at its default for the jobs the tests start. A runner started in the background by a
 # non-interactive shell (`bash scripts/test.sh &`) inherits SIGINT ignored, and every process it starts

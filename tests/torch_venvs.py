@@ -1,5 +1,5 @@
 """Virtual environments with other torch releases, for the live-path tests on the oldest and the
-newest torch this project supports (``tests/test_torch_releases.py``).
+newest torch this project supports (``tests/live/test_torch_releases.py``).
 
 Each holds one torch release from the package index (the default build, with its NVIDIA packages:
 about 4 GB) and this project's runtime dependencies from ``pyproject.toml``; the project itself is

@@ -7,7 +7,7 @@ classes, as cupti-python 13.0 delivers them: ``ActivityKernel10`` (CONCURRENT_KE
 (attribute names as in its ``cupti/cupti.pyi``; ``object_id`` is a union whose ``pt`` and ``dcs``
 views share their first bytes). Records are read with ``getattr`` only, and every value is copied
 into the batch's columns: the records are views into CUPTI's buffer, which is released once they are
-dropped. tests/test_cupti_real_module.py converts records built with the module's own dtypes.
+dropped. tests/cuda_tracer/test_cupti_real_module.py converts records built with the module's own dtypes.
 
 Enum values are the CUPTI C ABI (``cupti_activity.h``), which cupti-python's IntEnums mirror
 one-to-one (but for ``CUPTI_ACTIVITY_FLAG_MARKER_END``, which cupti-python's ``ActivityFlag`` lacks);

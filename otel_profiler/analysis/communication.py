@@ -18,7 +18,7 @@ HTA's classes come from names alone over every row with a stream (``^nccl.*Kerne
 communication; a row not named like a copy, memset, ``dma`` or ``Sync`` is computation, so a
 ``Stream Wait Event`` row counts too); ours take kernels only. HTA also reads µs-rounded times and
 drops the last ProfilerStep: given that view, its ratio and ours agree exactly on the test traces
-(tests/test_communication_overlap.py).
+(tests/analysis/test_communication_overlap.py).
 
 Steps cut the timeline: each step's figures are the parts of the intervals inside the step.
 Unions and intersections are vectorised sweeps over sorted starts (see ``_union``, ``_intersect``,

@@ -38,7 +38,7 @@ def percentiles_us(values_ns: np.ndarray) -> dict[str, float]:
 
 
 # numpy's median, percentile ("linear") and std, computed the way numpy does (the same floats to the
-# last bit, tests/test_stats.py) without its per-call overhead (tens of µs, and these run a few
+# last bit, tests/analysis/test_stats.py) without its per-call overhead (tens of µs, and these run a few
 # dozen times per rank). ``v``: non-empty float64, sorted for the median and percentiles; sums are
 # taken in the values' own order (numpy's pairwise sums depend on it).
 
