@@ -34,7 +34,7 @@ from .sinks import Result, Sink, deliver
 from .sinks.files import SENT
 
 if TYPE_CHECKING:
-    from .pipeline import Counters
+    from .counters import Counters
     from .sinks.files import Spool
 
 MAX_PENDING_BYTES = 64 << 20  # more waiting for the network than this goes to the spool at once

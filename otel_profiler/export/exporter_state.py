@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from multiprocessing.context import SpawnContext
 from typing import Any
 
-from .pipeline import COUNTERS, Counters
+from .counters import COUNTERS, Counters
 
 HEARTBEAT_S = 0.1
 """The exporter process writes the time (``time.monotonic``, one clock for every process) this often."""

@@ -6,9 +6,7 @@ requests (``otel_profiler.export.otlp``), and hands each request to the OTLP JSO
 file and :class:`otel_profiler.export.delivery.Delivery` (endpoint, retry, spool). Metrics snapshots go to
 the metrics endpoint with a short retry and no spool: every snapshot is cumulative, so the next one
 carries whatever a lost one held; the points of a snapshot that was not delivered are counted as
-dropped. :class:`Counters` count everything received, exported, spooled and dropped; in the
-exporter process they live in shared memory, so the training process reads them even after the
-exporter process was killed.
+dropped, in the ``counters.Counters``.
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ from cuda_tracer.model.events import EventBatch
 from ..metrics.points import MetricsSnapshot
 from ..profiler_warnings import print_warning
 from ..shared.otlp_target import OtlpTarget
+from .counters import Counters
 from .export_config import ExportConfig
 
 if TYPE_CHECKING:
@@ -33,40 +32,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COUNTERS = (
-    "batches_received", "batches_finished", "batches_failed",
-    "spans_built", "spans_exported", "spans_rejected", "spans_spooled", "spans_dropped",
-    "requests_sent", "requests_failed_attempts", "requests_spooled", "requests_dropped",
-    "spool_requests_delivered", "file_bytes_written",
-    "metric_snapshots_received", "metric_requests_sent", "metric_requests_failed",
-    "metric_points_exported", "metric_points_rejected", "metric_points_dropped",
-    # levels, not counts: what the spool holds now, what waits for the network now
-    "spool_bytes", "requests_pending", "spans_pending",
-)
 METRICS_RETRY_S = 2.0
 KNOWN_STEPS = 256  # steps per rank remembered for events that arrive in a later batch
 HOLD_OPEN_S = 300  # events after the last finished step wait at most this long (event time) for it
 HOLD_OPEN_ROWS = 2_000_000  # ... and are never more than this many
-
-
-class Counters:
-    """Named integer counters in a list (the CLI) or a shared array (the exporter process)."""
-
-    def __init__(self, storage: Any = None) -> None:
-        self._s = storage if storage is not None else [0] * len(COUNTERS)
-        self._index = {name: i for i, name in enumerate(COUNTERS)}
-
-    def add(self, name: str, n: int = 1) -> None:
-        self._s[self._index[name]] += n
-
-    def set(self, name: str, value: int) -> None:
-        self._s[self._index[name]] = value
-
-    def get(self, name: str) -> int:
-        return int(self._s[self._index[name]])
-
-    def snapshot(self) -> dict[str, int]:
-        return {name: int(self._s[i]) for i, name in enumerate(COUNTERS)}
 
 
 @dataclass
