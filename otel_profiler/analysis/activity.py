@@ -27,6 +27,7 @@ from cuda_tracer.model.events import GPU_OP_KINDS, EventBatch, Kind, kinds_in
 
 from .attribution.operators import annotation_rows
 from .stats import unique_rows
+from .summary_schema import KernelRow
 
 CPU_KINDS = (Kind.CPU_OP, Kind.RUNTIME, Kind.DRIVER, Kind.PYTHON_FUNCTION, Kind.USER_ANNOTATION)
 
@@ -50,7 +51,7 @@ def kernel_precision(name: str) -> str:
     return "unknown"
 
 
-def precision_times(by_name: list[dict]) -> dict[str, float]:
+def precision_times(by_name: list[KernelRow]) -> dict[str, float]:
     """Kernel time (µs) per precision, from the summary's ``kernels.by_name`` rows."""
     out: dict[str, float] = {}
     for row in by_name:

@@ -27,6 +27,7 @@ from cuda_tracer.model.correlate import Correlation
 from cuda_tracer.model.events import GPU_OP_KINDS, EventBatch, Kind, kinds_in
 
 from .stats import unique_rows
+from .summary_schema import DeviceBreakdown, StreamIdle
 
 COMPUTE, COMMUNICATION, MEMORY = "compute", "communication", "memory"
 KERNEL_CLASSES = (COMPUTE, COMMUNICATION, MEMORY)
@@ -81,12 +82,26 @@ def merged_length(starts: np.ndarray, ends: np.ndarray) -> int:
     return int((e[last] - s[first]).sum())
 
 
+class DeviceTimes(DeviceBreakdown):
+    """A device's temporal breakdown with the rank and device it is of."""
+
+    rank: int
+    device: int
+
+
 def temporal_breakdown(batch: EventBatch, rows: np.ndarray | None = None,
-                       is_compute: np.ndarray | None = None) -> list[dict]:
+                       is_compute: np.ndarray | None = None) -> list[DeviceTimes]:
     """One row per (rank, device): span, busy, idle, compute and non-compute time.
 
     ``rows`` defaults to every GPU op; ``is_compute`` (one flag per row) to the compute kernel class.
     """
+    return [{"rank": rank, "device": device, **figures}
+            for rank, device, figures in device_breakdowns(batch, rows, is_compute)]
+
+
+def device_breakdowns(batch: EventBatch, rows: np.ndarray | None = None, is_compute: np.ndarray | None = None
+                      ) -> list[tuple[int, int, DeviceBreakdown]]:
+    """``temporal_breakdown`` as (rank, device, its figures)."""
     if rows is None:
         rows = np.flatnonzero(kinds_in(batch.kind, GPU_OP_KINDS))
     if not len(rows):
@@ -104,13 +119,14 @@ def temporal_breakdown(batch: EventBatch, rows: np.ndarray | None = None,
         comp = is_compute[mask]
         compute = merged_length(starts[comp], ends[comp])
         idle = span - busy
-        out.append({
-            "rank": int(rank), "device": int(device), "ops": int(mask.sum()),
+        figures: DeviceBreakdown = {
+            "ops": int(mask.sum()),
             "span_us": span / 1e3, "busy_us": busy / 1e3, "idle_us": idle / 1e3,
             "compute_us": compute / 1e3, "non_compute_us": (span - compute - idle) / 1e3,
             "idle_pct": _pct(idle, span), "compute_pct": _pct(compute, span),
             "non_compute_pct": _pct(span - compute - idle, span),
-        })
+        }
+        out.append((int(rank), int(device), figures))
     return out
 
 
@@ -122,7 +138,7 @@ def class_times(batch: EventBatch, rows: np.ndarray) -> dict[str, float]:
 
 
 def idle_breakdown(batch: EventBatch, corr: Correlation,
-                   consecutive_kernel_delay_ns: int = CONSECUTIVE_KERNEL_DELAY_NS) -> list[dict]:
+                   consecutive_kernel_delay_ns: int = CONSECUTIVE_KERNEL_DELAY_NS) -> list[StreamIdle]:
     """Per (rank, device, stream): idle time split into host wait, kernel wait and other."""
     rows, launch_of = corr.gpu_rows, corr.launch_of_gpu
     if not len(rows):
@@ -135,7 +151,7 @@ def idle_breakdown(batch: EventBatch, corr: Correlation,
     end = batch.end_ns[rows]
     launch_start = np.where(launch_of >= 0, batch.start_ns[np.maximum(launch_of, 0)], -1)
     bounds = np.flatnonzero((np.diff(rank) != 0) | (np.diff(device) != 0) | (np.diff(stream) != 0)) + 1
-    out = []
+    out: list[StreamIdle] = []
     for lo, hi in zip(np.insert(bounds, 0, 0), np.append(bounds, len(rows))):
         prev_end = end[lo:hi - 1]
         gap = start[lo + 1:hi] - prev_end

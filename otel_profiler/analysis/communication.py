@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 
@@ -37,6 +36,7 @@ from cuda_tracer.model.events import EventBatch, Kind
 
 from .breakdown import COMMUNICATION, COMPUTE, KERNEL_CLASSES, classify
 from .stats import unique_rows
+from .summary_schema.sections import CollectiveRow, Communication, CommunicationRank, CommunicationStep, Overlap
 
 Intervals = tuple[np.ndarray, np.ndarray]
 """Disjoint intervals sorted by start, as (starts, ends) int64 arrays with every start < end."""
@@ -48,7 +48,7 @@ _BY_KEY = sorted(((c.lower(), c) for c in _CANONICAL), key=lambda kv: -len(kv[0]
 UNKNOWN_COLLECTIVE = "other"
 
 
-def empty_section() -> dict[str, Any]:
+def empty_section() -> Communication:
     """The section of a batch without communication kernels."""
     return {"total_us": 0.0, "exposed_us": 0.0, "overlap_pct": None, "kernels": 0,
             "by_collective": [], "by_step": []}
@@ -89,7 +89,7 @@ def _rank_steps(batch: EventBatch) -> list[tuple[int, int, int]]:
     return [(int(numbers.get(r, -1)), int(batch.start_ns[r]), int(batch.end_ns[r])) for r in rows.tolist()]
 
 
-def communication(batch: EventBatch, steps: list[tuple[int, int, int]] | None = None) -> dict[str, Any]:
+def communication(batch: EventBatch, steps: list[tuple[int, int, int]] | None = None) -> Communication:
     """The communication section of one rank's batch (module docstring for the definitions)::
 
         {total_us, exposed_us, overlap_pct, kernels,
@@ -114,7 +114,7 @@ def communication(batch: EventBatch, steps: list[tuple[int, int, int]] | None = 
     total = overlapped = 0
     step_total = np.zeros(len(steps), np.int64)
     step_overlapped = np.zeros(len(steps), np.int64)
-    groups: list[dict[str, Any]] = []
+    groups: list[CollectiveRow] = []
     devices = np.stack([batch.rank[comm], batch.device[comm]], axis=1)
     for rank, device in unique_rows(devices, counts=True)[0].tolist():
         mine = (devices[:, 0] == rank) & (devices[:, 1] == device)
@@ -131,28 +131,26 @@ def communication(batch: EventBatch, steps: list[tuple[int, int, int]] | None = 
         for label, stream in unique_rows(kinds, counts=True)[0].tolist():
             members = rows[(kinds[:, 0] == label) & (kinds[:, 1] == stream)]
             own = _union(batch.start_ns[members], batch.end_ns[members])
-            groups.append(_figures(_length(own), _length(_intersect(own, busy)), {
-                "collective": labels[label], "device": int(device), "stream": int(stream),
-                "kernels": len(members)}))
+            groups.append({"collective": labels[label], "device": int(device), "stream": int(stream),
+                           "kernels": len(members), **_overlap(_length(own), _length(_intersect(own, busy)))})
     groups.sort(key=lambda g: (-g["exposed_us"], -g["total_us"], g["collective"], g["device"], g["stream"]))
-    by_step: list[dict[str, Any]] = []
-    for (number, lo, hi), t, o in zip(steps, step_total.tolist(), step_overlapped.tolist()):
-        row = _figures(t, o, {"step": int(number), "step_us": (hi - lo) / 1e3})
-        row["exposed_pct_of_step"] = 100.0 * (t - o) / (hi - lo) if hi > lo else None
-        by_step.append(row)
-    return {**_figures(total, overlapped, {}), "kernels": len(comm), "by_collective": groups, "by_step": by_step}
+    by_step: list[CommunicationStep] = [
+        {"step": int(number), "step_us": (hi - lo) / 1e3, **_overlap(t, o),
+         "exposed_pct_of_step": 100.0 * (t - o) / (hi - lo) if hi > lo else None}
+        for (number, lo, hi), t, o in zip(steps, step_total.tolist(), step_overlapped.tolist())]
+    return {**_overlap(total, overlapped), "kernels": len(comm), "by_collective": groups, "by_step": by_step}
 
 
-def merge_ranks(sections: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def merge_ranks(sections: dict[str, Communication]) -> Communication:
     """The section of a multi-rank profile from each rank's (keyed by rank, as ``summary['ranks']``):
     times and kernels summed, ``overlap_pct`` recomputed from the sums, ``by_rank`` with each rank's
     figures, and each rank's ``by_collective`` and ``by_step`` rows with a ``rank`` added
     (``by_collective`` most exposed first, ``by_step`` by step then rank)."""
     if not sections:
         return {**empty_section(), "by_rank": []}
-    by_rank: list[dict[str, Any]] = []
-    by_collective: list[dict[str, Any]] = []
-    by_step: list[dict[str, Any]] = []
+    by_rank: list[CommunicationRank] = []
+    by_collective: list[CollectiveRow] = []
+    by_step: list[CommunicationStep] = []
     total = exposed = 0.0
     kernels = 0
     for key, s in sorted(sections.items(), key=lambda kv: _rank_order(kv[0])):
@@ -175,8 +173,8 @@ def _rank_order(key: str) -> tuple[int, int | str]:
     return (0, int(key)) if key.lstrip("-").isdigit() else (1, key)
 
 
-def _figures(total_ns: int, overlapped_ns: int, head: dict[str, Any]) -> dict[str, Any]:
-    return {**head, "total_us": total_ns / 1e3, "exposed_us": (total_ns - overlapped_ns) / 1e3,
+def _overlap(total_ns: int, overlapped_ns: int) -> Overlap:
+    return {"total_us": total_ns / 1e3, "exposed_us": (total_ns - overlapped_ns) / 1e3,
             "overlap_pct": 100.0 * overlapped_ns / total_ns if total_ns > 0 else None}
 
 

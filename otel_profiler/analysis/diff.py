@@ -1,4 +1,4 @@
-"""Run-vs-run comparison: the difference of two summaries (``analysis.summary``), the JSON contract
+"""Run-vs-run comparison: the difference of two summaries (``summary_schema.Summary``), the JSON contract
 behind ``otel-profiler diff BASE NEW``.
 
 Every compared figure is ``{"base": b, "new": n, "delta": n - b, "pct": 100 * (n - b) / b}`` (``pct``
@@ -29,7 +29,10 @@ when only BASE has it, ``changed`` when its time or count differ, else ``same``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from .summary_schema import Summary, TransferStats
 
 SCHEMA = "otel-profiler.diff/1"
 DEVICE_FIELDS = ("span_us", "busy_us", "idle_us", "idle_pct", "compute_us", "compute_pct",
@@ -41,23 +44,25 @@ def figure(base: float | None, new: float | None) -> dict[str, Any]:
     return {"base": b, "new": n, "delta": n - b, "pct": 100.0 * (n - b) / b if b else None}
 
 
-def _fields(base: dict | None, new: dict | None, fields: tuple[str, ...]) -> dict[str, dict]:
+def _fields(base: Mapping[str, Any] | None, new: Mapping[str, Any] | None, fields: tuple[str, ...]
+            ) -> dict[str, dict]:
     base, new = base or {}, new or {}
     return {f: figure(base.get(f), new.get(f)) for f in fields}
 
 
-def _keyed(base: dict, new: dict, fields: tuple[str, ...]) -> dict[str, dict]:
+def _keyed(base: Mapping[str, Mapping[str, Any]], new: Mapping[str, Mapping[str, Any]], fields: tuple[str, ...]
+           ) -> dict[str, dict]:
     return {k: _fields(base.get(k), new.get(k), fields) for k in [*base, *(k for k in new if k not in base)]}
 
 
-def _rows(base: list[dict], new: list[dict], key: str, fields: tuple[str, ...], time: str,
-          keep: tuple[str, ...] = ()) -> list[dict]:
+def _rows(base: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], key: str, fields: tuple[str, ...],
+          time: str, keep: tuple[str, ...] = ()) -> list[dict]:
     """Rows matched by ``key``, each field a figure, ``status`` set, by time change then name."""
     b, n = {r[key]: r for r in base}, {r[key]: r for r in new}
     out = []
     for k in [*b, *(k for k in n if k not in b)]:
         rb, rn = b.get(k), n.get(k)
-        present: dict = rn or rb or {}  # one of the two has the key
+        present: Mapping[str, Any] = rn or rb or {}  # one of the two has the key
         row: dict[str, Any] = {c: present.get(c) for c in (key, *keep)}
         row.update(_fields(rb, rn, fields))
         row["status"] = ("added" if rb is None else "removed" if rn is None else
@@ -67,24 +72,24 @@ def _rows(base: list[dict], new: list[dict], key: str, fields: tuple[str, ...], 
     return out
 
 
-def _memcpy(summary: dict) -> dict[str, dict]:
+def _memcpy(summary: Summary) -> dict[str, TransferStats]:
     return {**summary.get("memcpy", {}), "Memset": summary.get("memset", {})}
 
 
-def _steps(summary: dict) -> dict:
+def _steps(summary: Summary) -> dict[str, float | None]:
     steps = summary.get("steps") or {}
     d = steps.get("duration_us") or {}
     return {"count": steps.get("count", 0), "p50_us": d.get("p50"), "mean_us": d.get("mean"),
             "max_us": d.get("max")}
 
 
-def _memory(summary: dict) -> dict[str, dict]:
+def _memory(summary: Summary) -> dict[str, dict[str, int | None]]:
     devices = (summary.get("memory") or {}).get("devices") or {}
     return {k: {"peak_allocated_bytes": v.get("peak", {}).get("allocated_bytes"),
                 "peak_reserved_bytes": v.get("peak_reserved_bytes")} for k, v in devices.items()}
 
 
-def _paired(base: dict, new: dict) -> tuple[dict, dict]:
+def _paired(base: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
     """Per-device figures keyed alike; two single-device runs on different devices are paired under
     one key, ``"<base device>/<new device>"``."""
     if len(base) == 1 and len(new) == 1 and set(base) != set(new):
@@ -93,11 +98,12 @@ def _paired(base: dict, new: dict) -> tuple[dict, dict]:
     return base, new
 
 
-def diff(base: dict, new: dict) -> dict[str, Any]:
+def diff(base: Summary, new: Summary) -> dict[str, Any]:
     """The comparison of two summaries (see the module docstring)."""
     kb, kn = base["kernels"], new["kernels"]
-    launch = {m: _fields(base["launch"].get(m), new["launch"].get(m), ("p50", "p90", "p99", "mean"))
-              for m in ("delay_us", "latency_us")}
+    lb: Mapping[str, Any] = base["launch"]  # read by name, as any summary file may lack a figure
+    ln: Mapping[str, Any] = new["launch"]
+    launch = {m: _fields(lb.get(m), ln.get(m), ("p50", "p90", "p99", "mean")) for m in ("delay_us", "latency_us")}
     launch["matched_gpu_ops"] = figure(base["launch"]["matched_gpu_ops"], new["launch"]["matched_gpu_ops"])
     ob, on = base.get("operators") or {}, new.get("operators") or {}
     return {

@@ -10,12 +10,12 @@ computed on first use, so a renderer that needs only the events (Perfetto) pays 
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any
 
 from cuda_tracer.profile import Profile
 
 from .insights import Thresholds, insights
 from .summary import summarize
+from .summary_schema import Summary
 
 
 class SummaryDocument:
@@ -27,7 +27,7 @@ class SummaryDocument:
         self.thresholds_given = thresholds is not None
 
     @cached_property
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> Summary:
         out = summarize(self.profile)
         out["insights"] = insights(self.profile, out, self.thresholds)
         return out

@@ -10,10 +10,12 @@ import math
 
 import numpy as np
 
+from .summary_schema import DurationStats, Percentiles, TimeStats
+
 NS_PER_US = 1000.0
 
 
-def describe_us(values_ns: np.ndarray) -> dict[str, float]:
+def describe_us(values_ns: np.ndarray) -> DurationStats:
     """Count, total, avg, med, min, max and (sample) stddev of durations, in µs."""
     n = len(values_ns)
     if n == 0:
@@ -26,7 +28,13 @@ def describe_us(values_ns: np.ndarray) -> dict[str, float]:
             "min_us": float(ordered[0]), "max_us": float(ordered[-1]), "std_us": _std(v, total / n)}
 
 
-def percentiles_us(values_ns: np.ndarray) -> dict[str, float]:
+def time_stats(stats: DurationStats) -> TimeStats:
+    """``stats`` without its count (a row names the count its own way: instances, calls)."""
+    return {"total_us": stats["total_us"], "avg_us": stats["avg_us"], "med_us": stats["med_us"],
+            "min_us": stats["min_us"], "max_us": stats["max_us"], "std_us": stats["std_us"]}
+
+
+def percentiles_us(values_ns: np.ndarray) -> Percentiles:
     """p50, p90, p99, max and mean of a distribution, in µs (zeros when empty)."""
     if len(values_ns) == 0:
         return {"p50": 0.0, "p90": 0.0, "p99": 0.0, "max": 0.0, "mean": 0.0, "count": 0}
@@ -67,7 +75,7 @@ def _std(v: np.ndarray, mean: float) -> float:
     return math.sqrt(float((d * d).sum()) / (len(v) - 1))
 
 
-def group_durations(group_ids: np.ndarray, durations_ns: np.ndarray) -> list[tuple[int, dict]]:
+def group_durations(group_ids: np.ndarray, durations_ns: np.ndarray) -> list[tuple[int, DurationStats]]:
     """Per distinct group id: ``describe_us`` of its durations, biggest total first."""
     if len(group_ids) == 0:
         return []
@@ -138,7 +146,7 @@ def shape_counts(group_ids: np.ndarray, geometry: np.ndarray) -> tuple[np.ndarra
     return unique_rows(keys, counts=True)
 
 
-def launch_geometry(shapes: tuple[np.ndarray, np.ndarray]) -> dict[int, tuple[list, list, int]]:
+def launch_geometry(shapes: tuple[np.ndarray, np.ndarray]) -> dict[int, tuple[list[int], list[int], int]]:
     """Per group id of ``shapes`` (``shape_counts``): its most frequent launch geometry as ([grid x,
     y, z], [block x, y, z]) and how many distinct geometries the group launched with."""
     uniq, counts = shapes

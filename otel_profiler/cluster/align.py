@@ -12,7 +12,7 @@ rank's clock. Ranks without collectives (or none matched) keep their clocks, and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -20,19 +20,38 @@ MIN_MATCHED = 3
 """Fewer matched collectives than this give an offset without an uncertainty."""
 
 
+class RankOffset(TypedDict):
+    """A rank's clock offset from the reference rank's, its uncertainty (None with fewer than
+    ``MIN_MATCHED`` collectives) and the collectives matched."""
+
+    offset_us: float
+    uncertainty_us: float | None
+    matched: int
+
+
+class ClockAlignment(TypedDict):
+    """The cluster document's ``clock_alignment``: per rank (key: the rank as text) its offset;
+    ``aligned``: whether any offset was found."""
+
+    reference_rank: int | None
+    aligned: bool
+    ranks: dict[str, RankOffset]
+    note: str
+
+
 def _ends_by_name(c: dict[str, Any]) -> dict[str, np.ndarray]:
     names, index, ends = c["names"], np.asarray(c["name"]), np.asarray(c["end_ns"])
     return {n: ends[index == i] for i, n in enumerate(names)}
 
 
-def clock_offsets(collectives: dict[int, dict[str, Any]]) -> dict[str, Any]:
+def clock_offsets(collectives: dict[int, dict[str, Any]]) -> ClockAlignment:
     """``{reference_rank, aligned, ranks: {rank: {offset_us, uncertainty_us, matched}}, note}`` from
     each rank's collectives (``rank_steps.collectives``); ``aligned``: whether any offset was found."""
     if not collectives:
         return {"reference_rank": None, "aligned": False, "ranks": {},
                 "note": "no ranks: clocks left as recorded"}
     with_comm = sorted(r for r, c in collectives.items() if len(c["end_ns"]))
-    ranks: dict[str, dict[str, Any]] = {}
+    ranks: dict[str, RankOffset] = {}
     if not with_comm:
         for r in sorted(collectives):
             ranks[str(r)] = {"offset_us": 0.0, "uncertainty_us": None, "matched": 0}
@@ -65,7 +84,7 @@ def clock_offsets(collectives: dict[int, dict[str, Any]]) -> dict[str, Any]:
     return {"reference_rank": reference, "aligned": True, "ranks": ranks, "note": note}
 
 
-def offset_ns(alignment: dict[str, Any], rank: int) -> int:
+def offset_ns(alignment: ClockAlignment, rank: int) -> int:
     """What to subtract from a rank's times to put them on the reference clock."""
     row = alignment["ranks"].get(str(rank))
     return int(round(row["offset_us"] * 1e3)) if row else 0

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -19,11 +20,21 @@ from cuda_tracer.profile_folder import is_profile_folder
 from cuda_tracer.trace_json.files import is_trace_file
 
 from ..analysis.insights import Thresholds
-from .align import clock_offsets, offset_ns
+from ..analysis.summary_schema import Insight, Summary, Window
+from .align import ClockAlignment, clock_offsets, offset_ns
 from .executor import executor_for
 from .merge import SEVERITY, Reduction
 from .partial import RankPartial, is_url, read_partials
-from .stragglers import StragglerThresholds, stragglers
+from .stragglers import Stragglers, StragglerThresholds, stragglers
+
+
+class ClusterSummary(Summary):
+    """The cluster's document: the summary of all its ranks (``merge``), the ranks' clock offsets
+    (``align``) and the stragglers explained (``stragglers``); ``insights`` hold the straggler
+    findings too."""
+
+    clock_alignment: ClockAlignment
+    stragglers: Stragglers
 
 TIMELINE_BARS = 200
 """Collectives drawn per rank in the aligned timeline (its first ones)."""
@@ -34,6 +45,8 @@ class ClusterResult:
     """The merged summary document and the lines naming each rank that could not be read."""
 
     summary: dict[str, Any]
+    """A ``ClusterSummary``, typed as a plain dict for ``commands.summary.ClusterDocument`` (which
+    takes it so) until that takes the type."""
     refused: list[str] = field(default_factory=list)
     lanes: list[dict[str, Any]] = field(default_factory=list)
     """The aligned timeline's lanes (``report.cluster_html``): the heatmap's ranks."""
@@ -43,7 +56,7 @@ class _Window:
     """A rank's time window in the shape ``jobs.check_one_job`` reads of a rank's events (their
     first start and last end), so the one-job rules of the local reading hold here too."""
 
-    def __init__(self, window: dict[str, Any] | None) -> None:
+    def __init__(self, window: Window | None) -> None:
         self.start_ns = np.array([window["start_ns"]] if window else [], np.int64)
         self.end_ns = np.array([window["end_ns"]] if window else [], np.int64)
 
@@ -66,7 +79,7 @@ def _check_one_job(partials: list[RankPartial]) -> None:
                                  for p in partials]))
 
 
-def _named_only(meta: dict[str, Any]) -> dict[str, Any]:
+def _named_only(meta: Mapping[str, Any]) -> dict[str, Any]:
     """The rank's metadata with its file as its name only (the pairwise same-file test is done)."""
     out = {k: v for k, v in meta.items() if k != "file"}
     out["source"] = meta.get("file") or meta.get("source")
@@ -191,19 +204,18 @@ def analyse(inputs: list[str], scheduler: str | None = None, thresholds: Thresho
                 TraceError(", ".join(inputs), refused[-1])
         raise TraceError(", ".join(inputs), "no ranks found")
     _check_one_job(partials)
-    summary = reduction.document(sources)
+    merged = reduction.document(sources)
     collectives = {p.rank: p.collectives for p in partials}
     alignment = clock_offsets(collectives)
-    summary["clock_alignment"] = alignment
-    summary["stragglers"] = stragglers({p.rank: p.steps for p in partials}, alignment, collectives,
-                                       straggler_thresholds)
-    summary["insights"] = sorted(straggler_insights(summary["stragglers"]) + summary["insights"],
+    found = stragglers({p.rank: p.steps for p in partials}, alignment, collectives, straggler_thresholds)
+    summary: ClusterSummary = {**merged, "clock_alignment": alignment, "stragglers": found}
+    summary["insights"] = sorted(straggler_insights(found) + merged.get("insights", []),
                                  key=lambda i: SEVERITY[i["severity"]])
-    return ClusterResult(summary, refused, timeline_lanes(partials, alignment,
-                                                          summary["stragglers"]["heatmap"]["ranks"]))
+    return ClusterResult(cast(dict[str, Any], summary), refused,
+                         timeline_lanes(partials, alignment, found["heatmap"]["ranks"]))
 
 
-def timeline_lanes(partials: list[RankPartial], alignment: dict[str, Any], ranks: list[int]) -> list[dict]:
+def timeline_lanes(partials: list[RankPartial], alignment: ClockAlignment, ranks: list[int]) -> list[dict]:
     """Per rank of ``ranks``: its steps and first ``TIMELINE_BARS`` collectives on the aligned clock."""
     by_rank = {p.rank: p for p in partials}
     lanes = []
@@ -216,9 +228,9 @@ def timeline_lanes(partials: list[RankPartial], alignment: dict[str, Any], ranks
     return lanes
 
 
-def straggler_insights(found: dict[str, Any]) -> list[dict[str, Any]]:
+def straggler_insights(found: Stragglers) -> list[Insight]:
     """One finding per rank that was a straggler in any step, worst first (at most 5)."""
-    out = []
+    out: list[Insight] = []
     for row in found["ranking"][:5]:
         if not row["straggler_steps"]:
             break

@@ -11,7 +11,7 @@ row per rule, naming how many ranks it holds for) and the straggler findings.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
 import numpy as np
 
@@ -20,11 +20,14 @@ from ..analysis.breakdown import KERNEL_CLASSES
 from ..analysis.communication import empty_section, merge_ranks
 from ..analysis.flops.result import flops_result, merge_figures
 from ..analysis.platform import SYNC_API, blocking_call
-from ..analysis.stats import percentiles_us
-from ..analysis.summary import SCHEMA, complete
+from ..analysis.stats import percentiles_us, time_stats
+from ..analysis.summary import complete
+from ..analysis.summary_schema import (SCHEMA, AnnotationRow, ApiRow, ComputeHost, Insight, KernelRow, Kernels,
+                                       Steps, Summary, SyncApiRow, TimeSections, TransferStats, WindowKey)
+from ..analysis.summary_schema.sections import Memory
 from ..names import demangle, short_names
 from .merge_tables import OperatorFold, stat_rows, sum_dicts
-from .partial import RankPartial, is_url
+from .partial import RankFigures, RankPartial, is_url
 from .sections import LazyRanks, SectionFile
 from .sketch import Sketch, merged
 
@@ -81,22 +84,24 @@ class Reduction:
             p.section_json = b""
         self.partials.append(p)
 
-    def document(self, sources: list[str]) -> dict[str, Any]:
+    def document(self, sources: list[str]) -> Summary:
         """The summary document of the ranks added (in the order added), read from ``sources``."""
         partials = self.partials
         multi = len({p.rank for p in partials}) > 1
-        out: dict[str, Any] = {"schema": SCHEMA, "sources": list(sources), "platform": _platform(partials),
-                               "ranks_meta": [p.meta for p in partials]}
-        out.update(_figures(partials, self.sketches, self.geometry, self.kernel_classes, multi))
-        out["operators"] = self.operators.result()
-        out["memory"] = _memory(partials, multi)
         devices = [d for p in partials for d in p.meta.get("devices") or [] if isinstance(d, str) and d]
-        out["flops"] = flops_result(merge_figures([p.figures["flops"] for p in partials]), list(dict.fromkeys(devices)))
-        out["compiled"] = merge_compiled([p.figures["compiled"] for p in partials])
-        out["communication"] = (merge_ranks({str(p.rank): p.figures["communication"] for p in partials}) if multi
-                                else partials[0].figures["communication"] if partials else empty_section())
-        out["compute"] = _compute(partials)
-        out["cpu"] = {k: v for p in partials for k, v in p.cpu.items()}
+        out: Summary = {
+            "schema": SCHEMA, "sources": list(sources), "platform": _platform(partials),
+            "ranks_meta": [p.meta for p in partials],
+            **_figures(partials, self.sketches, self.geometry, self.kernel_classes, multi),
+            "operators": self.operators.result(),
+            "memory": _memory(partials, multi),
+            "flops": flops_result(merge_figures([p.figures["flops"] for p in partials]), list(dict.fromkeys(devices))),
+            "compiled": merge_compiled([p.figures["compiled"] for p in partials]),
+            "communication": (merge_ranks({str(p.rank): p.figures["communication"] for p in partials}) if multi
+                              else partials[0].figures["communication"] if partials else empty_section()),
+            "compute": _compute(partials),
+            "cpu": {k: v for p in partials for k, v in p.cpu.items()},
+            "notes": []}  # ``complete`` writes them
         complete(out, [s for s in sources if not is_url(s)])
         if multi:
             out["ranks"] = LazyRanks(self.sections if self.sections is not None else
@@ -105,7 +110,7 @@ class Reduction:
         return out
 
 
-def merge(partials: list[RankPartial], sources: list[str]) -> dict[str, Any]:
+def merge(partials: list[RankPartial], sources: list[str]) -> Summary:
     """The summary document of ``partials`` (in input order), read from ``sources``."""
     reduction = Reduction()
     for p in partials:
@@ -118,94 +123,104 @@ def _platform(partials: list[RankPartial]) -> str:
     return found[0] if found else "unknown"
 
 
-def _compute(partials: list[RankPartial]) -> list[dict[str, Any]]:
-    by_host: dict[Any, dict[str, Any]] = {}
+def _compute(partials: list[RankPartial]) -> list[ComputeHost]:
+    by_host: dict[str, ComputeHost] = {}
     for p in partials:
         for entry in p.compute:
             key = entry.get("host") or f"rank {p.rank}"
             if key in by_host:
                 by_host[key]["ranks"].extend(entry["ranks"])
             else:
-                by_host[key] = dict(entry, ranks=list(entry["ranks"]))
+                by_host[key] = {**entry, "ranks": list(entry["ranks"])}
     return list(by_host.values())
 
 
-def _keyed(p: RankPartial, table: dict[str, Any], multi: bool) -> dict[str, Any]:
+Value = TypeVar("Value")
+
+
+def _keyed(p: RankPartial, table: dict[str, Value], multi: bool) -> dict[str, Value]:
     return {f"{p.rank}:{k}" if multi else k: v for k, v in table.items()}
 
 
 def _figures(partials: list[RankPartial], sk: dict[str, dict[str, Sketch]],
-             geometry: dict[str, dict[tuple, int]], classes: dict[str, str], multi: bool) -> dict[str, Any]:
+             geometry: dict[str, dict[tuple, int]], classes: dict[str, str], multi: bool) -> TimeSections:
     sections = [p.figures for p in partials]
-    out: dict[str, Any] = {"events": sum_dicts(s["events"] for s in sections)}
+    window: WindowKey = {}
     windows = [s["window_us"] for s in sections if "window_us" in s]
     if windows:
         start, end = min(w["start_ns"] for w in windows), max(w["end_ns"] for w in windows)
-        out["window_us"] = {"start_ns": start, "end_ns": end, "span_us": float(end - start) / 1e3}
-    out["devices"] = {k: v for p in partials for k, v in _keyed(p, p.figures["devices"], multi).items()}
-    out["kernels"] = _kernels(partials, sk["kernels"], geometry, classes)
-    out["memcpy"] = {}
-    for key, s in sk["memcpy"].items():
-        out["memcpy"][key] = _transfer(s, sum(x["memcpy"].get(key, {}).get("bytes", 0) for x in sections))
-    out["memset"] = _transfer(sk["memset"][""], sum(x["memset"]["bytes"] for x in sections))
-    runtime = stat_rows(sk["runtime_api"], "calls")
-    api_total = sum(r["total_us"] for r in runtime)
-    out["runtime_api"] = [dict(r, time_pct=100.0 * r["total_us"] / api_total if api_total else 0.0)
-                          for r in runtime]
-    api = [dict(r, blocking=blocking_call(r["name"])) for r in out["runtime_api"]
-           if r["name"] in SYNC_API or blocking_call(r["name"])]
-    out["sync"] = {**sk["sync"][""].describe(),
-                   "by_kind": {k: s.describe() for k, s in sk["sync_kinds"].items()}, "api": api,
-                   "host_blocked_us": sum(r["total_us"] for r in api if r["blocking"])}
+        window["window_us"] = {"start_ns": start, "end_ns": end, "span_us": float(end - start) / 1e3}
+    runtime = stat_rows(sk["runtime_api"])
+    api_total = sum(d["total_us"] for _, d in runtime)
+    runtime_api: list[ApiRow] = [{"name": name, "calls": d["count"], **time_stats(d),
+                                  "time_pct": 100.0 * d["total_us"] / api_total if api_total else 0.0}
+                                 for name, d in runtime]
+    api: list[SyncApiRow] = [{**r, "blocking": blocking_call(r["name"])} for r in runtime_api
+                             if r["name"] in SYNC_API or blocking_call(r["name"])]
     launches = [s["launch"] for s in sections]
-    out["launch"] = {"matched_gpu_ops": sum(x["matched_gpu_ops"] for x in launches),
-                     "orphan_gpu_ops": sum(x["orphan_gpu_ops"] for x in launches),
-                     "delay_us": sk["launch"]["delay_us"].percentiles(),
-                     "latency_us": sk["launch"]["latency_us"].percentiles(),
-                     "by_api": sum_dicts(x["by_api"] for x in launches)}
-    out["streams"] = sorted((s for x in sections for s in x["streams"]),
-                            key=lambda s: (s["rank"], s["device"], s["stream"]))
-    for key in ("annotations", "gpu_annotations"):
-        out[key] = stat_rows(sk[key], "instances")
-    out["steps"] = _steps(sections)
-    return out
+    return {
+        "events": sum_dicts(s["events"] for s in sections), **window,
+        "devices": {k: v for p in partials for k, v in _keyed(p, p.figures["devices"], multi).items()},
+        "kernels": _kernels(partials, sk["kernels"], geometry, classes),
+        "memcpy": {key: _transfer(s, sum(x["memcpy"][key]["bytes"] for x in sections if key in x["memcpy"]))
+                   for key, s in sk["memcpy"].items()},
+        "memset": _transfer(sk["memset"][""], sum(x["memset"]["bytes"] for x in sections)),
+        "runtime_api": runtime_api,
+        "sync": {**sk["sync"][""].describe(),
+                 "by_kind": {k: s.describe() for k, s in sk["sync_kinds"].items()}, "api": api,
+                 "host_blocked_us": sum(r["total_us"] for r in api if r["blocking"])},
+        "launch": {"matched_gpu_ops": sum(x["matched_gpu_ops"] for x in launches),
+                   "orphan_gpu_ops": sum(x["orphan_gpu_ops"] for x in launches),
+                   "delay_us": sk["launch"]["delay_us"].percentiles(),
+                   "latency_us": sk["launch"]["latency_us"].percentiles(),
+                   "by_api": sum_dicts(x["by_api"] for x in launches)},
+        "streams": sorted((s for x in sections for s in x["streams"]),
+                          key=lambda s: (s["rank"], s["device"], s["stream"])),
+        "annotations": _annotations(sk["annotations"]),
+        "gpu_annotations": _annotations(sk["gpu_annotations"]),
+        "steps": _steps(sections),
+    }
+
+
+def _annotations(sketches: dict[str, Sketch]) -> list[AnnotationRow]:
+    return [{"name": name, "instances": d["count"], **time_stats(d)} for name, d in stat_rows(sketches)]
 
 
 def _kernels(partials: list[RankPartial], sketches: dict[str, Sketch],
-             geometry: dict[str, dict[tuple, int]], classes: dict[str, str]) -> dict[str, Any]:
+             geometry: dict[str, dict[tuple, int]], classes: dict[str, str]) -> Kernels:
     total = sum(s.total for s in sketches.values())
-    by_name = []
-    for row in stat_rows(sketches, "instances"):
-        raw = row.pop("name")
+    rows = stat_rows(sketches)
+    raws = [raw for raw, _ in rows]
+    by_name: list[KernelRow] = []
+    for (raw, d), short in zip(rows, short_names(raws)):
         shapes = geometry.get(raw, {})
         best = min(shapes, key=lambda g: (-shapes[g], g)) if shapes else None
-        by_name.append({"name": demangle(raw), "raw_name": raw, "class": classes.get(raw),
-                        **row, "time_pct": 100.0 * row["total_us"] / total if total else 0.0,
+        by_name.append({"name": demangle(raw), "raw_name": raw, "class": classes[raw],
+                        "instances": d["count"], **time_stats(d),
+                        "time_pct": 100.0 * d["total_us"] / total if total else 0.0,
                         "grid": list(best[:3]) if best else None, "block": list(best[3:]) if best else None,
-                        "launch_configs": len(shapes)})
-    for row, short in zip(by_name, short_names([r["raw_name"] for r in by_name])):
-        row["short_name"] = short
+                        "launch_configs": len(shapes), "short_name": short})
     by_class = sum_dicts(p.figures["by_class"] for p in partials)
     return {"count": sum(s.count for s in sketches.values()), "total_us": total,
             "by_class": {c: by_class.get(c, 0.0) for c in KERNEL_CLASSES}, "by_name": by_name}
 
 
-def _transfer(s: Sketch, total_bytes: int) -> dict[str, Any]:
+def _transfer(s: Sketch, total_bytes: int) -> TransferStats:
     stats = s.describe()
     seconds = stats["total_us"] / 1e6
     return {**stats, "bytes": total_bytes,
             "throughput_gbps": total_bytes / seconds / 1e9 if seconds > 0 else 0.0}
 
 
-def _steps(sections: list[dict[str, Any]]) -> dict[str, Any]:
+def _steps(sections: list[RankFigures]) -> Steps:
     items = sorted((i for s in sections for i in s["steps"]["items"]),
                    key=lambda s: (s["rank"], s["start_ns"]))
     durations = np.array([round(i["duration_us"] * 1e3) for i in items], np.int64)
     return {"count": len(items), "duration_us": percentiles_us(durations), "items": items}
 
 
-def _memory(partials: list[RankPartial], multi: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"events": 0, "devices": {}}
+def _memory(partials: list[RankPartial], multi: bool) -> Memory:
+    out: Memory = {"events": 0, "devices": {}}
     for p in partials:
         m = p.figures["memory"]
         out["events"] += m.get("events", 0)
@@ -215,20 +230,20 @@ def _memory(partials: list[RankPartial], multi: bool) -> dict[str, Any]:
     return out
 
 
-def rank_insights(partials: list[RankPartial]) -> list[dict[str, Any]]:
+def rank_insights(partials: list[RankPartial]) -> list[Insight]:
     """Each rank's findings, one row per rule: the most severe rank's finding, its scope naming how
     many ranks it holds for."""
-    by_rule: dict[str, tuple[dict, list[int]]] = {}
+    by_rule: dict[str, tuple[Insight, list[int]]] = {}
     for p in partials:
         for found in p.insights:
             rule = found["rule"]
             if rule not in by_rule:
-                by_rule[rule] = (dict(found, scope=f"rank {p.rank}: {found['scope']}"), [p.rank])
+                by_rule[rule] = ({**found, "scope": f"rank {p.rank}: {found['scope']}"}, [p.rank])
                 continue
             best, ranks = by_rule[rule]
             ranks.append(p.rank)
             if SEVERITY[found["severity"]] < SEVERITY[best["severity"]]:
-                by_rule[rule] = (dict(found, scope=f"rank {p.rank}: {found['scope']}"), ranks)
+                by_rule[rule] = ({**found, "scope": f"rank {p.rank}: {found['scope']}"}, ranks)
     out = []
     n = len({p.rank for p in partials})
     for found, ranks in by_rule.values():

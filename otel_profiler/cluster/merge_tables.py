@@ -4,16 +4,25 @@ partials' tables (no events), used by ``merge``."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from operator import itemgetter
+from typing import Any, Generic, TypeVar, cast
 
 from ..analysis.attribution.modules import TOP_KERNELS as MODULE_TOP_KERNELS
 from ..analysis.attribution.modules import _by_type, _tree_order
 from ..analysis.attribution.operators import TOP_KERNELS, TOP_STACKS
+from ..analysis.summary_schema import DurationStats
+from ..analysis.summary_schema.sections import (ModuleRow, Modules, OperatorRow, Operators, OperatorTotals,
+                                         RegionRow)
 from .sketch import Sketch
 
+Summed = TypeVar("Summed", bound=Mapping[str, Any])
+Row = TypeVar("Row", bound=Mapping[str, Any])
 
-def sum_dicts(dicts: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Key-wise sums of numbers (nested dicts summed the same way)."""
+
+def sum_dicts(dicts: Iterable[Summed]) -> Summed:
+    """Key-wise sums of numbers (nested dicts summed the same way), other values as the first dict
+    holding them gives them: the dicts' own shape (built key by key, hence the cast)."""
     out: dict[str, Any] = {}
     for d in dicts:
         for k, v in d.items():
@@ -23,35 +32,41 @@ def sum_dicts(dicts: Iterable[dict[str, Any]]) -> dict[str, Any]:
                 out[k] = out.get(k, 0) + v
             else:
                 out.setdefault(k, v)
-    return out
+    return cast(Summed, out)
 
 
-def stat_rows(sketches: dict[str, Sketch], count_key: str) -> list[dict[str, Any]]:
-    """``[{name, <count_key>, total_us, avg_us, med_us, min_us, max_us, std_us}]``, biggest total first."""
-    rows = []
-    for name, s in sketches.items():
-        d = s.describe()
-        rows.append({"name": name, count_key: d.pop("count"), **d})
-    return sorted(rows, key=lambda r: (-r["total_us"], r["name"]))
+def _added(total: Summed | None, part: Summed) -> Summed:
+    """``part`` added to ``total`` (None: nothing added yet) with ``sum_dicts``."""
+    return sum_dicts([part] if total is None else [total, part])
 
 
-class _RowFold:
+def stat_rows(sketches: dict[str, Sketch]) -> list[tuple[str, DurationStats]]:
+    """``(name, describe_us's figures)`` per sketch, biggest total first."""
+    rows = [(name, s.describe()) for name, s in sketches.items()]
+    return sorted(rows, key=lambda r: (-r[1]["total_us"], r[0]))
+
+
+class _RowFold(Generic[Row]):
     """Rows keyed by ``key`` with the numbers ``sums`` added as ranks come in; their top-kernel and
-    call-stack lists kept whole (by kernel, by stack) until ``rows`` cuts them."""
+    call-stack lists kept whole (by kernel, by stack) until ``rows`` cuts them. The rows are kept as
+    plain dicts (with the fold's own ``_tops`` and ``_stacks``) and handed back as the kind of row
+    they came in as, with the same keys."""
 
-    def __init__(self, key: str, sums: tuple[str, ...]) -> None:
+    def __init__(self, key: Callable[[Row], Hashable], sums: tuple[str, ...]) -> None:
+        """``key``: a row's key (an ``itemgetter``: folds travel between processes, pickled)."""
         self.key, self.sums = key, sums
         self.rows: dict[Any, dict[str, Any]] = {}
 
-    def add(self, rows: list[dict[str, Any]]) -> None:
-        """A rank's rows added; the rows and their top-kernel entries are taken over, not copied
-        (the rank's tables are not to be used after)."""
-        for r in rows:
+    def add(self, rows: Iterable[Row]) -> None:
+        """A rank's rows added; their top-kernel entries are taken over, not copied (the rank's
+        tables are not to be used after)."""
+        for row in rows:
+            r = dict(row)
             tops, stacks = r.pop("top_kernels", ()), r.pop("call_stacks", ())
-            self._merge(r[self.key], r, ((t["raw_name"], t) for t in tops),
+            self._merge(self.key(row), r, ((t["raw_name"], t) for t in tops),
                         ((tuple(c["stack"]), c["calls"]) for c in stacks))
 
-    def absorb(self, other: "_RowFold") -> None:
+    def absorb(self, other: "_RowFold[Row]") -> None:
         """Another fold's rows added in (a worker's fold of its ranks), as ``add`` would add them;
         ``other``'s rows are taken over, not copied (it is empty after)."""
         for k, o in other.rows.items():
@@ -82,7 +97,7 @@ class _RowFold:
         for stack, calls in stacks:
             have_stacks[stack] = have_stacks.get(stack, 0) + calls
 
-    def result(self, top: int) -> list[dict[str, Any]]:
+    def result(self, top: int) -> list[Row]:
         out = []
         for m in self.rows.values():
             row = {f: v for f, v in m.items() if f not in ("_tops", "_stacks")}
@@ -91,11 +106,17 @@ class _RowFold:
                 row["call_stacks"] = [{"stack": list(st), "calls": c} for st, c in
                                       sorted(m["_stacks"].items(), key=lambda sc: -sc[1])[:TOP_STACKS]]
             out.append(row)
-        return out
+        return cast(list[Row], out)
 
 
-_OPERATOR_HEAD = ("count", "kernel_total_us", "attributed_us", "attributed_by", "unattributed")
-_MODULE_HEAD = ("calls", "kernel_total_us", "attributed_us", "outside")
+def _operator_totals(ops: Operators) -> OperatorTotals:
+    return {"count": ops["count"], "kernel_total_us": ops["kernel_total_us"], "attributed_us": ops["attributed_us"],
+            "attributed_by": ops["attributed_by"], "unattributed": ops["unattributed"]}
+
+
+def _module_totals(mods: Modules) -> Modules:
+    return {"calls": mods["calls"], "kernel_total_us": mods["kernel_total_us"],
+            "attributed_us": mods["attributed_us"], "outside": mods["outside"]}
 
 
 class OperatorFold:
@@ -104,53 +125,50 @@ class OperatorFold:
     top lists at the end (``result``)."""
 
     def __init__(self) -> None:
-        self.head: dict[str, Any] = {}
-        self.by_name = _RowFold("name", ("calls", "total_cpu_us", "self_cpu_us", "self_gpu_us",
-                                         "total_gpu_us", "kernels"))
-        self.regions = _RowFold("key", ("kernels", "gpu_us"))
-        self.module_head: dict[str, Any] = {}
-        self.by_path = _RowFold("path", ("calls", "cpu_us", "self_gpu_us", "total_gpu_us", "kernels"))
-        self.seen = False
+        self.head: OperatorTotals | None = None
+        self.by_name: _RowFold[OperatorRow] = _RowFold(
+            itemgetter("name"), ("calls", "total_cpu_us", "self_cpu_us", "self_gpu_us", "total_gpu_us", "kernels"))
+        self.regions: _RowFold[RegionRow] = _RowFold(itemgetter("name", "kind"), ("kernels", "gpu_us"))
+        self.module_head: Modules | None = None
+        self.by_path: _RowFold[ModuleRow] = _RowFold(
+            itemgetter("path"), ("calls", "cpu_us", "self_gpu_us", "total_gpu_us", "kernels"))
 
-    def add(self, ops: dict[str, Any]) -> None:
+    def add(self, ops: Operators | None) -> None:
         if not ops:
             return
-        self.seen = True
-        self.head = sum_dicts([self.head, {k: ops[k] for k in _OPERATOR_HEAD}])
+        self.head = _added(self.head, _operator_totals(ops))
         self.by_name.add(ops["by_name"])
-        self.regions.add([dict(r, key=(r["name"], r["kind"])) for r in ops["regions"]])
+        self.regions.add(ops["regions"])
         mods = ops.get("modules") or {}
         if mods:
-            self.module_head = sum_dicts([self.module_head, {k: mods[k] for k in _MODULE_HEAD}])
+            self.module_head = _added(self.module_head, _module_totals(mods))
             self.by_path.add(mods["by_path"])
 
     def absorb(self, other: "OperatorFold") -> None:
         """Another fold's ranks added in (a worker's fold of its ranks)."""
-        if not other.seen:
+        if other.head is None:
             return
-        self.seen = True
-        self.head = sum_dicts([self.head, other.head])
+        self.head = _added(self.head, other.head)
         self.by_name.absorb(other.by_name)
         self.regions.absorb(other.regions)
         if other.module_head:
-            self.module_head = sum_dicts([self.module_head, other.module_head])
+            self.module_head = _added(self.module_head, other.module_head)
             self.by_path.absorb(other.by_path)
 
-    def result(self) -> dict[str, Any]:
-        if not self.seen:
-            return {}
-        out = dict(self.head)
-        total = out["kernel_total_us"]
+    def result(self) -> Operators:
+        """The merged view; raises ``ValueError`` when no rank's table was added (every rank's
+        summary has one: no ranks)."""
+        if self.head is None:
+            raise ValueError("no operator table was added")
+        total = self.head["kernel_total_us"]
         by_name = self.by_name.result(TOP_KERNELS)
         for r in by_name:
             r["gpu_pct"] = 100.0 * r["self_gpu_us"] / total if total else 0.0
         by_name.sort(key=lambda r: (-r["self_gpu_us"], -r["total_gpu_us"], -r["total_cpu_us"], r["name"]))
         regions = self.regions.result(TOP_KERNELS)
-        for r in regions:
-            del r["key"]
-        out.update(by_name=by_name, regions=sorted(regions, key=lambda r: -r["gpu_us"]))
-        out["modules"] = {}
+        modules: Modules = {}
         if self.module_head:
             by_path = self.by_path.result(MODULE_TOP_KERNELS)
-            out["modules"] = dict(self.module_head, by_path=_tree_order(by_path), by_type=_by_type(by_path))
-        return out
+            modules = {**self.module_head, "by_path": _tree_order(by_path), "by_type": _by_type(by_path)}
+        return {**self.head, "by_name": by_name, "regions": sorted(regions, key=lambda r: -r["gpu_us"]),
+                "modules": modules}

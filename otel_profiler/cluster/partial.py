@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import msgspec
 import numpy as np
@@ -29,15 +29,38 @@ from ..analysis.attribution.operators import annotation_rows
 from ..analysis.flops.result import TOP_OPERATORS
 from ..analysis.insights import Thresholds, insights
 from ..analysis.summary import cut_top_kernels, kernel_shapes, summarize
+from ..analysis.summary_schema import (ComputeHost, CpuUsage, DeviceBreakdown, Insight, Launch, RankMeta,
+                                       RankSection, Steps, StreamRow, Summary, TransferStats, WindowKey)
+from ..analysis.summary_schema.sections import Communication, Compiled, Flops, Memory, Operators
 from .rank_steps import collectives, step_figures
 from .sketch import Sketch
 
 RANK_SECTION_SKIP = ("schema", "sources", "platform", "ranks_meta", "compute", "cpu", "notes")
 """Keys of a one-rank ``summarize`` that are not part of the rank's section under ``ranks``."""
 
-MERGED_AS_IS = ("events", "window_us", "devices", "memcpy", "memset", "launch", "streams", "steps", "memory")
-"""Parts of a rank's section the merge reads as they are (the rest it builds from sketches and the
-uncut operator tables); the whole section travels compressed, for the document's ``ranks``."""
+
+class _RankFigureKeys(WindowKey):
+    events: dict[str, int]
+    devices: dict[str, DeviceBreakdown]
+    memcpy: dict[str, TransferStats]
+    memset: TransferStats
+    launch: Launch
+    streams: list[StreamRow]
+    steps: Steps
+    memory: Memory
+    by_class: dict[str, float]
+    flops: Flops  # every operator row: the merge adds them up
+    compiled: Compiled
+    communication: Communication
+
+
+class RankFigures(_RankFigureKeys, total=False):
+    """What the merge reads of a rank's section: its parts as they are (``events`` to ``memory``),
+    the kernel time by class, and the sections it merges (the rest it builds from sketches and the
+    uncut operator tables; the whole section travels compressed, for the document's ``ranks``).
+    ``kernel_classes`` (each kernel's class, by raw name) is taken out by the reduction."""
+
+    kernel_classes: dict[str, str]
 
 
 def _plain(value: Any) -> Any:
@@ -62,23 +85,23 @@ class RankPartial:
 
     source: str
     rank: int
-    meta: dict[str, Any]
+    meta: RankMeta
     section_json: bytes
-    figures: dict[str, Any]
+    figures: RankFigures
     platform: str
-    compute: list[dict[str, Any]]
-    cpu: dict[str, Any]
-    insights: list[dict[str, Any]]
+    compute: list[ComputeHost]
+    cpu: dict[str, CpuUsage]
+    insights: list[Insight]
     sketches: dict[str, dict[str, Sketch]]
     geometry: dict[str, dict[tuple, int]]
-    operators: dict[str, Any]
+    operators: Operators | None  # None once the reduction has folded it in
     steps: list[dict[str, Any]]
     collectives: dict[str, Any]
     notes: list[str] = field(default_factory=list)
 
     def drop_tables(self) -> None:
         """Forget what the merge has folded in (sketches, launch shapes, operator tables)."""
-        self.sketches, self.geometry, self.operators = {}, {}, {}
+        self.sketches, self.geometry, self.operators = {}, {}, None
 
 
 def is_url(path: str) -> bool:
@@ -144,16 +167,17 @@ def rank_partial(rank: RankProfile, source: str, thresholds: Thresholds) -> Rank
     ops = summary["operators"]
     summary["operators"] = cut_top_kernels(ops)  # as ``summarize`` gives it
     found = insights(one, summary, thresholds, corr)
-    section = {k: v for k, v in summary.items() if k not in RANK_SECTION_SKIP}
+    section = _rank_section(summary)
     section["steps"].pop("source", None)  # top level only
     section["memory"].pop("snapshots", None)
-    figures = {k: section[k] for k in MERGED_AS_IS if k in section}
-    figures["by_class"] = section["kernels"]["by_class"]
-    figures["flops"] = summary["flops"]  # every operator row: the merge adds them up
-    figures["compiled"] = section["compiled"]
-    figures["communication"] = section["communication"]
-    section["flops"] = dict(summary["flops"], by_operator=summary["flops"]["by_operator"][:TOP_OPERATORS])
-    figures["kernel_classes"] = {r["raw_name"]: r["class"] for r in section["kernels"]["by_name"]}
+    window: WindowKey = {"window_us": section["window_us"]} if "window_us" in section else {}
+    figures: RankFigures = {
+        "events": section["events"], **window, "devices": section["devices"], "memcpy": section["memcpy"],
+        "memset": section["memset"], "launch": section["launch"], "streams": section["streams"],
+        "steps": section["steps"], "memory": section["memory"], "by_class": section["kernels"]["by_class"],
+        "flops": summary["flops"], "compiled": section["compiled"], "communication": section["communication"],
+        "kernel_classes": {r["raw_name"]: r["class"] for r in section["kernels"]["by_name"]}}
+    section["flops"] = {**summary["flops"], "by_operator": summary["flops"]["by_operator"][:TOP_OPERATORS]}
     return RankPartial(
         source=source, rank=rank.rank, meta=summary["ranks_meta"][0],
         section_json=_compress(_SECTION_ENCODER.encode(section), 1), figures=figures,
@@ -161,6 +185,12 @@ def rank_partial(rank: RankProfile, source: str, thresholds: Thresholds) -> Rank
         insights=found, sketches=_sketches(batch, corr), geometry=_geometry(batch),
         operators=ops, steps=step_figures(batch, corr), collectives=collectives(batch),
         notes=summary["notes"])
+
+
+def _rank_section(summary: Summary) -> RankSection:
+    """A one-rank summary less its document-level keys (``RANK_SECTION_SKIP``), in its order: the
+    rank's figures (built key by key, hence the cast)."""
+    return cast(RankSection, {k: v for k, v in summary.items() if k not in RANK_SECTION_SKIP})
 
 
 def _by_name(batch: EventBatch, rows: np.ndarray) -> dict[str, Sketch]:

@@ -14,6 +14,8 @@ import zlib
 from collections.abc import Iterator, Mapping
 from typing import Any, BinaryIO
 
+from ..analysis.summary_schema import RankSection
+
 log = logging.getLogger(__name__)
 
 
@@ -76,7 +78,7 @@ class LazyRanks(dict):
         super().__init__(dict.fromkeys(sections))
         self._packed = sections
 
-    def __getitem__(self, key: str) -> dict[str, Any]:
+    def __getitem__(self, key: str) -> RankSection:
         return json.loads(zlib.decompress(self._packed[key]))
 
     def get(self, key: str, default: Any = None) -> Any:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
+
+from ..analysis.summary_schema import DurationStats, Percentiles
 
 RELATIVE_ACCURACY = 0.005
 """A quantile read from a sketch is within this fraction (0.5 %) of a true value of the same rank
@@ -140,7 +141,7 @@ class Sketch:
         m = self.mean()
         return math.sqrt(max((self.squares - self.count * m * m) / (self.count - 1), 0.0))
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> DurationStats:
         """The fields of ``analysis.stats.describe_us``."""
         if not self.count:
             return {"count": 0, "total_us": 0.0, "avg_us": 0.0, "med_us": 0.0, "min_us": 0.0,
@@ -149,7 +150,7 @@ class Sketch:
                 "med_us": self.quantile(0.5), "min_us": self.low, "max_us": self.high,
                 "std_us": self.std()}
 
-    def percentiles(self) -> dict[str, Any]:
+    def percentiles(self) -> Percentiles:
         """The fields of ``analysis.stats.percentiles_us``."""
         if not self.count:
             return {"p50": 0.0, "p90": 0.0, "p99": 0.0, "max": 0.0, "mean": 0.0, "count": 0}

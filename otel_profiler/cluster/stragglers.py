@@ -20,13 +20,13 @@ arrived (start times on the aligned clocks) and how often it was that last rank.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
 from ..analysis.insights.thresholds import markdown_table, parse_thresholds, threshold
 from ..analysis.insights.thresholds import thresholds_doc as documented_thresholds
-from .align import offset_ns
+from .align import ClockAlignment, offset_ns
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,65 @@ def thresholds_doc() -> list[dict[str, Any]]:
 _PARTS = ("compute", "communication wait", "data loading", "host/launch-bound", "stalled")
 
 
+class SlowRank(TypedDict):
+    """One of a step's slowest ranks: its own work, its excess over the step's median, and why."""
+
+    rank: int
+    own_us: float
+    excess_pct: float
+    straggler: bool
+    cause: str  # one of ``_PARTS``
+    evidence: str
+
+
+class StragglerStep(TypedDict):
+    """A step: how many ranks ran it, their median own work and the slowest ranks."""
+
+    step: int
+    ranks: int
+    median_own_us: float
+    slowest: list[SlowRank]
+
+
+class RankRanking(TypedDict):
+    """A rank's record over the steps: straggler, slowest, last to arrive at a collective."""
+
+    rank: int
+    straggler_steps: int
+    slowest_steps: int
+    arrived_last: int
+    mean_excess_pct: float
+
+
+class CollectiveWait(TypedDict):
+    """How long a rank sat in collectives before the last rank arrived (``collective_wait``)."""
+
+    rank: int
+    collectives: int
+    communication_us: float
+    wait_us: float
+    wait_pct: float
+    arrived_last: int
+
+
+class Heatmap(TypedDict):
+    """Own work per rank (rows) and step (columns), in µs; None where a rank ran no such step."""
+
+    ranks: list[int]
+    steps: list[int]
+    own_us: list[list[float | None]]
+
+
+class Stragglers(TypedDict):
+    """The cluster document's ``stragglers``."""
+
+    thresholds: dict[str, float]
+    steps: list[StragglerStep]
+    ranking: list[RankRanking]
+    collective_wait: list[CollectiveWait]
+    heatmap: Heatmap
+
+
 def _parts(row: dict[str, Any], th: StragglerThresholds) -> dict[str, float]:
     host_busy = row["host_busy_us"] >= th.host_busy_pct / 100 * row["duration_us"]
     return {"compute": row["compute_us"], "communication wait": row["communication_us"],
@@ -72,9 +131,9 @@ def _ms(us: float) -> str:
     return f"{us / 1e3:,.2f} ms"
 
 
-def stragglers(steps: dict[int, list[dict[str, Any]]], alignment: dict[str, Any],
+def stragglers(steps: dict[int, list[dict[str, Any]]], alignment: ClockAlignment,
                collectives: dict[int, dict[str, Any]],
-               th: StragglerThresholds = StragglerThresholds()) -> dict[str, Any]:
+               th: StragglerThresholds = StragglerThresholds()) -> Stragglers:
     """``{thresholds, steps: [{step, median_own_us, slowest: [{rank, own_us, excess_pct, straggler,
     cause, evidence}]}], ranking: [{rank, straggler_steps, slowest_steps, arrived_last}],
     collective_wait: [...], heatmap: {...}}`` from each rank's per-step figures."""
@@ -84,7 +143,7 @@ def stragglers(steps: dict[int, list[dict[str, Any]]], alignment: dict[str, Any]
             by_step.setdefault(row["step"], {})[rank] = row
     wait = collective_wait(alignment, collectives)
     last = {row["rank"]: row["arrived_last"] for row in wait}
-    out_steps: list[dict[str, Any]] = []
+    out_steps: list[StragglerStep] = []
     counts: dict[int, int] = {}  # rank -> steps it was a straggler in
     slowest_counts: dict[int, int] = {}  # rank -> steps it was the slowest in
     own: dict[int, list[float]] = {}  # rank -> its own work's excess over each step's median, in %
@@ -94,7 +153,7 @@ def stragglers(steps: dict[int, list[dict[str, Any]]], alignment: dict[str, Any]
         median = float(np.median(list(own_us.values())))
         parts = {r: _parts(row, th) for r, row in ranks.items()}
         medians = {p: float(np.median([parts[r][p] for r in ranks])) for p in _PARTS}
-        slowest = []
+        slowest: list[SlowRank] = []
         for r in sorted(own_us, key=lambda r: (-own_us[r], r))[:th.top_ranks]:
             excess = 100.0 * (own_us[r] - median) / median if median > 0 else 0.0
             cause = max(_PARTS, key=lambda p: parts[r][p] - medians[p])
@@ -110,7 +169,7 @@ def stragglers(steps: dict[int, list[dict[str, Any]]], alignment: dict[str, Any]
         for r, v in own_us.items():
             own.setdefault(r, []).append(100.0 * (v - median) / median if median > 0 else 0.0)
         out_steps.append({"step": step, "ranks": len(ranks), "median_own_us": median, "slowest": slowest})
-    ranking = sorted(({"rank": r, "straggler_steps": counts.get(r, 0),
+    ranking: list[RankRanking] = sorted(({"rank": r, "straggler_steps": counts.get(r, 0),
                        "slowest_steps": slowest_counts.get(r, 0), "arrived_last": last.get(r, 0),
                        "mean_excess_pct": float(np.mean(own[r]))} for r in own),
                      key=lambda x: (-x["straggler_steps"], -x["slowest_steps"], -x["arrived_last"],
@@ -120,12 +179,12 @@ def stragglers(steps: dict[int, list[dict[str, Any]]], alignment: dict[str, Any]
             "heatmap": _heatmap(by_step, ranking, th)}
 
 
-def collective_wait(alignment: dict[str, Any], collectives: dict[int, dict[str, Any]]) -> list[dict]:
+def collective_wait(alignment: ClockAlignment, collectives: dict[int, dict[str, Any]]) -> list[CollectiveWait]:
     """Per rank: ``{rank, collectives, communication_us, wait_us, wait_pct, arrived_last}``: the
     k-th collective of each name is matched across ranks; a rank waits from its own aligned start
     until the last rank's."""
     starts: dict[str, dict[int, np.ndarray]] = {}
-    rows: dict[int, dict[str, Any]] = {}
+    rows: dict[int, CollectiveWait] = {}
     for rank, c in collectives.items():
         index, s, e = np.asarray(c["name"]), np.asarray(c["start_ns"]), np.asarray(c["end_ns"])
         shift = offset_ns(alignment, rank)
@@ -148,7 +207,7 @@ def collective_wait(alignment: dict[str, Any], collectives: dict[int, dict[str, 
     return [rows[r] for r in sorted(rows)]
 
 
-def _heatmap(by_step: dict[int, dict[int, dict]], ranking: list[dict], th: StragglerThresholds) -> dict:
+def _heatmap(by_step: dict[int, dict[int, dict]], ranking: list[RankRanking], th: StragglerThresholds) -> Heatmap:
     """Own work per (rank, step) in µs for at most ``heatmap_ranks`` ranks (stragglers first)."""
     ranks = [row["rank"] for row in ranking[:th.heatmap_ranks]]
     step_ids = sorted(by_step)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import cast
 
 from ..analysis.diff import diff
 from ..analysis.summary import summarize
+from ..analysis.summary_schema import Summary
 from ..report.diff_renderers import DIFF_RENDERERS
 from ..report.formats import DIFF_FORMATS
 from ..report.renderers import RenderOptions
@@ -42,12 +44,13 @@ def compare(base: str, new: str, jobs: int | None = None, scheduler: str | None 
     """The diff of two runs given by path, and the exit code so far (2 when a rank file was left
     out); read as every reading command reads its inputs (``load_inputs``), or on ``scheduler``
     (``summary.scheduler_of``) through the cluster."""
-    summaries, code = [], 0
+    summaries: list[Summary] = []
+    code = 0
     for path in (base, new):
         args = argparse.Namespace(inputs=[path], jobs=jobs, max_json_mb=None, separate=False)
         if scheduler:
             doc, read_code = cluster_inputs(args, scheduler, None)
-            summaries.append(doc.summary)
+            summaries.append(cast(Summary, doc.summary))  # ClusterDocument keeps it as a plain dict
         else:
             profile, read_code = load_inputs(args)
             summaries.append(summarize(profile))

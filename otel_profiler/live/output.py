@@ -18,7 +18,7 @@ import logging
 import os
 import socket
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cuda_tracer.private_files import make_private_dir, write_in_private_dir
 from cuda_tracer.model.events import MISSING, EventBatch
@@ -27,6 +27,9 @@ from cuda_tracer.profile import RankProfile, write_rank
 from ..profiler_warnings import warn
 from ..version import __version__
 from .samples.compute import compute_resources
+
+if TYPE_CHECKING:  # the analysis is imported only when a summary is made
+    from ..analysis.summary_schema import Summary
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +125,7 @@ def _replace_lock(path: str) -> bool:
     return _lock(path)
 
 
-def summarize_folder(folder: str) -> dict[str, Any] | None:
+def summarize_folder(folder: str) -> Summary | None:
     """The summary document of the whole folder (every rank, with its insights); None when it
     holds no events."""
     from cuda_tracer.loading import load_profile  # the trace readers: only when summarizing
@@ -135,7 +138,7 @@ def summarize_folder(folder: str) -> dict[str, Any] | None:
     return SummaryDocument(profile).summary
 
 
-def write_summary(folder: str) -> dict[str, Any] | None:
+def write_summary(folder: str) -> Summary | None:
     """Summarize the whole folder (every rank) into ``summary.json``; None when it holds no events.
     An OSError (full disk) leaves no temporary file behind."""
     summary = summarize_folder(folder)

@@ -207,9 +207,9 @@ class ProfileMetrics:
                 if figures["flops"]:
                     self._add(m.FLOPS, {"otel_profiler.rank": rank, "otel_profiler.op.class": op_class},
                               figures["flops"])
-            measured = [s for s in section["by_step"] if s["flops"] and s["mfu"] is not None]
+            measured = [mfu for s in section["by_step"] if s["flops"] and (mfu := s["mfu"]) is not None]
             if measured:  # in step order: the latest step's stays
-                self._set(m.STEP_MFU, {"otel_profiler.rank": rank}, measured[-1]["mfu"])
+                self._set(m.STEP_MFU, {"otel_profiler.rank": rank}, measured[-1])
 
     def _steps(self, batch: EventBatch, meta: dict[str, Any]) -> None:
         steps = batch_steps(batch)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..analysis.summary_schema import Summary
 from .table import Table
 
 
@@ -15,15 +16,16 @@ def _pct(fraction: Any) -> Any:
     return None if fraction is None else 100.0 * fraction
 
 
-def flops_tables(summary: dict, top: int | None) -> list[Table]:
+def flops_tables(summary: Summary, top: int | None) -> list[Table]:
     f = summary.get("flops") or {}
     if not f.get("operators"):
         return [Table("FLOPs and MFU", ("Class",), [], "operator input shapes (record_shapes) for FLOPs")]
     peak = f.get("peak")
     where = (f"peak {peak['device']} {peak['dtype']}: {peak['tflops']:g} TFLOP/s, {peak['tb_per_s']:g} TB/s"
              if peak else "unknown device: no MFU (set OTEL_PROFILER_PEAK_TFLOPS)")
-    mfu = f"MFU {100.0 * f['mfu']:.2f}%" if f.get("mfu") is not None else "MFU -"
-    out = [Table(f"FLOPs by class ({mfu}; {where})",
+    mfu = f.get("mfu")
+    mfu_text = f"MFU {100.0 * mfu:.2f}%" if mfu is not None else "MFU -"
+    out = [Table(f"FLOPs by class ({mfu_text}; {where})",
                  ("Class", "TFLOPs", "GB moved", "GPU (us)", "TFLOP/s"),
                  [(name, c["flops"] / 1e12, c["bytes"] / 1e9, c["gpu_us"], c["tflops_per_s"])
                   for name, c in f["by_class"].items() if c["flops"] or c["bytes"]], "FLOPs")]
@@ -40,7 +42,7 @@ def flops_tables(summary: dict, top: int | None) -> list[Table]:
     return out
 
 
-def communication_tables(summary: dict, top: int | None) -> list[Table]:
+def communication_tables(summary: Summary, top: int | None) -> list[Table]:
     c = summary.get("communication") or {}
     if not c.get("kernels"):
         return [Table("Communication and computation overlap", ("Collective",), [], "communication kernels")]
@@ -58,7 +60,7 @@ def communication_tables(summary: dict, top: int | None) -> list[Table]:
     return out
 
 
-def compiled_tables(summary: dict, top: int | None) -> list[Table]:
+def compiled_tables(summary: Summary, top: int | None) -> list[Table]:
     c = summary.get("compiled") or {}
     regions = c.get("regions") or []
     if not regions:

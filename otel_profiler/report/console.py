@@ -1,4 +1,4 @@
-"""Renders a summary (see ``analysis.summary``) as plain-text tables or CSV, with nsys-style columns.
+"""Renders a summary (``analysis.summary_schema``) as plain-text tables or CSV, with nsys-style columns.
 
 The text form shows the sections the profile has and folds the ones it lacks into one line
 (``not in this profile: ...``); kernel names appear in their short form (template arguments folded;
@@ -16,9 +16,11 @@ import json
 import re
 import shutil
 import textwrap
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from ..analysis.platform import PLATFORM_WORDS
+from ..analysis.summary_schema import Insight, RankMeta, Steps, Summary, SyncApiRow, TimeStats
+from ..analysis.summary_schema.sections import OperatorRow, Operators
 from ..names import short_name, terminal_safe
 from .answer_tables import communication_tables, compiled_tables, flops_tables
 from .table import Table
@@ -27,7 +29,7 @@ from .table import Table
 _STATS = ("Total (us)", "Avg (us)", "Med (us)", "Min (us)", "Max (us)", "StdDev (us)")
 
 
-def _stat_cells(s: dict) -> list[float]:
+def _stat_cells(s: TimeStats) -> list[float]:
     return [s["total_us"], s["avg_us"], s["med_us"], s["min_us"], s["max_us"], s["std_us"]]
 
 
@@ -35,7 +37,7 @@ def _dims(v: Any) -> str:
     return "x".join(str(d) for d in v) if isinstance(v, list) else "-"
 
 
-def _rank_file(meta: dict) -> str:
+def _rank_file(meta: RankMeta) -> str:
     return str(meta.get("file") or meta.get("source_file") or meta.get("source") or "")
 
 
@@ -53,7 +55,7 @@ def _shown(top: int | None, n: int) -> str:
     return f"{n}" if top is None or top >= n else f"{top} of {n}"
 
 
-def tables(summary: dict, top: int | None = 20, full_names: bool = True) -> list[Table]:
+def tables(summary: Summary, top: int | None = 20, full_names: bool = True) -> list[Table]:
     """The summary's sections as tables, in reading order (every section, empty or not); ``top``
     rows per table (None: all)."""
     words = PLATFORM_WORDS.get(summary.get("platform", "unknown"), PLATFORM_WORDS["unknown"])
@@ -111,9 +113,10 @@ def tables(summary: dict, top: int | None = 20, full_names: bool = True) -> list
                      [((f"{s['rank']}:{s['device']}" if "ranks" in summary else s["device"]),
                        s["stream"], s["ops"], s["host_wait_us"], s["kernel_wait_us"], s["other_us"],
                        s["max_queue_depth"]) for s in summary["streams"]], "GPU streams"))
-    for title, key in (("User annotations", "annotations"), ("GPU user annotations", "gpu_annotations")):
+    for title, annotations in (("User annotations", summary["annotations"]),
+                               ("GPU user annotations", summary["gpu_annotations"])):
         out.append(Table(f"{title}{_top(top)}", ("Instances", *_STATS, "Name"),
-                         [(r["instances"], *_stat_cells(r), r["name"]) for r in summary[key][:top]],
+                         [(r["instances"], *_stat_cells(r), r["name"]) for r in annotations[:top]],
                          title[0].lower() + title[1:] if title.startswith("U") else title))
     out.extend(operator_tables(summary, top, full_names))
     out.extend(memory_tables(summary, top))
@@ -139,7 +142,7 @@ def tables(summary: dict, top: int | None = 20, full_names: bool = True) -> list
     return out
 
 
-def _step_origin(steps: dict) -> str:
+def _step_origin(steps: Steps) -> str:
     """Where a run's steps come from and how they are numbered, for the steps table's title: a live
     run whose steps the profiler found numbers them as the loop counts its iterations, from 0;
     ``step_context`` numbers are the program's own, and a trace file's are torch's."""
@@ -153,7 +156,7 @@ def _step_origin(steps: dict) -> str:
     return f", from {source}; step 0 is the loop's first iteration{unseen}"
 
 
-def cpu_table(summary: dict) -> Table:
+def cpu_table(summary: Summary) -> Table:
     """CPU utilization per rank while the steps ran (live runs): the machine, the training process,
     the other processes."""
     return Table("CPU utilization (machine: all its cores; process: the training process's share of "
@@ -165,7 +168,7 @@ def cpu_table(summary: dict) -> Table:
                    u["process_cores"], u["others_cores"]) for rank, u in (summary.get("cpu") or {}).items()])
 
 
-def torch_ranges_table(ops: dict, top: int | None) -> Table:
+def torch_ranges_table(ops: Operators, top: int | None) -> Table:
     """torch's own ranges (steps, optimizer phases, data loading, compiled code), apart from the
     operators and the user's annotations: what each marks, its time, and the GPU time of kernels
     launched in it outside any operator that was recorded."""
@@ -179,7 +182,7 @@ def torch_ranges_table(ops: dict, top: int | None) -> Table:
                  "")  # a trace without them: nothing to say
 
 
-def operator_tables(summary: dict, top: int | None, full_names: bool) -> list[Table]:
+def operator_tables(summary: Summary, top: int | None, full_names: bool) -> list[Table]:
     """The operator view: operators by the GPU time of the kernels they launched, and the kernels
     of CUDA graphs and compiled regions. Without GPU work, the CPU columns only."""
     ops = summary.get("operators")
@@ -206,7 +209,7 @@ def operator_tables(summary: dict, top: int | None, full_names: bool) -> list[Ta
     missing = lost["no_launch"]["kernels"] + lost["no_operator"]["kernels"]
     title += f"; {missing} kernels without an operator)" if missing else ")"
 
-    def top_kernel(r: dict) -> str:
+    def top_kernel(r: OperatorRow) -> str:
         if not r["top_kernels"]:
             return "-"
         k = r["top_kernels"][0]
@@ -235,7 +238,7 @@ def _mib(b: Any) -> Any:
     return "-" if b is None else round(b / 2**20, 1)
 
 
-def memory_tables(summary: dict, top: int | None) -> list[Table]:
+def memory_tables(summary: Summary, top: int | None) -> list[Table]:
     """GPU memory: the peak per device, allocated per step with its growth, the largest allocations."""
     devices = (summary.get("memory") or {}).get("devices") or {}
     out = [Table("GPU memory (MiB; from the allocator's [memory] events)",
@@ -259,7 +262,7 @@ def memory_tables(summary: dict, top: int | None) -> list[Table]:
     return out + live_memory_tables(summary)
 
 
-def live_memory_tables(summary: dict) -> list[Table]:
+def live_memory_tables(summary: Summary) -> list[Table]:
     """The CPU allocator's peak (memory recorded on the host), torch.cuda peaks per step of a live
     run, and the CUDA memory snapshots of a profile folder."""
     mem = summary.get("memory") or {}
@@ -287,7 +290,7 @@ def live_memory_tables(summary: dict) -> list[Table]:
     return out
 
 
-def _api_label(row: dict) -> str:
+def _api_label(row: SyncApiRow) -> str:
     return {"sync": "sync call", "copy": "blocking copy"}.get(str(row.get("blocking")), "stream wait")
 
 
@@ -299,7 +302,7 @@ def _fmt(value: Any) -> str:
     return terminal_safe(str(value))
 
 
-def render_table(summary: dict, top: int = 20, name_width: int = 90, width: int | None = None) -> str:
+def render_table(summary: Summary, top: int = 20, name_width: int = 90, width: int | None = None) -> str:
     """The text form. ``name_width``: longest cell before it is cut with ``…`` (0: never cut);
     ``width``: the width insights wrap to (default: the terminal's)."""
     width = width or max(60, shutil.get_terminal_size((100, 24)).columns)
@@ -356,7 +359,7 @@ def table_text(title: str, header: Sequence[str], rows: list[Sequence[Any]], nam
     return "\n".join(_table_lines(Table(title, header, rows), name_width))
 
 
-def _insight_lines(insights: list[dict], title: str, width: int) -> list[str]:
+def _insight_lines(insights: list[Insight], title: str, width: int) -> list[str]:
     lines = [f"== {title}"]
     for i in insights:
         head = terminal_safe(f"[{i['severity']}] {i['title']} ({i['rule']}, {i['scope']})")
@@ -373,7 +376,7 @@ def _numeric(cell: str) -> bool:
     return cell.replace(",", "").replace(".", "").replace("-", "").isdigit()
 
 
-def render_csv(summary: dict) -> str:
+def render_csv(summary: Summary) -> str:
     """Every table, each preceded by a ``# title`` line and separated by a blank line; full names."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
@@ -402,7 +405,7 @@ def unicode_escaped(text: str) -> str:
     return _CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _CONTROLS.search(text) else text
 
 
-def render_json(summary: dict) -> str:
-    """Indented JSON, non-ASCII text as is, but control characters and lone surrogates as ``\\u``
-    escapes (``unicode_escaped``)."""
+def render_json(summary: Mapping[str, object]) -> str:
+    """Indented JSON of a summary (or of any document: a diff, several jobs' summaries), non-ASCII
+    text as is, but control characters and lone surrogates as ``\\u`` escapes (``unicode_escaped``)."""
     return unicode_escaped(json.dumps(summary, indent=1, ensure_ascii=False))

@@ -60,6 +60,7 @@ from cuda_tracer.model.correlate import Correlation
 from cuda_tracer.model.events import LAUNCH_KINDS, EventBatch, Kind, kinds_in
 
 from ...names import demangle
+from ..summary_schema.sections import Compiled, CompiledRegion, Dynamo
 from .operators import COMPILED_MARKERS, OPERATOR_KINDS, compiled_ancestor, attribution
 from .time_nesting import parents
 
@@ -231,7 +232,7 @@ def _groups(label: np.ndarray, name: np.ndarray, values: np.ndarray) -> list[tup
             for k, c, s in zip(keys.tolist(), counts.tolist(), sums.tolist())]
 
 
-def compiled(batch: EventBatch, corr: Correlation) -> dict[str, Any]:
+def compiled(batch: EventBatch, corr: Correlation) -> Compiled:
     """The ``compiled`` section (see the module docstring): ``{regions: [{name, pass, calls, cpu_us,
     self_cpu_us, gpu_us, kernels: [{name, raw_name, triton, fused_ops, fused_ops_sure, kind, calls,
     gpu_us}], cpu_kernels: [{name, triton, fused_ops, fused_ops_sure, kind, calls, cpu_us}], graphs:
@@ -262,13 +263,13 @@ def compiled(batch: EventBatch, corr: Correlation) -> dict[str, Any]:
     nested = np.zeros(len(ops))
     np.add.at(nested, enclosing[enclosing >= 0], dur[ops[heads[enclosing >= 0]]])
     head_dur = dur[ops[heads]].astype(np.float64)
-    rows: list[dict[str, Any]] = [
+    rows: list[CompiledRegion] = [
         {"name": name, "pass": "backward" if name.startswith(BACKWARD) else "forward", "calls": 0,
          "cpu_us": 0.0, "self_cpu_us": 0.0, "gpu_us": 0.0, "kernels": [], "cpu_kernels": [], "graphs": []}
         for name in label_names]
     for lab, _, calls, (cpu, own) in _groups(label[heads], np.zeros(len(heads)),
                                               np.stack([head_dur, head_dur - nested[heads]], 1)):
-        rows[lab].update(calls=calls, cpu_us=cpu / 1e3, self_cpu_us=own / 1e3)
+        rows[lab]["calls"], rows[lab]["cpu_us"], rows[lab]["self_cpu_us"] = calls, cpu / 1e3, own / 1e3
 
     kdur = dur[krows].astype(np.float64)
     klabel = np.full(len(krows), -1, np.int64)
@@ -310,8 +311,9 @@ def compiled(batch: EventBatch, corr: Correlation) -> dict[str, Any]:
                                     "kernel_cpu_us": kernel / 1e3})
 
     for row in rows:
-        for key, value in (("kernels", "gpu_us"), ("cpu_kernels", "cpu_us"), ("graphs", "cpu_us")):
-            row[key].sort(key=lambda r, v=value: (-r[v], r["name"]))
+        row["kernels"].sort(key=lambda r: (-r["gpu_us"], r["name"]))
+        row["cpu_kernels"].sort(key=lambda r: (-r["cpu_us"], r["name"]))
+        row["graphs"].sort(key=lambda r: (-r["cpu_us"], r["name"]))
     rows.sort(key=lambda r: (-r["gpu_us"], -r["cpu_us"], r["name"]))
     return {"regions": rows, "triton_gpu_us": totals[True], "extern_gpu_us": totals[False],
             "outside_gpu_us": float(kdur[~inside].sum()) / 1e3,
@@ -319,7 +321,7 @@ def compiled(batch: EventBatch, corr: Correlation) -> dict[str, Any]:
 
 
 def _dynamo(batch: EventBatch, ops: np.ndarray, texts: list[str], inverse: np.ndarray,
-            labels: list[str], top: np.ndarray) -> dict[str, Any]:
+            labels: list[str], top: np.ndarray) -> Dynamo:
     """Dynamo's part: guard evaluation, compiles inside the window, recompilations, Python time."""
     dur = batch.duration_ns
     name_flags = np.array([[t == CACHE_LOOKUP, t.startswith("_compile.") and "compile_inner" in t]
@@ -329,7 +331,7 @@ def _dynamo(batch: EventBatch, ops: np.ndarray, texts: list[str], inverse: np.nd
     compile_ids = sorted({m.group(1) for t in texts for m in _COMPILE_ID.finditer(t)}, key=id_order)
     seen = {*compile_ids, *labels}
     recompiled = sorted((i for i in seen if (compile_index(i) or 0) > 0), key=id_order)
-    out: dict[str, Any] = {
+    out: Dynamo = {
         "cache_lookups": {"count": int(len(lookups)), "cpu_us": float(dur[ops[lookups]].sum()) / 1e3},
         "compiles": {"count": int(len(compiles)), "cpu_us": float(dur[ops[compiles]].sum()) / 1e3,
                      "ids": compile_ids},

@@ -18,13 +18,12 @@ Definitions:
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from cuda_tracer.model.correlate import Correlation, correlate
 from cuda_tracer.model.events import EventBatch, Kind
 
+from ..summary_schema.sections import Modules, ModuleRow, ModuleTypeRow
 from .operators import _inclusive, _top_kernels
 from .time_nesting import depths, parents
 
@@ -59,7 +58,7 @@ def _paths(batch: EventBatch, mods: np.ndarray, parent: np.ndarray) -> tuple[lis
 
 
 def modules(batch: EventBatch, corr: Correlation | None = None, top_kernels: int = TOP_KERNELS
-            ) -> dict[str, Any]:
+            ) -> Modules:
     """``{calls, kernel_total_us, attributed_us, outside: {kernels, gpu_us}, by_path: [{path, name,
     depth, parent, calls, cpu_us, self_gpu_us, total_gpu_us, kernels, top_kernels}], by_type: [{type,
     calls, self_gpu_us, kernels}]}``; ``by_path`` in tree order (each module after its parent,
@@ -97,11 +96,12 @@ def modules(batch: EventBatch, corr: Correlation | None = None, top_kernels: int
     total_gpu = np.bincount(path_of[outer], weights=total_call[outer], minlength=n)
     kcount = np.bincount(path_of[kmod[inside]], minlength=n)
     top = _top_kernels(batch, krows[inside], kdur[inside], path_of[kmod[inside]], top_kernels)
-    rows = [{"path": p, "name": p.rsplit("/", 1)[-1], "depth": p.count("/"),
-             "parent": p.rsplit("/", 1)[0] if "/" in p else None, "calls": int(calls[i]),
-             "cpu_us": float(cpu[i]) / 1e3, "self_gpu_us": float(self_gpu[i]) / 1e3,
-             "total_gpu_us": float(total_gpu[i]) / 1e3,
-             "kernels": int(kcount[i]), "top_kernels": top.get(i, [])} for i, p in enumerate(paths)]
+    rows: list[ModuleRow] = [
+        {"path": p, "name": p.rsplit("/", 1)[-1], "depth": p.count("/"),
+         "parent": p.rsplit("/", 1)[0] if "/" in p else None, "calls": int(calls[i]),
+         "cpu_us": float(cpu[i]) / 1e3, "self_gpu_us": float(self_gpu[i]) / 1e3,
+         "total_gpu_us": float(total_gpu[i]) / 1e3,
+         "kernels": int(kcount[i]), "top_kernels": top.get(i, [])} for i, p in enumerate(paths)]
     return {"calls": int(len(mods)), "kernel_total_us": float(kdur.sum()) / 1e3,
             "attributed_us": float(kdur[inside].sum()) / 1e3,
             "outside": {"kernels": int((~inside).sum()), "gpu_us": float(kdur[~inside].sum()) / 1e3},
@@ -117,9 +117,9 @@ def module_class(name: str) -> str:
     return base if base and num.isdigit() else name
 
 
-def _by_type(rows: list[dict]) -> list[dict]:
+def _by_type(rows: list[ModuleRow]) -> list[ModuleTypeRow]:
     """Rows per module class (``module_class``), by self GPU time."""
-    out: dict[str, dict] = {}
+    out: dict[str, ModuleTypeRow] = {}
     for r in rows:
         kind = module_class(r["name"])
         t = out.setdefault(kind, {"type": kind, "calls": 0, "cpu_us": 0.0, "self_gpu_us": 0.0, "kernels": 0})
@@ -130,11 +130,11 @@ def _by_type(rows: list[dict]) -> list[dict]:
     return sorted(out.values(), key=lambda t: (-t["self_gpu_us"], t["type"]))
 
 
-def _tree_order(rows: list[dict]) -> list[dict]:
-    children: dict[str | None, list[dict]] = {}
+def _tree_order(rows: list[ModuleRow]) -> list[ModuleRow]:
+    children: dict[str | None, list[ModuleRow]] = {}
     for r in rows:
         children.setdefault(r["parent"], []).append(r)
-    out: list[dict] = []
+    out: list[ModuleRow] = []
     stack = sorted(children.get(None, []), key=lambda r: (r["total_gpu_us"], r["cpu_us"]))
     while stack:
         r = stack.pop()

@@ -29,14 +29,13 @@ Definitions:
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from cuda_tracer.model.correlate import Correlation, correlate
 from cuda_tracer.model.events import MISSING, EventBatch, Kind, kinds_in
 
 from ...names import demangle, torch_range
+from ..summary_schema.sections import CallStack, OperatorRow, OperatorTable, RegionRow, TopKernel
 from .python_stacks import top_stacks
 from .time_nesting import depths, parents
 
@@ -142,7 +141,7 @@ def kernel_operators(batch: EventBatch, corr: Correlation) -> tuple[np.ndarray, 
 
 
 def operators(batch: EventBatch, corr: Correlation | None = None, top_kernels: int = TOP_KERNELS
-              ) -> dict[str, Any]:
+              ) -> OperatorTable:
     """The operator table (see the module docstring): ``{count, kernel_total_us, attributed_us,
     unattributed: {...}, by_name: [...], regions: [...]}``, rows by total GPU time, then CPU time."""
     corr = corr if corr is not None else correlate(batch)
@@ -172,10 +171,11 @@ def operators(batch: EventBatch, corr: Correlation | None = None, top_kernels: i
     kernel_count = np.bincount(inverse[kop[kop >= 0]], minlength=n) if len(kop) else np.zeros(n, int)
     top = _top_kernels(batch, krows[kop >= 0], kdur[kop >= 0], inverse[kop[kop >= 0]], top_kernels)
     kernel_total = float(kdur.sum()) / 1e3
-    rows = [{"name": _name(batch, u), "calls": c, "total_cpu_us": tc / 1e3, "self_cpu_us": sc / 1e3,
-             "self_gpu_us": sg / 1e3, "total_gpu_us": tg / 1e3, "kernels": k,
-             "gpu_pct": 100.0 * sg / 1e3 / kernel_total if kernel_total else 0.0, "top_kernels": top.get(i, [])}
-            for i, (u, c, tc, sc, sg, tg, k) in enumerate(zip(
+    rows: list[OperatorRow] = [
+        {"name": _name(batch, u), "calls": c, "total_cpu_us": tc / 1e3, "self_cpu_us": sc / 1e3,
+         "self_gpu_us": sg / 1e3, "total_gpu_us": tg / 1e3, "kernels": k,
+         "gpu_pct": 100.0 * sg / 1e3 / kernel_total if kernel_total else 0.0, "top_kernels": top.get(i, [])}
+        for i, (u, c, tc, sc, sg, tg, k) in enumerate(zip(
                 uniq.tolist(), calls.tolist(), total_cpu.tolist(), self_cpu.tolist(), self_g.tolist(),
                 total_g.tolist(), kernel_count.tolist()))]
     for row in rows:
@@ -200,7 +200,7 @@ def operators(batch: EventBatch, corr: Correlation | None = None, top_kernels: i
 
 
 def _call_stacks(batch: EventBatch, ops: np.ndarray, inverse: np.ndarray, top: int = TOP_STACKS
-                 ) -> dict[int, list[dict]]:
+                 ) -> dict[int, list[CallStack]]:
     """Per operator name index: its most frequent call stacks, ``[{stack: [frames, innermost
     first], calls}]``: the ``Call stack`` recorded per operator (``with_stack=True`` in older
     PyTorch), else the enclosing ``python_function`` events (current PyTorch)."""
@@ -233,7 +233,7 @@ def _inclusive(self_gpu: np.ndarray, parent: np.ndarray) -> np.ndarray:
 
 
 def _top_kernels(batch: EventBatch, rows: np.ndarray, durs: np.ndarray, group: np.ndarray,
-                 top: int) -> dict[int, list[dict]]:
+                 top: int) -> dict[int, list[TopKernel]]:
     """Per group index: its ``top`` kernels by total time, ``{name, raw_name, count, gpu_us}``."""
     if not len(rows):
         return {}
@@ -243,7 +243,7 @@ def _top_kernels(batch: EventBatch, rows: np.ndarray, durs: np.ndarray, group: n
     inv = inv.reshape(-1)
     sums = np.bincount(inv, weights=durs, minlength=len(pairs))
     counts = np.bincount(inv, minlength=len(pairs))
-    out: dict[int, list[dict]] = {}
+    out: dict[int, list[TopKernel]] = {}
     order = np.lexsort((-sums, pairs[:, 0]))
     for g, name_id, count, total in zip(pairs[order, 0].tolist(), pairs[order, 1].tolist(),
                                         counts[order].tolist(), sums[order].tolist()):
@@ -255,7 +255,7 @@ def _top_kernels(batch: EventBatch, rows: np.ndarray, durs: np.ndarray, group: n
 
 
 def _regions(batch: EventBatch, ops: np.ndarray, parent: np.ndarray, krows: np.ndarray,
-             launch: np.ndarray, kop: np.ndarray, kdur: np.ndarray, top: int) -> list[dict]:
+             launch: np.ndarray, kop: np.ndarray, kdur: np.ndarray, top: int) -> list[RegionRow]:
     """Kernels gathered by CUDA graph and by compiled region (see the module docstring)."""
     region = np.full(len(krows), -1, np.int64)
     labels: dict[str, int] = {}
@@ -296,8 +296,9 @@ def _regions(batch: EventBatch, ops: np.ndarray, parent: np.ndarray, krows: np.n
     top_k = _top_kernels(batch, krows[inside], kdur[inside], region[inside], top)
     gpu = np.bincount(region[inside], weights=kdur[inside], minlength=len(labels))
     count = np.bincount(region[inside], minlength=len(labels))
-    out = [{"name": text, "kind": kinds[i], "kernels": int(count[i]), "gpu_us": float(gpu[i]) / 1e3,
-            "top_kernels": top_k.get(i, [])} for text, i in labels.items()]
+    out: list[RegionRow] = [{"name": text, "kind": kinds[i], "kernels": int(count[i]),
+                             "gpu_us": float(gpu[i]) / 1e3, "top_kernels": top_k.get(i, [])}
+                            for text, i in labels.items()]
     return sorted(out, key=lambda r: -r["gpu_us"])
 
 

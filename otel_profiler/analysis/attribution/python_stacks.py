@@ -14,6 +14,7 @@ import numpy as np
 
 from cuda_tracer.model.events import EventBatch, Kind
 
+from ..summary_schema.sections import CallStack
 from .time_nesting import depths, parents
 
 MAX_FRAMES = 64
@@ -50,7 +51,7 @@ def frames(batch: EventBatch, trie: list[tuple[int, int]], stack_id: int) -> lis
     return out
 
 
-def top_stacks(batch: EventBatch, ops: np.ndarray, inverse: np.ndarray, top: int) -> dict[int, list[dict]]:
+def top_stacks(batch: EventBatch, ops: np.ndarray, inverse: np.ndarray, top: int) -> dict[int, list[CallStack]]:
     """Per operator name index (``inverse``): its ``top`` most frequent Python stacks,
     ``[{stack: [frames, innermost first], calls}]``; names whose operators have none are absent."""
     ids, trie = stack_ids(batch, ops)
@@ -59,7 +60,7 @@ def top_stacks(batch: EventBatch, ops: np.ndarray, inverse: np.ndarray, top: int
         return {}
     pairs, calls = np.unique(np.stack([inverse[found], ids[found]], 1), axis=0, return_counts=True)
     order = np.lexsort((pairs[:, 1], -calls, pairs[:, 0]))  # per name, most calls first
-    out: dict[int, list[dict]] = {}
+    out: dict[int, list[CallStack]] = {}
     for (name, stack_id), count in zip(pairs[order].tolist(), calls[order].tolist()):
         kept = out.setdefault(name, [])
         if len(kept) < top:

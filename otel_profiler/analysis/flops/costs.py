@@ -32,6 +32,7 @@ from cuda_tracer.model.events import EventBatch, Kind
 from cuda_tracer.trace_json.schema import operator_inputs
 
 from ..attribution.operators import attribution
+from ..summary_schema.sections import Flops, FlopsFigures, FlopsOperatorFigures, FlopsStepFigures, FlopsTotals
 from .formulas import OpCost, dtype_of, op_cost
 from .result import PeakOverride, flops_result
 
@@ -141,15 +142,15 @@ def _shape_key(dims: list) -> str:
     return " x ".join(str(d) for d in shown)[:200]
 
 
-def flops_figures(batch: EventBatch, corr: Correlation) -> dict[str, Any]:
+def flops_figures(batch: EventBatch, corr: Correlation) -> FlopsFigures:
     """The figures of the ``flops`` section that add up across ranks: FLOPs, bytes and GPU time by
     class and by operator and shape (every row), FLOPs by data type, the steps, the devices of each
     rank and the window; ``flops_result`` makes the section of them."""
     c = _costs(batch, corr)
     used, times = np.unique(c.call, return_counts=True)
     gpu_us = np.bincount(np.searchsorted(used, c.call), weights=c.gpu_ns, minlength=len(used)) / 1e3
-    by_class = {name: {"flops": 0.0, "bytes": 0.0, "gpu_us": 0.0} for name in CLASSES}
-    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    by_class: dict[str, FlopsTotals] = {name: {"flops": 0.0, "bytes": 0.0, "gpu_us": 0.0} for name in CLASSES}
+    groups: dict[tuple[str, str], FlopsOperatorFigures] = {}
     flops_by_dtype: dict[str, float] = {}
     for k, n, g_us in zip(used.tolist(), times.tolist(), gpu_us.tolist()):
         name, cost, dtype, shapes = c.calls[k]
@@ -188,7 +189,7 @@ def operator_flops(batch: EventBatch, corr: Correlation) -> tuple[np.ndarray, np
 
 
 def flops_section(batch: EventBatch, corr: Correlation, device_names: list[str],
-                  override: PeakOverride | None = None, every_row: bool = False) -> dict[str, Any]:
+                  override: PeakOverride | None = None, every_row: bool = False) -> Flops:
     """The ``flops`` section (see the module docstring) of one batch (one rank, or all of them);
     ``every_row``: every operator row, not the top ``result.TOP_OPERATORS``."""
     return flops_result(flops_figures(batch, corr), device_names, override, every_row)
@@ -201,11 +202,11 @@ def _gpus(batch: EventBatch) -> dict[int, int]:
     return dict(Counter(rank for rank, _ in pairs))
 
 
-def _step_flops(batch: EventBatch, c: _Costed) -> list[dict[str, Any]]:
+def _step_flops(batch: EventBatch, c: _Costed) -> list[FlopsStepFigures]:
     """Per step: its FLOPs (the costed operators that start inside it, on its rank) and duration."""
     steps = np.flatnonzero(batch.kind == Kind.STEP)
     numbers = batch.extra("step")
-    out = []
+    out: list[FlopsStepFigures] = []
     start = batch.start_ns[c.rows]
     flops = c.flops
     for r in steps.tolist():

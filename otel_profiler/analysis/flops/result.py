@@ -9,6 +9,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..summary_schema.sections import (Flops, FlopsClass, FlopsFigures, FlopsOperatorFigures, FlopsOperatorRow,
+                                FlopsRates, FlopsStep, FlopsStepFigures, FlopsTotals)
 from .peaks import Peak, peak_for
 
 TOP_OPERATORS = 50
@@ -52,7 +54,7 @@ def mfu(flops: float, seconds: float, gpus: int, peak: Peak | None) -> float | N
     return flops / (device_s * peak.tflops * 1e12) if peak is not None and device_s > 0 else None
 
 
-def _rates(flops: float, nbytes: float, gpu_us: float) -> dict[str, Any]:
+def _rates(flops: float, nbytes: float, gpu_us: float) -> FlopsRates:
     seconds = gpu_us / 1e6
     return {"tflops_per_s": flops / seconds / 1e12 if seconds > 0 else None,
             "tb_per_s": nbytes / seconds / 1e12 if seconds > 0 else None}
@@ -64,24 +66,28 @@ def _peak(device: str, dtype: str, override: PeakOverride) -> Peak | None:
     return peak_for(device or "given by the user", dtype, override.tflops, override.tb_per_s)
 
 
-def flops_result(figures: dict[str, Any], device_names: list[str], override: PeakOverride | None = None,
-                 every_row: bool = False) -> dict[str, Any]:
+def _operator_row(g: FlopsOperatorFigures, ridge: float | None) -> FlopsOperatorRow:
+    """An operator's figures with its rates, arithmetic intensity and bound (``ridge``: the device's
+    ridge point, None without a peak)."""
+    intensity = g["flops"] / g["bytes"] if g["bytes"] else None
+    return {**g, **_rates(g["flops"], g["bytes"], g["gpu_us"]), "intensity": intensity,
+            "bound": None if ridge is None or intensity is None else "compute" if intensity >= ridge else "memory"}
+
+
+def flops_result(figures: FlopsFigures, device_names: list[str], override: PeakOverride | None = None,
+                 every_row: bool = False) -> Flops:
     """The section: ``figures`` with rates, bounds, the peak of the first device named and the data
     type that did the most FLOPs, and MFU (overall and per step)."""
     dtypes = figures["dtypes"]
     peak = peak_of(device_names, dtypes, override)
     ridge = peak.tflops / peak.tb_per_s if peak and peak.tb_per_s else None
-    by_class = {name: dict(c, **_rates(c["flops"], c["bytes"], c["gpu_us"])) for name, c in figures["by_class"].items()}
-    rows = sorted((dict(g) for g in figures["by_operator"]), key=lambda g: (-g["gpu_us"], -g["flops"], g["name"], g["shapes"]))
-    for g in rows:
-        g.update(_rates(g["flops"], g["bytes"], g["gpu_us"]))
-        g["intensity"] = g["flops"] / g["bytes"] if g["bytes"] else None
-        g["bound"] = (None if ridge is None or g["intensity"] is None
-                      else "compute" if g["intensity"] >= ridge else "memory")
+    by_class: dict[str, FlopsClass] = {name: {**c, **_rates(c["flops"], c["bytes"], c["gpu_us"])}
+                                       for name, c in figures["by_class"].items()}
+    rows = [_operator_row(g, ridge) for g in
+            sorted(figures["by_operator"], key=lambda g: (-g["gpu_us"], -g["flops"], g["name"], g["shapes"]))]
     gpus = {int(rank): n for rank, n in figures["gpus"].items()}
-    steps = [dict(s) for s in figures["by_step"]]
-    for s in steps:
-        s["mfu"] = mfu(s["flops"], s["duration_us"] / 1e6, gpus.get(s["rank"], 0), peak)
+    steps: list[FlopsStep] = [{**s, "mfu": mfu(s["flops"], s["duration_us"] / 1e6, gpus.get(s["rank"], 0), peak)}
+                              for s in figures["by_step"]]
     total = sum(c["flops"] for c in by_class.values())
     return {"operators": figures["operators"], "flops": total,
             "bytes": sum(c["bytes"] for c in by_class.values()),
@@ -94,7 +100,7 @@ def flops_result(figures: dict[str, Any], device_names: list[str], override: Pea
             "by_step": steps, "gpus": figures["gpus"], "window_ns": figures["window_ns"]}
 
 
-def _mfu(figures: dict[str, Any], steps: list[dict[str, Any]], peak: Peak, gpus: dict[int, int]) -> float | None:
+def _mfu(figures: FlopsFigures, steps: list[FlopsStep], peak: Peak, gpus: dict[int, int]) -> float | None:
     """FLOPs over the time each rank's devices had, at their peak: inside the steps when there are
     any, else over the window."""
     if steps:
@@ -107,27 +113,33 @@ def _mfu(figures: dict[str, Any], steps: list[dict[str, Any]], peak: Peak, gpus:
     return flops / (device_s * peak.tflops * 1e12) if device_s > 0 else None
 
 
-def merge_figures(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """The figures of several ranks (each a ``flops`` section or ``flops_figures``) as one."""
-    by_class: dict[str, dict[str, float]] = {}
-    groups: dict[tuple[str, str], dict[str, Any]] = {}
+def _add_totals(into: FlopsTotals, part: FlopsTotals) -> None:
+    into["flops"] += part["flops"]
+    into["bytes"] += part["bytes"]
+    into["gpu_us"] += part["gpu_us"]
+
+
+def merge_figures(parts: list[Flops]) -> FlopsFigures:
+    """The figures of several ranks (each a ``flops`` section) as one."""
+    by_class: dict[str, FlopsTotals] = {}
+    groups: dict[tuple[str, str], FlopsOperatorFigures] = {}
     dtypes: dict[str, float] = {}
-    steps: list[dict[str, Any]] = []
+    steps: list[FlopsStepFigures] = []
     gpus: dict[str, int] = {}
-    windows = [p["window_ns"] for p in parts if p.get("window_ns")]
+    windows = [window for p in parts if (window := p["window_ns"])]
     for p in parts:
         for name, c in p["by_class"].items():
-            total = by_class.setdefault(name, {"flops": 0.0, "bytes": 0.0, "gpu_us": 0.0})
-            for k in total:
-                total[k] += c[k]
+            _add_totals(by_class.setdefault(name, {"flops": 0.0, "bytes": 0.0, "gpu_us": 0.0}), c)
         for g in p["by_operator"]:
-            m = groups.setdefault((g["name"], g["shapes"]), {k: g[k] for k in ("name", "shapes", "dtype", "class")}
-                                  | {"calls": 0, "flops": 0.0, "bytes": 0.0, "gpu_us": 0.0})
-            for k in ("calls", "flops", "bytes", "gpu_us"):
-                m[k] += g[k]
+            m = groups.setdefault((g["name"], g["shapes"]), {
+                "name": g["name"], "shapes": g["shapes"], "dtype": g["dtype"], "class": g["class"],
+                "calls": 0, "flops": 0.0, "bytes": 0.0, "gpu_us": 0.0})
+            m["calls"] += g["calls"]
+            _add_totals(m, g)
         for dtype, flops in p["dtypes"].items():
             dtypes[dtype] = dtypes.get(dtype, 0.0) + flops
-        steps.extend({k: s[k] for k in ("step", "rank", "duration_us", "flops")} for s in p["by_step"])
+        steps.extend({"step": s["step"], "rank": s["rank"], "duration_us": s["duration_us"], "flops": s["flops"]}
+                     for s in p["by_step"])
         for rank, n in p["gpus"].items():
             gpus[rank] = gpus.get(rank, 0) + n
     steps.sort(key=lambda s: (s["rank"], s["step"]))

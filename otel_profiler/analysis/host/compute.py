@@ -5,9 +5,11 @@ run (``live.host_samples``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from cuda_tracer.profile import Profile
+
+from ..summary_schema import ComputeHost
 
 
 def _cuda_version(v: Any) -> str | None:
@@ -17,7 +19,7 @@ def _cuda_version(v: Any) -> str | None:
     return None if v is None else str(v)
 
 
-def _from_trace(meta: dict) -> dict[str, Any]:
+def _from_trace(meta: dict[str, Any]) -> ComputeHost:
     versions = meta.get("versions") or {}
     gpus = [{"index": p.get("id"), "name": p.get("name"), "uuid": None,
              "memory_bytes": p.get("totalGlobalMem")}
@@ -31,18 +33,20 @@ def _from_trace(meta: dict) -> dict[str, Any]:
             "source": "trace"}
 
 
-def compute_overview(profile: Profile) -> list[dict[str, Any]]:
+def compute_overview(profile: Profile) -> list[ComputeHost]:
     """``[{host, ranks, os?, cpu_model?, cpu_cores?, memory_bytes?, gpus: [{index, name, uuid,
     memory_bytes}], driver, versions, instance_type?, source: "live"|"trace"}]``, one per host."""
-    by_host: dict[Any, dict[str, Any]] = {}
+    by_host: dict[str, ComputeHost] = {}
     for r in profile.ranks:
         live = r.meta.get("compute")
-        entry = dict(live, source="live") if isinstance(live, dict) and live else _from_trace(r.meta)
+        # a live run's record is kept as the run wrote it (``live.samples.compute``; not checked here)
+        entry = cast(ComputeHost, dict(live, source="live")) if isinstance(live, dict) and live else \
+            _from_trace(r.meta)
         key = entry.get("host") or f"rank {r.rank}"
         if key in by_host:
             by_host[key]["ranks"].append(r.rank)
         else:
-            by_host[key] = dict(entry, ranks=[r.rank])
+            by_host[key] = {**entry, "ranks": [r.rank]}
     return list(by_host.values())
 
 

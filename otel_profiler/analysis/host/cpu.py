@@ -10,13 +10,14 @@ their ranks have no entry.
 from __future__ import annotations
 
 import statistics
-from typing import Any
 
 from cuda_tracer.model.events import Kind
 from cuda_tracer.profile import Profile
 
+from ..summary_schema import CpuStats, CpuUsage
 
-def _stats(values: list[float]) -> dict[str, float]:
+
+def _stats(values: list[float]) -> CpuStats:
     return {"mean": round(statistics.fmean(values), 2), "p50": round(statistics.median(values), 2),
             "max": round(max(values), 2)}
 
@@ -30,7 +31,7 @@ def _step_window_s(profile: Profile, rank: int) -> tuple[float, float] | None:
     return float(b.start_ns[rows].min()) / 1e9, float(b.end_ns[rows].max()) / 1e9
 
 
-def cpu_usage(profile: Profile) -> dict[str, dict[str, Any]]:
+def cpu_usage(profile: Profile) -> dict[str, CpuUsage]:
     """Per rank (key: the rank as text): ``{samples, interval_s, window: "steps"|"run", cores,
     machine_cores, machine_pct: {mean, p50, max}, process_pct: {...}, process_cores, others_cores}``.
 
@@ -41,7 +42,7 @@ def cpu_usage(profile: Profile) -> dict[str, dict[str, Any]]:
     workers and children, sibling ranks, the launcher); ``others_cores``: the mean CPU the rest of
     the machine used, in cores (processes not of the job; without ``job_cores``, every other
     process, the job's own among them)."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, CpuUsage] = {}
     for r in profile.ranks:
         s = r.meta.get("cpu_samples")
         if not isinstance(s, dict) or not s.get("t"):

@@ -23,6 +23,7 @@ from typing import Any, Callable
 from cuda_tracer.model.correlate import Correlation
 from cuda_tracer.profile import Profile
 
+from ..summary_schema import Insight, Summary
 from .answers import AnswerThresholds, compiled_overhead, low_mfu
 from .context import Context
 from .host import HostThresholds, cpu_contention, dataloader_workers, host_bound, record_operators
@@ -51,7 +52,7 @@ class Thresholds(AnswerThresholds, HostThresholds, LaunchThresholds, UsageThresh
         return found
 
 
-RULES: dict[str, Callable[[Context], list[dict]]] = {
+RULES: dict[str, Callable[[Context], list[Insight]]] = {
     "low_gpu_utilization": low_gpu_utilization,
     "cpu_bottleneck": cpu_bottleneck,
     "step_outliers": step_outliers,
@@ -77,8 +78,8 @@ RULES: dict[str, Callable[[Context], list[dict]]] = {
 _SEVERITY = {"high": 0, "medium": 1, "low": 2}
 
 
-def insights(profile: Profile, summary: dict, thresholds: Thresholds | None = None,
-             corr: Correlation | None = None) -> list[dict]:
+def insights(profile: Profile, summary: Summary, thresholds: Thresholds | None = None,
+             corr: Correlation | None = None) -> list[Insight]:
     """Run every rule; findings sorted by severity (rule order within a severity). ``corr``:
     ``correlate`` of ``profile.batch()``, where the caller has it already (one rank)."""
     ctx = Context(profile, summary, thresholds or Thresholds(), corr)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..summary_schema import Insight
 from .context import Context, insight
 from .thresholds import threshold
 
@@ -47,7 +48,7 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:] + "."
 
 
-def low_mfu(ctx: Context) -> list[dict]:
+def low_mfu(ctx: Context) -> list[Insight]:
     """MFU below ``mfu_low_pct``, naming the operators and shapes that cost the most GPU time."""
     f = ctx.summary.get("flops") or {}
     mfu, peak = f.get("mfu"), f.get("peak")
@@ -73,7 +74,7 @@ def low_mfu(ctx: Context) -> list[dict]:
         _sentence("; ".join(advice)), mfu=mfu, peak_tflops=peak["tflops"])]
 
 
-def compiled_overhead(ctx: Context) -> list[dict]:
+def compiled_overhead(ctx: Context) -> list[Insight]:
     """Recompilations seen, or Python taking a large share of the compiled regions' CPU time."""
     c = ctx.summary.get("compiled") or {}
     regions = c.get("regions") or []

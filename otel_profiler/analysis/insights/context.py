@@ -15,6 +15,7 @@ from cuda_tracer.model.events import EventBatch, Kind, kinds_in
 from cuda_tracer.profile import Profile
 
 from ..breakdown import merged_length
+from ..summary_schema import Insight, Summary
 
 if TYPE_CHECKING:
     from . import Thresholds
@@ -48,7 +49,7 @@ def is_dataloader_next(name: str) -> bool:
 class Context:
     """What several rules read, computed once: the batch, its correlation, step windows per rank."""
 
-    def __init__(self, profile: Profile, summary: dict, th: Thresholds, corr: Correlation | None = None
+    def __init__(self, profile: Profile, summary: Summary, th: Thresholds, corr: Correlation | None = None
                  ) -> None:
         self.profile, self.summary, self.th = profile, summary, th
         self.batch: EventBatch = profile.batch()
@@ -135,7 +136,7 @@ def step_label(name: str) -> str:
 
 
 def insight(rule: str, severity: str, scope: str, title: str, evidence: str,
-             recommendation: str, **metrics: Any) -> dict[str, Any]:
+             recommendation: str, **metrics: Any) -> Insight:
     return {"rule": rule, "severity": severity, "scope": scope, "title": title,
             "evidence": evidence, "recommendation": recommendation, "metrics": metrics}
 

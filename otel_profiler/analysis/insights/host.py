@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from cuda_tracer.model.events import Kind
 
 from ..attribution.operators import annotation_rows
+from ..summary_schema import CpuUsage, Insight
 from .context import Context, insight
 from .thresholds import threshold
 
@@ -60,12 +61,12 @@ def _cores_text(n: float) -> str:
     return f"{n:g} core" if n == 1 else f"{n:g} cores"
 
 
-def _window(u: dict) -> str:
+def _window(u: CpuUsage) -> str:
     where = "while the steps ran" if u["window"] == "steps" else "over the run"
     return f"{u['samples']} samples every {u['interval_s']:g} s {where}"
 
 
-def _whose(u: dict) -> str:
+def _whose(u: CpuUsage) -> str:
     """Who the other processes were, as far as the profile knows."""
     if "job_cores" in u:
         return (f"The job's own other processes (its DataLoader workers and child processes, sibling "
@@ -75,7 +76,7 @@ def _whose(u: dict) -> str:
             "ran; this job's own DataLoader workers and child processes count among them.")
 
 
-def cpu_contention(ctx: Context) -> list[dict]:
+def cpu_contention(ctx: Context) -> list[Insight]:
     """The machine ≥ ``contention_machine_pct`` % busy, other processes using ≥
     ``contention_others_cores`` cores, and the training process getting less than
     ``contention_job_cores`` of a core (a training loop's thread alone wants one), with no busy GPU.
@@ -106,7 +107,7 @@ def cpu_contention(ctx: Context) -> list[dict]:
     return out
 
 
-def host_bound(ctx: Context) -> list[dict]:
+def host_bound(ctx: Context) -> list[Insight]:
     """The training process keeps ≥ ``host_bound_cores`` cores busy while there is no GPU work or
     the GPU is busy less than ``gpu_util_low_pct`` %: the host's CPU work sets the step time."""
     th, out = ctx.th, []
@@ -139,12 +140,12 @@ def _cores(ctx: Context) -> int | None:
     cpu = ctx.summary.get("cpu") or {}
     if cpu:
         return min(u["cores"] for u in cpu.values())
-    found = [c["cpu_cores"]["logical"] for c in ctx.summary.get("compute") or []
-             if isinstance(c.get("cpu_cores"), dict) and c["cpu_cores"].get("logical")]
+    found = [logical for c in ctx.summary.get("compute") or []
+             if isinstance(c.get("cpu_cores"), dict) and (logical := c["cpu_cores"].get("logical"))]
     return min(found) if found else None
 
 
-def dataloader_workers(ctx: Context) -> list[dict]:
+def dataloader_workers(ctx: Context) -> list[Insight]:
     """The DataLoader runs in the training process (``num_workers=0``) on a machine with ≥
     ``loader_min_cores`` cores, and its ``__next__`` calls take ≥ ``loader_workers_pct`` % of step
     (or profile) time: loading sits on the critical path of every step."""
@@ -165,7 +166,7 @@ def dataloader_workers(ctx: Context) -> list[dict]:
         cores=cores, loading_pct=load.pct)]
 
 
-def record_operators(ctx: Context) -> list[dict]:
+def record_operators(ctx: Context) -> list[Insight]:
     """No PyTorch operators in the profile: a hint to record them (``--cpu-ops``,
     ``OTEL_PROFILER_ACTIVITIES=gpu,cpu_op``); the operator view and several rules need them."""
     b = ctx.batch

@@ -11,6 +11,7 @@ from cuda_tracer.model.events import Kind, MemcpyKind
 
 from ..breakdown import COMMUNICATION, COMPUTE, KERNEL_CLASSES, classify, merged_length
 from ..platform import blocking_call
+from ..summary_schema import Insight, Summary
 from .context import LAUNCH_API, SCALAR_READ_OPS, Context, device_label, insight
 from .thresholds import threshold
 
@@ -39,7 +40,7 @@ class LaunchThresholds:
         "limit.")
 
 
-def launch_bound(ctx: Context) -> list[dict]:
+def launch_bound(ctx: Context) -> list[Insight]:
     """Mostly short kernels, GPU underused, and a launch call costing as much as a kernel runs."""
     b, th, out = ctx.batch, ctx.th, []
     launches = ctx.name_rows(LAUNCH_API)
@@ -73,7 +74,7 @@ def launch_bound(ctx: Context) -> list[dict]:
     return out
 
 
-def sync_in_step(ctx: Context) -> list[dict]:
+def sync_in_step(ctx: Context) -> list[Insight]:
     """Blocking syncs (cuda*Synchronize, .item()), blocking copies (cudaMemcpy, hipMemcpyWithStream)
     and device-to-host copies inside steps."""
     b = ctx.batch
@@ -112,7 +113,7 @@ def _count(n: int, noun: str, plural: str = "") -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
 
 
-def pageable_copies(ctx: Context) -> list[dict]:
+def pageable_copies(ctx: Context) -> list[Insight]:
     """Copies from or to pageable host memory (name says ``Pageable``) ≥ ``pageable_pct`` % of copy time."""
     b = ctx.batch
     memcpy = np.flatnonzero(b.kind == Kind.MEMCPY)
@@ -137,7 +138,7 @@ def pageable_copies(ctx: Context) -> list[dict]:
         copies=len(rows), bytes=nbytes, time_us=time / 1e3, pct_of_memcpy=pct)]
 
 
-def _most_exposed(summary: dict, rank: int | None, device: int) -> str:
+def _most_exposed(summary: Summary, rank: int | None, device: int) -> str:
     """The collectives and streams of a device whose time was most exposed (the summary's
     ``communication`` section), as a sentence; "" when none was."""
     rows = [r for r in (summary.get("communication") or {}).get("by_collective", [])
@@ -149,10 +150,10 @@ def _most_exposed(summary: dict, rank: int | None, device: int) -> str:
     return f" Most exposed: {shown}."
 
 
-def comm_overlap(ctx: Context) -> list[dict]:
+def comm_overlap(ctx: Context) -> list[Insight]:
     """Communication kernels ≥ ``comm_min_pct`` % of the span, overlapping compute < ``comm_overlap_pct`` %."""
     b = ctx.batch
-    out: list[dict] = []
+    out: list[Insight] = []
     rows = ctx.corr.gpu_rows
     if not len(rows):
         return out
@@ -186,7 +187,7 @@ def comm_overlap(ctx: Context) -> list[dict]:
     return out
 
 
-def deep_stream_queue(ctx: Context) -> list[dict]:
+def deep_stream_queue(ctx: Context) -> list[Insight]:
     """A stream's queue of launched-but-not-started ops reaching ``queue_depth``."""
     deep = [s for s in ctx.summary["streams"] if s["max_queue_depth"] >= ctx.th.queue_depth]
     return [insight(

@@ -9,6 +9,7 @@ import numpy as np
 
 from cuda_tracer.profile import Profile
 
+from ..summary_schema import Insight
 from .context import CUDA_DEVICE_TYPE, Context, device_label, insight, step_label
 from .thresholds import threshold
 
@@ -55,7 +56,7 @@ class UsageThresholds:
         10.0, "%", "dataloader: time in DataLoader ``__next__`` at least this % of step (or profile) time.")
 
 
-def low_gpu_utilization(ctx: Context) -> list[dict]:
+def low_gpu_utilization(ctx: Context) -> list[Insight]:
     """GPU busy (merged GPU-op time) below ``gpu_util_low_pct`` % of the device's span."""
     out = []
     for key, d in ctx.summary["devices"].items():
@@ -73,7 +74,7 @@ def low_gpu_utilization(ctx: Context) -> list[dict]:
     return out
 
 
-def cpu_bottleneck(ctx: Context) -> list[dict]:
+def cpu_bottleneck(ctx: Context) -> list[Insight]:
     """GPU idle time attributable to waiting for the CPU ≥ ``host_wait_pct`` % of the device span.
 
     Per device: idle time × (host-wait share of all stream gaps), where a gap is host wait when the
@@ -107,7 +108,7 @@ def cpu_bottleneck(ctx: Context) -> list[dict]:
     return out
 
 
-def step_outliers(ctx: Context) -> list[dict]:
+def step_outliers(ctx: Context) -> list[Insight]:
     """Steps slower than median + ``step_outlier_mads`` scaled MADs, and by at least
     ``step_outlier_min_excess_pct`` % of the median and ``step_outlier_min_excess_ms`` ms (both
     floors: jitter of a few ms, as under DDP, is no finding). The first ``warmup_steps`` of a rank
@@ -167,7 +168,7 @@ def _window_edges(profile: Profile, rank: int) -> dict[int, str]:
     return out
 
 
-def load_balancing(ctx: Context) -> list[dict]:
+def load_balancing(ctx: Context) -> list[Insight]:
     """GPU utilization (busy % of span) of the most and least busy device ``load_imbalance_points`` apart.
 
     SageMaker's LoadBalancing compares per-GPU utilization histograms; with a trace we compare each
@@ -191,7 +192,7 @@ def load_balancing(ctx: Context) -> list[dict]:
         util_pct=util, imbalance_points=points)]
 
 
-def straggler_ranks(ctx: Context) -> list[dict]:
+def straggler_ranks(ctx: Context) -> list[Insight]:
     """Ranks whose median step time is ``straggler_pct`` % above the median over ranks."""
     b = ctx.batch
     ranks = np.unique(b.rank[ctx.step_rows]).tolist()
@@ -243,7 +244,7 @@ def _memory_samples(ctx: Context) -> dict[tuple[int, int], tuple[np.ndarray, np.
     return out
 
 
-def gpu_memory_growth(ctx: Context) -> list[dict]:
+def gpu_memory_growth(ctx: Context) -> list[Insight]:
     """Moving average of allocated memory rising by ``memory_growth_pct_points`` of device memory."""
     totals, out = _device_memory(ctx.profile), []
     for (rank, device), (_, values) in _memory_samples(ctx).items():
@@ -266,7 +267,7 @@ def gpu_memory_growth(ctx: Context) -> list[dict]:
     return out
 
 
-def batch_size_too_small(ctx: Context) -> list[dict]:
+def batch_size_too_small(ctx: Context) -> list[Insight]:
     """GPU busy below ``batch_gpu_util_pct`` and peak memory below ``batch_memory_pct`` of the device."""
     totals, out = _device_memory(ctx.profile), []
     multi = "ranks" in ctx.summary
@@ -289,7 +290,7 @@ def batch_size_too_small(ctx: Context) -> list[dict]:
     return out
 
 
-def dataloader(ctx: Context) -> list[dict]:
+def dataloader(ctx: Context) -> list[Insight]:
     """Time in DataLoader ``__next__`` ≥ ``dataloader_pct`` % of step (or profile) time.
 
     The calls are found by name whatever their kind: ``enumerate(DataLoader)#...__next__`` as an

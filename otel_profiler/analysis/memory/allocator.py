@@ -20,13 +20,14 @@ reserved bytes are null; otherwise ``baseline`` is ``"absolute"``.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import numpy as np
 
 from cuda_tracer.model.events import MISSING, EventBatch, Kind
 
 from ..attribution.operators import operator_rows
+from ..summary_schema.sections import DeviceMemory, Memory, MemoryStep, Place
 
 LARGEST = 10
 TIMELINE_POINTS = 1500
@@ -109,19 +110,19 @@ class _Context:
         inner = holds[np.lexsort((b.end_ns[holds] * -1, b.start_ns[holds]))[-1]]
         return b.strings[int(b.name[inner])]
 
-    def place(self, row: int) -> dict[str, Any]:
+    def place(self, row: int) -> Place:
         b = self.batch
         return {"time_ns": int(b.start_ns[row]), "step": self.step_of(int(b.rank[row]), int(b.start_ns[row])),
                 "operator": self.operator_of(row)}
 
 
-def memory(batch: EventBatch, multi_rank: bool = False, largest: int = LARGEST) -> dict[str, Any]:
+def memory(batch: EventBatch, multi_rank: bool = False, largest: int = LARGEST) -> Memory:
     """``{events, devices: {device: {baseline, events, allocations, frees, peak: {allocated_bytes,
     reserved_bytes, time_ns, step, operator}, peak_reserved_bytes, final_allocated_bytes,
     steps: [{step, peak_allocated_bytes, end_allocated_bytes, growth_bytes}],
     largest_allocations: [{bytes, time_ns, step, operator}]}}, host: {cpu: <same>}}`` (see the
     module docstring; ``host`` only when the CPU's allocator events were recorded)."""
-    out: dict[str, Any] = {"events": 0, "devices": {}}
+    out: Memory = {"events": 0, "devices": {}}
     ctx = None
     for host in (False, True):
         m = gpu_memory_rows(batch, host)
@@ -138,7 +139,7 @@ def memory(batch: EventBatch, multi_rank: bool = False, largest: int = LARGEST) 
 
 
 def _figures(batch: EventBatch, ctx: "_Context", m: dict[str, np.ndarray], at: np.ndarray,
-             largest: int) -> dict[str, Any]:
+             largest: int) -> DeviceMemory:
     """The figures of one device: ``at`` are its positions in ``m``'s rows."""
     alloc, reserved, r = m["allocated"][at], m["reserved"][at], m["rows"][at]
     peak = int(np.argmax(alloc))
@@ -159,10 +160,11 @@ def _figures(batch: EventBatch, ctx: "_Context", m: dict[str, np.ndarray], at: n
     }
 
 
-def _steps(batch: EventBatch, ctx: _Context, rows: np.ndarray, alloc: np.ndarray) -> list[dict]:
+def _steps(batch: EventBatch, ctx: _Context, rows: np.ndarray, alloc: np.ndarray) -> list[MemoryStep]:
     rank = int(batch.rank[rows[0]])
     t = batch.start_ns[rows]
-    out, before = [], None
+    out: list[MemoryStep] = []
+    before: int | None = None
     for r, start, end, number in ctx.steps:
         if r != rank:
             continue

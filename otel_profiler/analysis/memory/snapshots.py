@@ -17,6 +17,8 @@ import pickle
 import re
 from typing import Any
 
+from ..summary_schema.sections import Snapshot, SnapshotFigures
+
 SNAPSHOT_GLOB = "memory-snapshot.rank-*.pickle"
 _NAME = re.compile(r"memory-snapshot\.rank-(-?\d+)\.(\w+)\.pickle$")
 LARGEST = 5
@@ -41,7 +43,7 @@ def _frame(block: dict) -> str | None:
     return None
 
 
-def summarize_snapshot(snapshot: Any, largest: int = LARGEST) -> dict[str, Any]:
+def summarize_snapshot(snapshot: Any, largest: int = LARGEST) -> SnapshotFigures:
     """``{segments, reserved_bytes, allocated_bytes, active_bytes, history_events, devices,
     largest_blocks: [{bytes, device, frame}]}``."""
     if not isinstance(snapshot, dict) or not isinstance(snapshot.get("segments"), list):
@@ -55,13 +57,13 @@ def summarize_snapshot(snapshot: Any, largest: int = LARGEST) -> dict[str, Any]:
             "reserved_bytes": sum(int(s.get("total_size") or 0) for s in segments),
             "allocated_bytes": sum(int(s.get("allocated_size") or 0) for s in segments),
             "active_bytes": sum(int(s.get("active_size") or 0) for s in segments),
-            "devices": sorted({s.get("device") for s in segments if isinstance(s.get("device"), int)}),
+            "devices": sorted({device for s in segments if isinstance(device := s.get("device"), int)}),
             "history_events": sum(len(t) for t in traces if isinstance(t, list)),
             "largest_blocks": [{"bytes": int(b.get("size") or 0), "device": d, "frame": _frame(b)}
                                for b, d in blocks[:largest]]}
 
 
-def snapshots_in(sources: list[str]) -> list[dict[str, Any]]:
+def snapshots_in(sources: list[str]) -> list[Snapshot]:
     """Every snapshot file of the profile folders among ``sources``, summarized; a file that cannot
     be read is listed with its ``error``."""
     out = []
@@ -70,7 +72,7 @@ def snapshots_in(sources: list[str]) -> list[dict[str, Any]]:
             continue
         for path in sorted(glob.glob(os.path.join(folder, SNAPSHOT_GLOB))):
             m = _NAME.search(os.path.basename(path))
-            entry: dict[str, Any] = {"file": os.path.basename(path), "bytes": os.path.getsize(path),
+            entry: Snapshot = {"file": os.path.basename(path), "bytes": os.path.getsize(path),
                                      "rank": int(m.group(1)) if m else None, "reason": m.group(2) if m else None}
             try:
                 if entry["bytes"] > MAX_BYTES:

@@ -17,8 +17,9 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
+from ...analysis.summary_schema import Summary
 from .locations import APP_FOLDER
 
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
@@ -162,7 +163,7 @@ def read_run(store: str, run_id: str, signature: str) -> RunFacts | None:
         if unsafe is not None:
             return _corrupt(_storable(facts), unsafe)
         if has_summary:
-            _read_summary(facts, _read_json(folder, "summary.json"))
+            _read_summary(facts, _summary_file(folder))
         else:
             facts.status = "incomplete"
             facts.reason = "no summary.json yet (still running, or its summary is being written)"
@@ -239,7 +240,13 @@ def _read_metadata(facts: RunFacts, metas: list[dict[str, Any]]) -> None:
     facts.gpus = sum(len(m.get("device_properties") or []) for m in metas)
 
 
-def _read_summary(facts: RunFacts, summary: dict[str, Any]) -> None:
+def _summary_file(folder: str) -> Summary:
+    """The run's ``summary.json``, a JSON object taken as the summary the run wrote (its keys are not
+    checked here: readers look up what they need as a file may lack it)."""
+    return cast(Summary, _read_json(folder, "summary.json"))
+
+
+def _read_summary(facts: RunFacts, summary: Summary) -> None:
     window = _object(summary.get("window_us"))
     if isinstance(window.get("start_ns"), int):
         facts.start_ns = window["start_ns"]
@@ -256,7 +263,7 @@ def _read_summary(facts: RunFacts, summary: dict[str, Any]) -> None:
         facts.top_insight = f"[{top.get('severity', '?')}] {top['title']}"[:500]
 
 
-def read_summary(store: str, run_id: str) -> dict[str, Any]:
+def read_summary(store: str, run_id: str) -> Summary:
     """The run's ``summary.json`` document; ValueError naming the reason when there is none to read."""
     folder = os.path.join(store, run_id)
     if not os.path.lexists(os.path.join(folder, "summary.json")):
@@ -264,4 +271,4 @@ def read_summary(store: str, run_id: str) -> dict[str, Any]:
     unsafe = unsafe_run(folder)
     if unsafe is not None:
         raise ValueError(unsafe)
-    return _read_json(folder, "summary.json")
+    return _summary_file(folder)
