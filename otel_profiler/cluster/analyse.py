@@ -10,7 +10,7 @@ import glob
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +36,7 @@ class ClusterSummary(Summary):
     clock_alignment: ClockAlignment
     stragglers: Stragglers
 
+
 TIMELINE_BARS = 200
 """Collectives drawn per rank in the aligned timeline (its first ones)."""
 
@@ -44,9 +45,7 @@ TIMELINE_BARS = 200
 class ClusterResult:
     """The merged summary document and the lines naming each rank that could not be read."""
 
-    summary: dict[str, Any]
-    """A ``ClusterSummary``, typed as a plain dict for ``commands.summary.ClusterDocument`` (which
-    takes it so) until that takes the type."""
+    summary: ClusterSummary
     refused: list[str] = field(default_factory=list)
     lanes: list[dict[str, Any]] = field(default_factory=list)
     """The aligned timeline's lanes (``report.cluster_html``): the heatmap's ranks."""
@@ -211,7 +210,7 @@ def analyse(inputs: list[str], scheduler: str | None = None, thresholds: Thresho
     summary: ClusterSummary = {**merged, "clock_alignment": alignment, "stragglers": found}
     summary["insights"] = sorted(straggler_insights(found) + merged.get("insights", []),
                                  key=lambda i: SEVERITY[i["severity"]])
-    return ClusterResult(cast(dict[str, Any], summary), refused,
+    return ClusterResult(summary, refused,
                          timeline_lanes(partials, alignment, found["heatmap"]["ranks"]))
 
 

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..analysis.insights import Thresholds
+from .analyse import ClusterSummary
 
 
 @dataclass
 class ClusterDocument:
     """A merged multi-rank summary in the shape the summary renderers read."""
 
-    summary: dict[str, Any]
+    summary: ClusterSummary
     thresholds: Thresholds
     thresholds_given: bool
     lanes: list[dict[str, Any]]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import cast
 
 from ..analysis.diff import diff
 from ..analysis.summary import summarize
@@ -50,7 +49,7 @@ def compare(base: str, new: str, jobs: int | None = None, scheduler: str | None 
         args = argparse.Namespace(inputs=[path], jobs=jobs, max_json_mb=None, separate=False)
         if scheduler:
             doc, read_code = cluster_inputs(args, scheduler, None)
-            summaries.append(cast(Summary, doc.summary))  # ClusterDocument keeps it as a plain dict
+            summaries.append(doc.summary)
         else:
             profile, read_code = load_inputs(args)
             summaries.append(summarize(profile))

@@ -9,6 +9,9 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from ..cluster.analyse import ClusterSummary
+from ..cluster.stragglers import Heatmap
+
 _CSS = ("body{font:14px system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;"
         "margin:1em 0}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}"
         "th{background:#f3f3f3}td.l{text-align:left}.high{color:#b00}.medium{color:#b60}")
@@ -28,7 +31,7 @@ def _num(x: Any) -> str:
     return f"{x:,.2f}" if isinstance(x, float) else f"{x:,}"
 
 
-def _heatmap(h: dict[str, Any]) -> str:
+def _heatmap(h: Heatmap) -> str:
     if not h["ranks"] or not h["steps"]:
         return "<p>No steps were recorded.</p>"
     values = [v for row in h["own_us"] for v in row if v is not None]
@@ -71,7 +74,7 @@ def _timeline(lanes: list[dict[str, Any]]) -> str:
     return "".join(parts) + "</svg>"
 
 
-def render_cluster_html(summary: dict[str, Any], lanes: list[dict[str, Any]]) -> str:
+def render_cluster_html(summary: ClusterSummary, lanes: list[dict[str, Any]]) -> str:
     """The page for a merged summary (``analyse``) and its timeline lanes (``timeline_lanes``)."""
     k, align, found = summary["kernels"], summary["clock_alignment"], summary["stragglers"]
     out = [f"<!doctype html><html><head><meta charset=utf-8><title>otel-profiler: {len(summary['ranks_meta'])} "

@@ -3,14 +3,15 @@ collective-wait table (the rest of the summary is rendered as for any profile)."
 
 from __future__ import annotations
 
-from typing import Any
+from ..cluster.align import RankOffset
+from ..cluster.analyse import ClusterSummary
 
 
-def _uncertainty(row: dict[str, Any]) -> str:
+def _uncertainty(row: RankOffset) -> str:
     return "n/a" if row["uncertainty_us"] is None else f"±{row['uncertainty_us']:,.1f}"
 
 
-def cluster_text(summary: dict[str, Any], top: int = 20) -> str:
+def cluster_text(summary: ClusterSummary, top: int = 20) -> str:
     """``clock alignment``, ``stragglers`` and ``collective wait`` sections (``top`` rows each)."""
     lines: list[str] = []
     align = summary.get("clock_alignment")

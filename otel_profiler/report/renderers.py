@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Generic, Protocol, TypeVar
 
 from ..analysis.document import SummaryDocument
+from ..analysis.summary_schema import Summary
 from . import console
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ class HasSummary(Protocol):
     """What the summary renderers read: a summary document (one profile's, or a cluster's merge)."""
 
     @property
-    def summary(self) -> Any: ...
+    def summary(self) -> Summary: ...
 
 
 def _table(doc: HasSummary, options: RenderOptions) -> str:
