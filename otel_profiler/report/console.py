@@ -405,7 +405,7 @@ def unicode_escaped(text: str) -> str:
     return _CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _CONTROLS.search(text) else text
 
 
-def render_json(summary: Mapping[str, object]) -> str:
-    """Indented JSON of a summary (or of any document: a diff, several jobs' summaries), non-ASCII
-    text as is, but control characters and lone surrogates as ``\\u`` escapes (``unicode_escaped``)."""
-    return unicode_escaped(json.dumps(summary, indent=1, ensure_ascii=False))
+def render_json(document: Mapping[str, object]) -> str:
+    """Indented JSON of a document (a summary, a diff, several jobs' summaries), non-ASCII text as
+    is, but control characters and lone surrogates as ``\\u`` escapes (``unicode_escaped``)."""
+    return unicode_escaped(json.dumps(document, indent=1, ensure_ascii=False))
