@@ -222,6 +222,24 @@ class EventBatch:
         values = self.extra_value
         return dict(zip(self.extra_row[hits].tolist(), [values[i] for i in hits]))
 
+    def extra_column(self, key: str, rows: np.ndarray) -> np.ndarray:
+        """Integer side-table attribute ``key`` of ``rows`` (ascending) as a column, ``MISSING``
+        where a row has none."""
+        out = np.full(len(rows), MISSING, np.int64)
+        key_id = self.name_id(key)
+        if key_id < 0 or not len(rows):
+            return out
+        hits = np.flatnonzero(self.extra_key == key_id)
+        at = self.extra_row[hits]
+        pos = np.searchsorted(rows, at)
+        inside = pos < len(rows)
+        inside[inside] = rows[pos[inside]] == at[inside]
+        taken = hits[inside].tolist()
+        if taken:
+            values = self.extra_value
+            out[pos[inside]] = np.fromiter(map(values.__getitem__, taken), np.int64, len(taken))
+        return out
+
     def extras_of(self, row: int) -> dict[str, Any]:
         """Every side-table attribute of one row."""
         hits = np.flatnonzero(self.extra_row == row)

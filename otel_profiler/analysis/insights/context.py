@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import numpy as np
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 SCALAR_READ_OPS = ("aten::item", "aten::_local_scalar_dense")
 LAUNCH_API = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
               "hipLaunchKernel", "hipExtModuleLaunchKernel", "hipModuleLaunchKernel")
+T = TypeVar("T")
 CUDA_DEVICE_TYPE = 1  # Kineto's [memory] "Device Type": 0 CPU, 1 CUDA
 HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON_FUNCTION, Kind.RUNTIME, Kind.DRIVER,
               Kind.OTHER)
@@ -54,6 +55,7 @@ class Context:
         self.profile, self.summary, self.th = profile, summary, th
         self.batch: EventBatch = profile.batch()
         self._corr = corr
+        self._kept: dict[Callable[[Context], Any], Any] = {}
         b = self.batch
         steps = np.flatnonzero(b.kind == Kind.STEP)
         self.step_rows = steps[np.lexsort((b.start_ns[steps], b.rank[steps]))]
@@ -63,6 +65,13 @@ class Context:
         if self._corr is None:
             self._corr = correlate(self.batch)
         return self._corr
+
+    def once(self, compute: Callable[[Context], T]) -> T:
+        """``compute(self)``, worked out at the first call and kept: what several rules read is
+        computed once."""
+        if compute not in self._kept:
+            self._kept[compute] = compute(self)
+        return self._kept[compute]
 
     def name_rows(self, names, kinds: tuple[Kind, ...] = HOST_KINDS) -> np.ndarray:
         """Rows of ``kinds`` whose name is in ``names`` (a collection, or a predicate on a name)."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cuda_tracer.model.events import MISSING
 from cuda_tracer.profile import Profile
 
 from ..summary_schema import Insight
@@ -231,13 +232,16 @@ def _device_memory(profile: Profile) -> dict[tuple[int, int], int]:
 def _memory_samples(ctx: Context) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]:
     """(rank, device) → (times, Total Allocated bytes) of CUDA [memory] events, in time order."""
     b = ctx.batch
-    alloc, dtype = b.extra("total_allocated"), b.extra("device_type")
-    rows = np.array([r for r in alloc if dtype.get(r) == CUDA_DEVICE_TYPE], np.int64)
+    key_id = b.name_id("total_allocated")
+    rows = np.unique(b.extra_row[b.extra_key == key_id]) if key_id >= 0 else np.zeros(0, np.int64)
+    alloc = b.extra_column("total_allocated", rows)
+    keep = (b.extra_column("device_type", rows) == CUDA_DEVICE_TYPE) & (alloc != MISSING)
+    rows, alloc = rows[keep], alloc[keep]
     out: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
     if not len(rows):
         return out
-    rows = rows[np.argsort(b.start_ns[rows], kind="stable")]
-    values = np.array([alloc[int(r)] for r in rows], np.float64)
+    order = np.argsort(b.start_ns[rows], kind="stable")
+    rows, values = rows[order], alloc[order].astype(np.float64)
     for rank, device in set(zip(b.rank[rows].tolist(), b.device[rows].tolist())):
         sel = (b.rank[rows] == rank) & (b.device[rows] == device)
         out[(rank, device)] = (b.start_ns[rows[sel]], values[sel])
@@ -247,7 +251,7 @@ def _memory_samples(ctx: Context) -> dict[tuple[int, int], tuple[np.ndarray, np.
 def gpu_memory_growth(ctx: Context) -> list[Insight]:
     """Moving average of allocated memory rising by ``memory_growth_pct_points`` of device memory."""
     totals, out = _device_memory(ctx.profile), []
-    for (rank, device), (_, values) in _memory_samples(ctx).items():
+    for (rank, device), (_, values) in ctx.once(_memory_samples).items():
         n = max(1, int(len(values) * ctx.th.memory_window_fraction))
         if len(values) < 2 * n:
             continue
@@ -271,7 +275,7 @@ def batch_size_too_small(ctx: Context) -> list[Insight]:
     """GPU busy below ``batch_gpu_util_pct`` and peak memory below ``batch_memory_pct`` of the device."""
     totals, out = _device_memory(ctx.profile), []
     multi = "ranks" in ctx.summary
-    for (rank, device), (_, values) in _memory_samples(ctx).items():
+    for (rank, device), (_, values) in ctx.once(_memory_samples).items():
         total = totals.get((rank, device))
         d = ctx.summary["devices"].get(f"{rank}:{device}" if multi else str(device))
         if not total or not d:

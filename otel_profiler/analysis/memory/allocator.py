@@ -33,31 +33,16 @@ LARGEST = 10
 TIMELINE_POINTS = 1500
 
 
-def _extra_column(batch: EventBatch, key: str, rows: np.ndarray) -> np.ndarray:
-    """Integer side-table attribute ``key`` for ``rows`` (ascending; MISSING where absent)."""
-    out = np.full(len(rows), MISSING, np.int64)
-    key_id = batch.name_id(key)
-    if key_id < 0 or not len(rows):
-        return out
-    hits = np.flatnonzero(batch.extra_key == key_id)
-    pos = np.searchsorted(rows, batch.extra_row[hits])
-    inside = pos < len(rows)
-    inside[inside] = rows[pos[inside]] == batch.extra_row[hits][inside]
-    values = np.array([batch.extra_value[i] for i in hits[inside].tolist()], np.int64)
-    out[pos[inside]] = values
-    return out
-
-
 def gpu_memory_rows(batch: EventBatch, host: bool = False) -> dict[str, np.ndarray]:
     """The GPU ``[memory]`` events (``host``: those of the CPU instead) in time order with their
     totals: rows, allocated, reserved, and ``relative`` (True for events whose trace records no
     totals: their allocated bytes are the running sum of ``Bytes`` on their device from the first
     event, reserved is MISSING)."""
     rows = np.flatnonzero(batch.kind == Kind.MEMORY)
-    dtype = _extra_column(batch, "device_type", rows)
+    dtype = batch.extra_column("device_type", rows)
     rows = rows[dtype == 0] if host else rows[(dtype != 0) & (batch.device[rows] >= 0)]
-    allocated = _extra_column(batch, "total_allocated", rows)  # rows in ascending order here
-    reserved = _extra_column(batch, "total_reserved", rows)
+    allocated = batch.extra_column("total_allocated", rows)  # rows in ascending order here
+    reserved = batch.extra_column("total_reserved", rows)
     order = np.argsort(batch.start_ns[rows], kind="stable")
     rows, allocated, reserved = rows[order], allocated[order], reserved[order]
     relative = allocated == MISSING
