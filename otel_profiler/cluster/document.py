@@ -5,10 +5,12 @@ to this process, so there is no profile."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..analysis.insights import Thresholds
-from .analyse import ClusterSummary
+
+if TYPE_CHECKING:  # the cluster's reading (and Dask's modules) only where a cluster is used
+    from .analyse import ClusterSummary
 
 
 @dataclass
