@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ALL_TRACES
+
 PROBE = '''
 import json, sys
 record_file, marker = sys.argv[1], sys.argv[2]
@@ -88,3 +90,21 @@ def test_run_starts_the_job_before_loading_anything_heavy(tmp_path, options):
         assert heavy(at_exit) == []
     else:
         assert "otel_profiler.report.console" in at_exit  # the check sees what the summary loads
+
+
+def test_summary_of_a_trace_loads_no_cluster_reading(tmp_path):
+    """Without a scheduler the summary reads the ranks here: the cluster's reading, Dask and
+    fsspec stay unloaded."""
+    trace = next(p for p in ALL_TRACES if "df_index_resolver" in p.name)
+    code, _, at_exit = modules_of(tmp_path, "-", "summary", str(trace))
+    assert code == 0
+    cluster = ("otel_profiler.cluster.analyse", "otel_profiler.cluster.merge", "dask", "distributed", "fsspec")
+    assert [m for m in at_exit if m.split(".")[0] in ("dask", "distributed", "fsspec") or m in cluster] == []
+    assert "otel_profiler.analysis.summary" in at_exit  # the check sees what the summary loads
+
+
+def test_run_finds_its_installation_without_loading_package_metadata(tmp_path):
+    code, modules, _ = modules_of(tmp_path, sys.executable, "run", "--output-dir", str(tmp_path / "prof"),
+                                  "--no-summary", "--", sys.executable, "-c", "pass")
+    assert code == 0 and "otel_profiler.commands.run" in modules
+    assert "importlib.metadata" not in modules
