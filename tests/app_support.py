@@ -147,10 +147,11 @@ def make_store(root: Path) -> tuple[Path, dict[str, str]]:
     return store, {"vision-run": "vision", "nlp-run": "nlp"}
 
 
-def copy_store(store: Path, root: Path) -> Path:
-    """A fresh copy of ``store`` without the app's folder (its own database)."""
+def copy_store(store: Path, root: Path, with_app: bool = False) -> Path:
+    """A fresh copy of ``store`` without the app's folder (its own database), or (``with_app``)
+    with it: the same teams, users and tokens."""
     target = root / f"store-{len(list(root.iterdir()))}"
-    shutil.copytree(store, target, ignore=shutil.ignore_patterns(".otel-profiler-app"))
+    shutil.copytree(store, target, ignore=None if with_app else shutil.ignore_patterns(".otel-profiler-app"))
     return target
 
 

@@ -33,12 +33,12 @@ def backend(request):
         cluster.stop()
 
 
-@pytest.fixture()
-def app(runs_store, backend, tmp_path):
-    """A served copy of the store with teams vision and nlp, an admin and one user of each team; the
-    database is the store's SQLite file, or a fresh PostgreSQL database."""
+@pytest.fixture(scope="module")
+def prepared(runs_store, backend, tmp_path_factory):
+    """The store with teams vision, nlp and ops, an admin and one user of each team, made once per
+    database (nine command-line runs): each test serves a copy of it."""
     store, owners = runs_store
-    store = copy_store(store, tmp_path)
+    store = copy_store(store, tmp_path_factory.mktemp("app-prepared"))
     where = ["--database", _fresh_database(backend)] if backend else ["--store", str(store)]
     for team in ("vision", "nlp", "ops"):
         cli("teams", "add", team, *where)
@@ -46,6 +46,16 @@ def app(runs_store, backend, tmp_path):
     cli("users", "add", "alice", "--team", "vision", "--role", "member", *where, stdin="alice pass 1\n")
     cli("users", "add", "bob", "--team", "nlp", "--role", "viewer", "--no-password", *where)
     tokens = {name: cli("users", "token", name, *where).stdout.strip() for name in ("root", "alice", "bob")}
+    return store, where, tokens, owners
+
+
+@pytest.fixture()
+def app(prepared, backend, tmp_path):
+    """A served copy of the prepared store (its app folder, with the SQLite database, copied too), or
+    of its PostgreSQL database: each test starts from the same teams and users."""
+    store, where, tokens, owners = prepared
+    store = copy_store(store, tmp_path, with_app=True)
+    where = ["--database", _copied_database(backend, where[1])] if backend else ["--store", str(store)]
     server = AppServer(store, where[1] if backend else None, extra=("--max-upload-mb", "1", "--sso-header", "X-Test-User",
                                                                       "--jaeger-url", "http://jaeger.invalid:16686",
                                                                       "--grafana-url", "http://grafana.invalid:3000"))
@@ -55,8 +65,8 @@ def app(runs_store, backend, tmp_path):
         server.stop()
 
 
-def _fresh_database(url: str) -> str:
-    """A new, empty database on the cluster at ``url`` (each test starts from nothing)."""
+def _fresh_database(url: str, template: str = "") -> str:
+    """A new database on the cluster at ``url``: empty, or a copy of database ``template``."""
     import uuid
 
     import sqlalchemy
@@ -64,9 +74,14 @@ def _fresh_database(url: str) -> str:
     name = "app_" + uuid.uuid4().hex[:12]
     engine = sqlalchemy.create_engine(url, isolation_level="AUTOCOMMIT")
     with engine.connect() as connection:
-        connection.execute(sqlalchemy.text(f"CREATE DATABASE {name}"))
+        connection.execute(sqlalchemy.text(f"CREATE DATABASE {name}" + (f" TEMPLATE {template}" if template else "")))
     engine.dispose()
     return url.rsplit("/", 1)[0] + "/" + name
+
+
+def _copied_database(url: str, prepared_url: str) -> str:
+    """A copy of the prepared database (its teams, users and tokens) for one test."""
+    return _fresh_database(url, template=prepared_url.rsplit("/", 1)[1])
 
 
 def get(app, path: str, token: str | None):
