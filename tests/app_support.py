@@ -147,6 +147,13 @@ def make_store(root: Path) -> tuple[Path, dict[str, str]]:
     return store, {"vision-run": "vision", "nlp-run": "nlp"}
 
 
+@pytest.fixture(scope="session")
+def shared_runs(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """The store of ``make_store`` (two real profiled training runs and a corrupt folder), made once
+    for every app test module that imports this fixture; each copies it (``copy_store``) first."""
+    return make_store(tmp_path_factory.mktemp("app-runs"))
+
+
 def copy_store(store: Path, root: Path, with_app: bool = False) -> Path:
     """A fresh copy of ``store`` without the app's folder (its own database), or (``with_app``)
     with it: the same teams, users and tokens."""

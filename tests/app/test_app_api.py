@@ -11,14 +11,15 @@ import shutil
 
 import pytest
 
-from app_support import AppServer, PostgresCluster, cli, copy_store, make_store, wait_until
+from app_support import AppServer, PostgresCluster, cli, copy_store, shared_runs, wait_until  # noqa: F401 (a fixture)
 
 requests = pytest.importorskip("requests")
 
 
 @pytest.fixture(scope="module")
-def runs_store(tmp_path_factory):
-    return make_store(tmp_path_factory.mktemp("app-runs"))
+def runs_store(shared_runs, tmp_path_factory):
+    store, owners = shared_runs
+    return copy_store(store, tmp_path_factory.mktemp("app-runs")), owners
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from app_support import AppServer, cli, live_job, make_store, wait_until
+from app_support import AppServer, cli, copy_store, live_job, shared_runs, wait_until  # noqa: F401 (a fixture)
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from chromium import chromium  # noqa: E402
@@ -28,8 +28,8 @@ def browser():
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    store, _ = make_store(tmp_path_factory.mktemp("app-browser"))
+def server(shared_runs, tmp_path_factory):
+    store = copy_store(shared_runs[0], tmp_path_factory.mktemp("app-browser"))
     cli("teams", "add", "ops", "--store", str(store))
     cli("users", "add", "root", "--team", "ops", "--role", "admin", "--store", str(store), stdin=PASSWORDS["root"])
     app = AppServer(store)

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from app_support import copy_store, make_store
+from app_support import copy_store, shared_runs  # noqa: F401 (a fixture)
 
 SSO = "X-Test-User"
 PASSWORD = "correct horse 1"
 
 
 @pytest.fixture(scope="module")
-def base_store(tmp_path_factory) -> Path:
-    return make_store(tmp_path_factory.mktemp("red-team-web"))[0]
+def base_store(shared_runs, tmp_path_factory) -> Path:
+    return copy_store(shared_runs[0], tmp_path_factory.mktemp("red-team-web"))
 
 
 @pytest.fixture()

@@ -12,15 +12,15 @@ import shutil
 
 import pytest
 
-from app_support import AppServer, cli, copy_store, make_store, wait_until
+from app_support import AppServer, cli, copy_store, shared_runs, wait_until  # noqa: F401 (a fixture)
 
 requests = pytest.importorskip("requests")
 SECRET = "root-only-secret-value"
 
 
 @pytest.fixture(scope="module")
-def base_store(tmp_path_factory):
-    return make_store(tmp_path_factory.mktemp("hostile"))[0]
+def base_store(shared_runs, tmp_path_factory):
+    return copy_store(shared_runs[0], tmp_path_factory.mktemp("hostile"))
 
 
 def _listed(server: AppServer, token: str) -> dict[str, dict]:
