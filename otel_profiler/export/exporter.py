@@ -34,6 +34,7 @@ import os
 import queue as queue_mod
 import shlex
 import sys
+import threading
 import time
 import weakref
 from typing import Any
@@ -59,6 +60,8 @@ PERSIST_S = 30.0
 holds (milliseconds normally; a cap for a machine that is swapping)."""
 DELIVERY_NOTES = "delivery-at-exit.{pid}.txt"
 """In the profile folder: the lines a process's exporter said at close (spans spooled, batches lost)."""
+FEEDER_END_S = 0.5
+"""At close, the most the queue's feeder thread is waited for (it ends at once normally)."""
 FROZEN_S = 1.0
 """At close, an exporter process whose heartbeat is older than this, or that is stopped (SIGSTOP,
 a debugger), is frozen: it is killed at once and the job does not wait for it."""
@@ -228,9 +231,7 @@ class Exporter:
         self._count_unread()
         if not stopped and self._proc.exitcode == 0:
             self._final["spans_pending"] = self._final["requests_pending"] = 0
-        self._queue.cancel_join_thread()
-        self._queue.close()
-        self._queue = None  # its semaphores go now, not at a later SIGTERM ("leaked semaphore" warning)
+        self._release_queue()
         lost = {"batches (queue full)": self.dropped, "batches (exporter gone)": self.dropped_gone,
                 "batches never read": self.dropped_unread,
                 "batches read but not exported (exporter stopped)": self.cut_short,
@@ -251,6 +252,18 @@ class Exporter:
             print_warning(line)
         self._record(lines)
         return self.counters()
+
+    def _release_queue(self) -> None:
+        """Close the queue and let its semaphores go now. Its feeder thread holds two of them
+        until it ends, so it gets a moment (``FEEDER_END_S``: the exporter process has ended, so
+        a write finds no reader and ends at once). Else, after an ``os._exit``, multiprocessing's
+        resource tracker would tell the job's stderr of "leaked semaphore objects"."""
+        queue, self._queue = self._queue, None
+        queue.cancel_join_thread()
+        queue.close()
+        feeder = getattr(queue, "_thread", None)
+        if feeder is not None and feeder is not threading.current_thread():
+            feeder.join(FEEDER_END_S)
 
     def _record(self, lines: list[str]) -> None:
         """Keep the lines said at close in the profile folder (``DELIVERY_NOTES``), so that
