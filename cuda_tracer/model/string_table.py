@@ -25,5 +25,9 @@ class StringTable:
             self.strings.append(text)
         return i
 
+    def id_of(self, text: str) -> int:
+        """``text``'s id, or -1 when the table does not hold it."""
+        return self._ids.get(text, -1)
+
     def __len__(self) -> int:
         return len(self.strings)

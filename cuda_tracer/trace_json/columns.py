@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from cuda_tracer.model.events import COLUMNS, MISSING, Kind, sync_kind_from_name
+from cuda_tracer.model.string_table import StringTable
 from cuda_tracer.trace_json.schema import PHASE_CODE
 
 MAX_STRING_CHARS = 64 << 10
@@ -263,22 +264,17 @@ def scaled(value: Any, ns_per_unit: int) -> int:
 
 
 class Extras:
-    """Collects side-table attributes while sharing the batch's string table."""
+    """Collects side-table attributes while sharing the batch's string table (their keys are
+    interned in it)."""
 
-    def __init__(self, index: dict[str, int], strings: list[str]) -> None:
-        self.index, self.strings = index, strings
+    def __init__(self, table: StringTable) -> None:
+        self.strings = table.strings
+        self.key = table.intern
         self.rows: list[int] = []
         self.keys: list[int] = []
         self.values: list[Any] = []
         self.order: list[int] = []  # the conversion step that added each entry (trace_assemble)
         self.step = 0
-
-    def key(self, key: str) -> int:
-        k = self.index.get(key)
-        if k is None:
-            k = self.index[key] = len(self.strings)
-            self.strings.append(key)
-        return k
 
     def add(self, row: int, key: str, value: Any) -> None:
         self.rows.append(row)

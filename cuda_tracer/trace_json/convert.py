@@ -20,6 +20,7 @@ import numpy as np
 
 from cuda_tracer.model.costed_operators import costed_operators
 from cuda_tracer.model.events import COLUMNS, MISSING, Kind, kinds_in, memcpy_kind_from_name
+from cuda_tracer.model.string_table import StringTable
 from cuda_tracer.trace_json.assemble import Part
 from cuda_tracer.trace_json.columns import (Extras, call_stacks, collectives, compress_columns, cut_long_strings,
                             field_columns, gpu_columns, ints, memory_columns, operator_shapes, string_ids,
@@ -149,8 +150,8 @@ def _part(phases: np.ndarray, name_ids: np.ndarray, strings: list[str], cat_ids:
     categories (``cat_strings[cat_ids]``, -1: none), times, pids/tids, their args (``trace_scan``
     sources) and the metadata events."""
     processes, threads = _process_and_thread_names(metadata)
-    index = {name: i for i, name in enumerate(strings)}
-    kinds = _kinds(cat_ids, cat_strings, phases, name_ids, index)
+    table = StringTable(strings)  # the names (each once already), then the side table's keys
+    kinds = _kinds(cat_ids, cat_strings, phases, name_ids, table)
     steps = _step_numbers(kinds, name_ids, strings)
     kinds[list(steps)] = Kind.STEP
 
@@ -159,7 +160,7 @@ def _part(phases: np.ndarray, name_ids: np.ndarray, strings: list[str], cat_ids:
     col["kind"], col["name"], col["start_ns"], col["end_ns"] = kinds, name_ids, start, start + dur
     col["subkind"] = np.zeros(n, np.uint8)
     names_count = len(strings)
-    extra = Extras(index, strings)
+    extra = Extras(table)
     for i, number in steps.items():
         extra.add(i, "step", number)
     gpu = _arg_columns(col, extra, args, pids, tids, name_ids, strings)
@@ -231,7 +232,7 @@ def _process_and_thread_names(metadata: list[Event]) -> tuple[dict[str, str], di
 
 
 def _kinds(cat_ids: np.ndarray, cat_strings: list[str], phases: np.ndarray,
-           name_ids: np.ndarray, index: dict[str, int]) -> np.ndarray:
+           name_ids: np.ndarray, names: StringTable) -> np.ndarray:
     """Kind of each event: from the category for complete ("X") events, else instant or memory.
     Each distinct category is looked up once (as written, then lower-cased); none is OTHER."""
     exact = np.zeros(len(cat_strings) + 1, np.uint8)  # -1 (no category) reads the last entry
@@ -246,7 +247,7 @@ def _kinds(cat_ids: np.ndarray, cat_strings: list[str], phases: np.ndarray,
     unknown = (kinds == 0) & complete
     kinds[unknown] = lowered[cat_ids[unknown]]
     kinds[~complete] = Kind.INSTANT
-    kinds[~complete & (name_ids == index.get("[memory]", -1))] = Kind.MEMORY
+    kinds[~complete & (name_ids == names.id_of("[memory]"))] = Kind.MEMORY
     return kinds
 
 
