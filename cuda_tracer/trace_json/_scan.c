@@ -30,7 +30,7 @@
 /* The integer args columns, in this order (trace_scan.ARG_COLUMNS names them). */
 enum { A_EXTERNAL, A_EXTERNAL_LEGACY, A_CORRELATION, A_DEVICE, A_STREAM, A_BYTES, A_REGISTERS,
        A_SHARED_MEMORY, A_GRAPH_ID, A_GRID, A_BLOCK = A_GRID + 3, A_MEMORY = A_BLOCK + 3,
-       N_ARGS = A_MEMORY + 5 };
+       A_SHAPES = A_MEMORY + 5, N_ARGS };
 
 /* Phase codes: trace_schema.PHASE_CODE ("XiIMsftBEC" from 1; 0 for any other phase). */
 static uint8_t phase_code(const char *s, Py_ssize_t n) {
@@ -225,9 +225,11 @@ static const Key ARG_KEYS[] = {KEY("External id"), KEY("external id"), KEY("corr
                                KEY("grid"), KEY("block"), KEY("Collective name"), KEY("Call stack"),
                                /* [memory] events' fields, into the columns from A_MEMORY on */
                                KEY("Bytes"), KEY("Device Id"), KEY("Total Allocated"),
-                               KEY("Total Reserved"), KEY("Device Type")};
+                               KEY("Total Reserved"), KEY("Device Type"),
+                               /* an operator's recorded shapes: only whether it has them */
+                               KEY("Input Dims"), KEY("Input dims")};
 enum { N_EVENT_KEYS = 8, K_GRID = 9, K_BLOCK, K_COLLECTIVE, K_CALL_STACK, K_MEMORY,
-       N_ARG_KEYS = K_MEMORY + 5 };
+       K_INPUT_DIMS = K_MEMORY + 5, N_ARG_KEYS = K_INPUT_DIMS + 2 };
 
 /* The keys of one set chained by length, so that a look-up compares only keys of the key's length
  * (most members of an event's args are no key of ours, and most lengths have none). */
@@ -283,9 +285,10 @@ static Status scan_args(Text *t, Columns *c, Strings *strings, Py_ssize_t r) {
         const char *k; Py_ssize_t n; int esc, more; Status s;
         if ((s = member_key(t, &k, &n, &esc))) return s;
         int key = esc ? -1 : find_key(k, n, &ARG_INDEX, t->end);
-        int memory = key >= K_MEMORY;
+        int memory = key >= K_MEMORY && key < K_INPUT_DIMS;
         int column = key >= 0 && key < K_GRID ? key : memory ? A_MEMORY + key - K_MEMORY : -1;
         int triple = key == K_GRID ? A_GRID : key == K_BLOCK ? A_BLOCK : -1;
+        if (key >= K_INPUT_DIMS) a[A_SHAPES] = 1;  /* the value is skipped below */
         if (esc) c->slow[r] = 1;
         else if (key == K_COLLECTIVE) c->slow[r] = 1;
         else if (key == K_CALL_STACK) {  /* a string into the table; "" is none */

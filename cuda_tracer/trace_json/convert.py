@@ -208,6 +208,7 @@ def _arg_columns(col: dict[str, np.ndarray], extra: "Extras", args: Any, pids: n
                 memory_columns(col, extra, rows, view)
     costed = np.flatnonzero(kinds == Kind.CPU_OP)
     costed = costed[costed_operators(strings)[name_ids[costed]]] if len(costed) else costed
+    costed = costed[args.shaped(costed)] if len(costed) else costed
     if len(costed):
         extra.step = 50
         operator_shapes(extra, costed, args.texts(costed))

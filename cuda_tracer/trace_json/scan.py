@@ -32,7 +32,7 @@ except ImportError:  # built without a C compiler: the Python path reads everyth
 ARG_COLUMNS = ("external_id", "external_id_legacy", "correlation", "device", "stream", "bytes",
                "registers", "shared_memory", "graph_id", "grid", "grid_y", "grid_z", "block",
                "block_y", "block_z", "mem_bytes", "mem_device_id", "total_allocated", "total_reserved",
-               "mem_device_type")
+               "mem_device_type", "shapes")
 _ARG_INDEX = {name: i for i, name in enumerate(ARG_COLUMNS)}
 _DECODE_STRING = msgspec.json.Decoder(str).decode
 _JSON_VALUE = msgspec.json.Decoder().decode
@@ -40,7 +40,8 @@ _JSON_VALUE = msgspec.json.Decoder().decode
 
 def native_scanner() -> bool:
     """Whether pieces are scanned natively (the extension is built and not switched off)."""
-    return _scan is not None and os.environ.get("OTEL_PROFILER_PURE_PYTHON", "") in ("", "0")
+    return (_scan is not None and _scan.N_ARGS == len(ARG_COLUMNS)  # (not an older build's)
+            and os.environ.get("OTEL_PROFILER_PURE_PYTHON", "") in ("", "0"))
 
 
 @dataclass
@@ -201,6 +202,10 @@ class StructArgsSource:
     def views(self, rows: np.ndarray, decoder: msgspec.json.Decoder, decode_all: np.ndarray):
         return [(rows, DecodedArgs(decode_args(self.raw_args, rows, decoder)))]
 
+    def shaped(self, rows: np.ndarray) -> np.ndarray:
+        """Positions in ``rows`` that may hold shapes: all of them (``operator_shapes`` looks)."""
+        return np.arange(len(rows))
+
     def texts(self, rows: np.ndarray) -> list[bytes]:
         """The args text of ``rows``."""
         return list(map(bytes, map(self.raw_args.__getitem__, rows.tolist())))
@@ -227,6 +232,11 @@ class ScannedArgsSource:
             views.append((rows[slow_rows],
                           DecodedArgs(decode_args(raw, np.arange(len(raw)), decoder))))
         return views
+
+    def shaped(self, rows: np.ndarray) -> np.ndarray:
+        """Which of ``rows`` recorded their inputs' shapes (the scanner marks an ``Input Dims``
+        key), as positions in ``rows``."""
+        return np.flatnonzero(self.scanned.args[self.piece_rows[rows], _ARG_INDEX["shapes"]] != MISSING)
 
     def texts(self, rows: np.ndarray) -> list[bytes]:
         """The args text of ``rows`` (``b"{}"`` where an event has none)."""

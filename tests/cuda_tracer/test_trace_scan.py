@@ -72,9 +72,9 @@ ARG_KEYS = ["External id", "external id", "correlation", "device", "stream", "by
             "block", "registers per thread", "shared memory", "graph id", "Collective name",
             "Call stack", "In msg nelems", "dtype", "Bytes", "Device Id", "Total Allocated",
             "Total Reserved", "Device Type", "cuda_sync_kind", "wait_on_stream", "name",
-            "Input Dims", "Ev Idx", "Extern\\u0061l id",
+            "Input Dims", "Input dims", "Ev Idx", "Extern\\u0061l id", "Input\\u0020Dims",
             # near misses of the scanner's keys (same length, or one byte off)
-            "devicE", "streams", "Bytez", "External iD", "graph_id", "blocks", "grid "]
+            "devicE", "streams", "Bytez", "External iD", "graph_id", "blocks", "grid ", "Input Dimz"]
 CATEGORIES = ["kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "cuda_sync", "cuda_runtime",
               "cuda_driver", "cpu_op", "Operator", "user_annotation", "gpu_user_annotation",
               "python_function", "trace", "Trace", "ac2g", "fwdbwd", "odd\\ncat", "CUSTOM"]
