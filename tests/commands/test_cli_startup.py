@@ -36,6 +36,9 @@ except SystemExit as exc:
     seen["code"] = exc.code
 seen.setdefault("modules", sorted(sys.modules))
 seen["at_exit"] = sorted(sys.modules)
+import os
+seen["threads"] = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else None
+seen["blas"] = os.environ.get("OPENBLAS_NUM_THREADS")
 with open(record_file, "w") as f:
     json.dump(seen, f)
 '''
@@ -56,13 +59,20 @@ def clean_env() -> dict[str, str]:
     return env
 
 
+def probe(tmp: Path, marker: str, *argv: str, env: dict[str, str] | None = None) -> dict:
+    """What the probe recorded of ``otel-profiler ARGV``: ``code``, ``modules`` (loaded when the job
+    started, else when main ended), ``at_exit`` (loaded when main ended), ``threads`` (the
+    process's threads then) and ``blas`` (its ``OPENBLAS_NUM_THREADS`` then)."""
+    record = tmp / "modules.json"
+    subprocess.run([sys.executable, "-c", PROBE, str(record), marker, *argv], env=env or clean_env(),
+                   cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=240)
+    return json.loads(record.read_text())
+
+
 def modules_of(tmp: Path, marker: str, *argv: str) -> tuple[object, list[str], list[str]]:
     """(exit code, modules loaded when the job started (else when main ended), modules loaded when
     main ended) of ``otel-profiler ARGV``."""
-    record = tmp / "modules.json"
-    subprocess.run([sys.executable, "-c", PROBE, str(record), marker, *argv], env=clean_env(), cwd=tmp,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=240)
-    seen = json.loads(record.read_text())
+    seen = probe(tmp, marker, *argv)
     return seen["code"], seen["modules"], seen["at_exit"]
 
 
@@ -108,3 +118,27 @@ def test_run_finds_its_installation_without_loading_package_metadata(tmp_path):
                                   "--no-summary", "--", sys.executable, "-c", "pass")
     assert code == 0 and "otel_profiler.commands.run" in modules
     assert "importlib.metadata" not in modules
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_an_analysis_starts_no_blas_thread_pool_and_leaves_the_setting_as_it_was(tmp_path):
+    """numpy's BLAS pool would start a spinning thread per core; the analyses do no linear algebra."""
+    trace = next(p for p in ALL_TRACES if "df_index_resolver" in p.name)
+    seen = probe(tmp_path, "-", "summary", str(trace))
+    assert seen["code"] == 0 and "numpy" in seen["at_exit"]
+    assert seen["threads"] == 1  # the pool would be one thread per core beside this one
+    assert seen["blas"] is None  # put back: nothing the command starts inherits it
+
+
+@pytest.mark.parametrize("users_value", [None, "3"])
+def test_a_job_started_by_run_inherits_the_users_blas_setting(tmp_path, users_value):
+    job = tmp_path / "job.py"
+    job.write_text("import os\nopen('blas', 'w').write(repr(os.environ.get('OPENBLAS_NUM_THREADS')))\n")
+    env = clean_env()
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    if users_value:
+        env["OPENBLAS_NUM_THREADS"] = users_value
+    seen = probe(tmp_path, str(job), "run", "--output-dir", str(tmp_path / "prof"), "--no-summary", "--",
+                 sys.executable, str(job), env=env)
+    assert seen["code"] == 0
+    assert (tmp_path / "blas").read_text() == repr(users_value)

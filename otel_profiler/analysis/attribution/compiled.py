@@ -207,6 +207,8 @@ def _innermost(parent: np.ndarray, flag: np.ndarray, start: np.ndarray) -> np.nd
     """For each of ``start`` (indices, -1 for none): the first index on its parent chain, itself
     included, whose ``flag`` is set, or -1."""
     out = np.full(len(start), -1, np.int64)
+    if not flag.any():  # (eager code: no region at all)
+        return out
     cur = start.copy()
     live = np.flatnonzero(cur >= 0)
     while len(live):
@@ -300,10 +302,10 @@ def compiled(batch: EventBatch, corr: Correlation) -> Compiled:
         rows[lab]["cpu_kernels"].append({"name": batch.strings[name_id], "triton": p.triton,
                                          "fused_ops": list(p.fused_ops), "fused_ops_sure": p.sure,
                                          "kind": p.kind, "calls": calls, "cpu_us": cpu / 1e3})
-    child_time = np.zeros((len(ops), 2))  # per op: its direct children's time (extern ops, kernels)
-    child = np.flatnonzero(parent >= 0)
-    np.add.at(child_time, (parent[child], is_kernel[child].astype(np.int64)), dur[ops[child]])
     at = np.flatnonzero(flag([t.startswith(GRAPH) for t in texts]) & (label >= 0))
+    child_time = np.zeros((len(ops), 2))  # per op: its direct children's time (extern ops, kernels)
+    child = np.flatnonzero(parent >= 0) if len(at) else np.zeros(0, np.int64)
+    np.add.at(child_time, (parent[child], is_kernel[child].astype(np.int64)), dur[ops[child]])
     for lab, name_id, calls, (cpu, extern, kernel) in _groups(
             label[at], batch.name[ops[at]], np.concatenate([dur[ops[at]][:, None], child_time[at]], 1)):
         rows[lab]["graphs"].append({"name": batch.strings[name_id][len(GRAPH):].strip(" #"), "calls": calls,
