@@ -1,4 +1,4 @@
-"""Builds the native trace scanner (optional) and installs the zero-code startup hook ``otel_profiler.pth`` into site-packages (metadata: pyproject.toml).
+"""Builds the native trace scanner and the one-pass nesting of events (both optional) and installs the zero-code startup hook ``otel_profiler.pth`` into site-packages (metadata: pyproject.toml).
 
 The hook is one line Python runs at start-up: it reads ``OTEL_PROFILER_ENABLED`` and imports
 nothing more unless profiling is asked for. A wheel carries it at its root (so it lands in
@@ -35,4 +35,10 @@ SCANNER = Extension("cuda_tracer.trace_json._scan", ["cuda_tracer/trace_json/_sc
                     depends=["cuda_tracer/trace_json/_scan_json.h"], optional=True,
                     extra_compile_args=["-O3"] if os.name == "posix" else [])
 
-setup(cmdclass={"build_py": BuildPyWithStartupHook}, ext_modules=[SCANNER])
+# Each event's innermost enclosing operator in one pass (otel_profiler/analysis/attribution/time_nesting.py):
+# optional too; without it numpy's pointer jumping gives the same parents.
+NESTING = Extension("otel_profiler.analysis.attribution._nesting",
+                    ["otel_profiler/analysis/attribution/_nesting.c"], optional=True,
+                    extra_compile_args=["-O3"] if os.name == "posix" else [])
+
+setup(cmdclass={"build_py": BuildPyWithStartupHook}, ext_modules=[SCANNER, NESTING])

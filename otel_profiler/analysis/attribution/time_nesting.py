@@ -3,9 +3,16 @@ operator, a module call, a Python frame) and the depth of each event in that for
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from cuda_tracer.model.events import EventBatch
+
+try:
+    from . import _nesting
+except ImportError:  # built without a C compiler: numpy's pointer jumping finds the same parents
+    _nesting = None  # type: ignore[assignment]
 
 from ..stats import unique_rows
 
@@ -16,11 +23,9 @@ def parents(batch: EventBatch, ops: np.ndarray, points: np.ndarray | None = None
     same thread, or -1; and the same for each row of ``points`` (events such as launch calls, placed
     at their start time), which are never parents themselves.
 
-    In start order (longer first at equal starts) the parent of an event is the nearest earlier
-    operator on its thread that *encloses* it (ends after it starts and not before it ends). Found
-    for all events at once by pointer jumping: each pointer starts at the previous event and jumps
-    to that event's pointer while it does not enclose; every event skipped encloses nothing the
-    jumped-from event does not."""
+    In start order (longer first at equal starts) the parent of an event is the nearest operator
+    on the chain of its predecessor's enclosing operators that *encloses* it (ends after it starts
+    and not before it ends): one pass with a stack (``_nesting.c``), or numpy pointer jumping."""
     points = np.zeros(0, np.int64) if points is None else points
     rows = np.concatenate([ops, points])
     start = batch.start_ns[rows]
@@ -30,8 +35,29 @@ def parents(batch: EventBatch, ops: np.ndarray, points: np.ndarray | None = None
     order = _start_order(thread, start, end, is_point)
     s, e, pt = start[order], end[order], is_point[order]
     thread = thread[order]
-    first = np.concatenate(([True], thread[1:] != thread[:-1])) if len(rows) else np.zeros(0, bool)
-    ptr = np.arange(-1, len(rows) - 1)
+    if native_nesting():
+        ptr = np.empty(len(rows), np.int64)
+        _nesting.enclosing(np.ascontiguousarray(thread, np.int64), np.ascontiguousarray(s, np.int64),
+                           np.ascontiguousarray(e, np.int64), pt.view(np.uint8), ptr)
+    else:
+        ptr = _pointer_jumping(thread, s, e, pt)
+    out = np.full(len(rows), -1, np.int64)
+    out[order] = np.where(ptr >= 0, order[np.maximum(ptr, 0)], -1)
+    return out[:len(ops)], out[len(ops):]
+
+
+def native_nesting() -> bool:
+    """Whether the one-pass nesting (``_nesting.c``) is built and not switched off
+    (``OTEL_PROFILER_PURE_PYTHON``, which also switches off the native trace scanner)."""
+    return _nesting is not None and os.environ.get("OTEL_PROFILER_PURE_PYTHON", "") in ("", "0")
+
+
+def _pointer_jumping(thread: np.ndarray, s: np.ndarray, e: np.ndarray, pt: np.ndarray) -> np.ndarray:
+    """The parents of events in start order (positions, -1 for none), by numpy pointer jumping:
+    each pointer starts at the previous event and jumps to that event's pointer while it does not
+    enclose; every event skipped encloses nothing the jumped-from event does not."""
+    first = np.concatenate(([True], thread[1:] != thread[:-1])) if len(s) else np.zeros(0, bool)
+    ptr = np.arange(-1, len(s) - 1)
     ptr[first] = -1
     live = np.flatnonzero(ptr >= 0)
     while len(live):
@@ -40,9 +66,7 @@ def parents(batch: EventBatch, ops: np.ndarray, points: np.ndarray | None = None
         live = live[miss]
         ptr[live] = ptr[ptr[live]]
         live = live[ptr[live] >= 0]
-    out = np.full(len(rows), -1, np.int64)
-    out[order] = np.where(ptr >= 0, order[np.maximum(ptr, 0)], -1)
-    return out[:len(ops)], out[len(ops):]
+    return ptr
 
 
 def _thread_codes(batch: EventBatch, rows: np.ndarray) -> np.ndarray:
