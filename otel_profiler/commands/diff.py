@@ -12,7 +12,8 @@ from ..report.diff_renderers import DIFF_RENDERERS
 from ..report.formats import DIFF_FORMATS
 from ..report.renderers import RenderOptions
 from . import count, load_inputs
-from .summary import add_scheduler, cluster_inputs, scheduler_of
+from .scheduler import add_scheduler, scheduler_of
+from .summary import cluster_inputs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def compare(base: str, new: str, jobs: int | None = None, scheduler: str | None = None) -> tuple[dict, int]:
     """The diff of two runs given by path, and the exit code so far (2 when a rank file was left
     out); read as every reading command reads its inputs (``load_inputs``), or on ``scheduler``
-    (``summary.scheduler_of``) through the cluster."""
+    (``scheduler.scheduler_of``) through the cluster."""
     summaries: list[Summary] = []
     code = 0
     for path in (base, new):

@@ -34,7 +34,7 @@ from ..names import terminal_safe
 from ..profiler_warnings import print_warning
 from ..shared.otlp_target import PROTOCOLS
 from . import add_inputs, choose_run_ids, load_inputs, progress_bar
-from .summary import add_scheduler, scheduler_of
+from .scheduler import add_scheduler, scheduler_of
 
 SPANS_FILE = "spans.jsonl"
 """The file ``--output FOLDER`` writes in the folder."""

@@ -19,7 +19,8 @@ from ..names import terminal_safe
 from ..report.formats import REPORT_FORMATS
 from ..report.renderers import CLUSTER_REPORT, RENDERERS, RenderOptions
 from . import add_inputs, add_thresholds, load_inputs
-from .summary import add_scheduler, cluster_inputs, parse_thresholds, scheduler_of
+from .scheduler import add_scheduler, scheduler_of
+from .summary import cluster_inputs, parse_thresholds
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

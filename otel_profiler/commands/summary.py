@@ -1,7 +1,7 @@
 """``otel-profiler summary INPUT...``: the statistical summary of traces or a profile folder; with
 ``--scheduler`` (or ``OTEL_PROFILER_SCHEDULER``), or inputs given as URLs, the ranks are read by the
 workers of a Dask cluster or of local processes and merged (``otel_profiler.cluster``). The
-scheduler's option and the cluster's reading are shared with ``report`` and ``diff`` from here."""
+cluster's reading is shared with ``report`` and ``diff`` from here (the scheduler's option: ``scheduler``)."""
 
 from __future__ import annotations
 
@@ -22,27 +22,7 @@ from ..report.console import render_json
 from ..report.formats import SUMMARY_FORMATS
 from ..report.renderers import SUMMARY_RENDERERS, RenderOptions
 from . import add_inputs, add_thresholds, load_inputs
-
-
-MERGED = "merge their compact summaries here, with clock offsets per rank and stragglers explained"
-
-
-def add_scheduler(parser: argparse.ArgumentParser, thresholds: bool = True, work: str = MERGED) -> None:
-    """``--scheduler`` (``work``: what the workers' results become), and (``thresholds``) the straggler
-    thresholds ``--threshold`` takes with one, listed in the epilog."""
-    from ..cluster.stragglers import thresholds_doc
-
-    parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                        help="read the ranks on the workers of this Dask scheduler (tcp://HOST:PORT; "
-                             f"needs the cluster extra) and {work}; 'local': the same on "
-                             "local processes (default: OTEL_PROFILER_SCHEDULER, else the ranks are "
-                             "read here as before; inputs given as URLs such as s3://bucket/run/ "
-                             "are always read the cluster's way)")
-    if not thresholds:
-        return
-    rows = [f"  {t['name']} = {t['default']:g}: {t['meaning']}" for t in thresholds_doc()]
-    parser.epilog = ((parser.epilog + "\n\n") if parser.epilog else "") + \
-        "straggler thresholds (--threshold NAME=VALUE, with a scheduler):\n" + "\n".join(rows)
+from .scheduler import add_scheduler, scheduler_of
 
 
 def parse_thresholds(args: argparse.Namespace, scheduler: str | None) -> tuple[Thresholds, Any]:
@@ -57,19 +37,6 @@ def parse_thresholds(args: argparse.Namespace, scheduler: str | None) -> tuple[T
         return Thresholds.parse(args.threshold), None
     except ValueError as exc:
         raise TraceError("--threshold", str(exc)) from None
-
-
-def scheduler_of(args: argparse.Namespace, inputs: list[str]) -> str | None:
-    """The scheduler to read on: ``--scheduler``, else ``OTEL_PROFILER_SCHEDULER``, else "local" for
-    URL inputs; None: the plain reading."""
-    if getattr(args, "scheduler", None):
-        return args.scheduler
-    from .. import config
-
-    configured = config.load().scheduler
-    if configured:
-        return configured
-    return "local" if any("://" in i for i in inputs) else None
 
 
 def cluster_inputs(args: argparse.Namespace, scheduler: str, thresholds: Thresholds | None,

@@ -142,3 +142,14 @@ def test_a_job_started_by_run_inherits_the_users_blas_setting(tmp_path, users_va
                  sys.executable, str(job), env=env)
     assert seen["code"] == 0
     assert (tmp_path / "blas").read_text() == repr(users_value)
+
+
+def test_export_loads_neither_the_summary_command_nor_the_straggler_rules(tmp_path):
+    """``export`` shares only the ``--scheduler`` option with the analyses (a tenth of its start-up
+    was the summary command's imports)."""
+    trace = next(p for p in ALL_TRACES if "df_index_resolver" in p.name)
+    code, _, at_exit = modules_of(tmp_path, "-", "export", str(trace), "--output", str(tmp_path / "spans.pb"))
+    assert code == 0 and (tmp_path / "spans.pb").stat().st_size > 0
+    assert [m for m in at_exit if m in ("otel_profiler.commands.summary", "otel_profiler.cluster.stragglers",
+                                        "otel_profiler.analysis.insights")] == []
+    assert "otel_profiler.commands.export" in at_exit  # the check sees what the command loads
