@@ -27,10 +27,15 @@
 
 #include "_scan_json.h"
 
-/* The integer args columns, in this order (trace_scan.ARG_COLUMNS names them). */
+/* The integer args columns, in this order (trace_scan.ARG_COLUMNS names them). The first
+ * N_COMMON_ARGS (the ids most events carry) have a slot in every row; the others (GPU ops' and
+ * [memory] events' fields, whether shapes were recorded) are kept in "rare" rows, made only for
+ * the events that have one of them: most events would leave them all MISSING, and writing those
+ * took as much memory as the text itself. */
 enum { A_EXTERNAL, A_EXTERNAL_LEGACY, A_CORRELATION, A_DEVICE, A_STREAM, A_BYTES, A_REGISTERS,
        A_SHARED_MEMORY, A_GRAPH_ID, A_GRID, A_BLOCK = A_GRID + 3, A_MEMORY = A_BLOCK + 3,
        A_SHAPES = A_MEMORY + 5, N_ARGS };
+enum { N_COMMON_ARGS = A_DEVICE, N_RARE_ARGS = N_ARGS - N_COMMON_ARGS };
 
 /* Phase codes: trace_schema.PHASE_CODE ("XiIMsftBEC" from 1; 0 for any other phase). */
 static uint8_t phase_code(const char *s, Py_ssize_t n) {
@@ -160,8 +165,8 @@ static PyObject *table_strings(Strings *table, PyObject *decode) {
 /* ------------------------------------------------------------------ the columns */
 /* Each column is a bytearray (handed to numpy without a copy), grown by doubling. */
 enum { C_PHASE, C_SLOW, C_NAME, C_CAT, C_TS, C_DUR, C_PID, C_TID, C_ARGS_START, C_ARGS_END,
-       C_ARGS, C_STACK, N_ARRAYS };
-static const Py_ssize_t ITEM_SIZE[N_ARRAYS] = {1, 1, 4, 4, 8, 8, 8, 8, 8, 8, 8 * N_ARGS, 4};
+       C_ARGS, C_STACK, C_RARE_AT, N_ARRAYS };
+static const Py_ssize_t ITEM_SIZE[N_ARRAYS] = {1, 1, 4, 4, 8, 8, 8, 8, 8, 8, 8 * N_COMMON_ARGS, 4, 4};
 
 /* A pid or tid kept aside as its JSON text: (row, "pid"|"tid", text) for Python to read. */
 typedef struct {
@@ -173,8 +178,11 @@ typedef struct {
     Py_ssize_t count, capacity;
     PyObject *store[N_ARRAYS];
     uint8_t *phase, *slow;
-    int32_t *name, *cat, *stack;
+    int32_t *name, *cat, *stack, *rare_at;
     int64_t *ts, *dur, *pid, *tid, *args_start, *args_end, *args;
+    PyObject *rare_store;  /* the rare rows (N_RARE_ARGS values each), a bytearray grown by doubling */
+    int64_t *rare;
+    Py_ssize_t rare_count, rare_capacity;
     Odd *odd;        /* pid/tid values that are no plain int (see Odd) */
     Py_ssize_t odd_count, odd_capacity;
     PyThreadState *released;  /* while scanning without the GIL: the state to take it back with */
@@ -190,7 +198,7 @@ static int resize(Columns *c, Py_ssize_t capacity) {
     c->phase = at[C_PHASE]; c->slow = at[C_SLOW]; c->name = at[C_NAME]; c->cat = at[C_CAT];
     c->ts = at[C_TS]; c->dur = at[C_DUR]; c->pid = at[C_PID]; c->tid = at[C_TID];
     c->args_start = at[C_ARGS_START]; c->args_end = at[C_ARGS_END]; c->args = at[C_ARGS];
-    c->stack = at[C_STACK];
+    c->stack = at[C_STACK]; c->rare_at = at[C_RARE_AT];
     c->capacity = capacity;
     return 0;
 }
@@ -205,7 +213,35 @@ static inline Status reserve(Columns *c) {
     return failed ? NO_MEMORY : OK;
 }
 
+static int resize_rare(Columns *c, Py_ssize_t capacity) {
+    if (!c->rare_store && !(c->rare_store = PyByteArray_FromStringAndSize(NULL, 0))) return -1;
+    if (PyByteArray_Resize(c->rare_store, capacity * N_RARE_ARGS * 8)) return -1;
+    c->rare = (int64_t *)PyByteArray_AS_STRING(c->rare_store);
+    c->rare_capacity = capacity;
+    return 0;
+}
+
+/* The slot of args column ``column`` in row r: its own slot, or one in the row's rare row (made,
+ * all MISSING, on its first use; taking the GIL back to grow them); NULL when out of memory. */
+static inline int64_t *arg_slot(Columns *c, Py_ssize_t r, int column) {
+    if (column < N_COMMON_ARGS) return c->args + r * N_COMMON_ARGS + column;
+    if (c->rare_at[r] < 0) {
+        if (c->rare_count == c->rare_capacity) {
+            if (c->released) PyEval_RestoreThread(c->released);
+            int failed = resize_rare(c, c->rare_capacity ? c->rare_capacity * 2 : 1024);
+            if (failed) PyErr_Clear();
+            if (c->released) c->released = PyEval_SaveThread();
+            if (failed) return NULL;
+        }
+        int64_t *row = c->rare + c->rare_count * N_RARE_ARGS;
+        for (int i = 0; i < N_RARE_ARGS; i++) row[i] = MISSING;
+        c->rare_at[r] = (int32_t)c->rare_count++;
+    }
+    return c->rare + (Py_ssize_t)c->rare_at[r] * N_RARE_ARGS + (column - N_COMMON_ARGS);
+}
+
 static void free_columns(Columns *c) {
+    Py_XDECREF(c->rare_store);
     for (int i = 0; i < N_ARRAYS; i++) Py_XDECREF(c->store[i]);
     free(c->odd);
 }
@@ -277,7 +313,6 @@ static inline int find_key(const char *k, Py_ssize_t n, const KeyIndex *index, c
  * whole marks the row slow. A [memory] field's column holds MISSING only where the field is
  * absent (Python adds a side-table entry for any value present): an explicit -1 marks it slow. */
 static Status scan_args(Text *t, Columns *c, Strings *strings, Py_ssize_t r) {
-    int64_t *a = c->args + r * N_ARGS;
     t->p++;
     skip_ws(t);
     if (t->p < t->end && *t->p == '}') { t->p++; return OK; }
@@ -288,7 +323,11 @@ static Status scan_args(Text *t, Columns *c, Strings *strings, Py_ssize_t r) {
         int memory = key >= K_MEMORY && key < K_INPUT_DIMS;
         int column = key >= 0 && key < K_GRID ? key : memory ? A_MEMORY + key - K_MEMORY : -1;
         int triple = key == K_GRID ? A_GRID : key == K_BLOCK ? A_BLOCK : -1;
-        if (key >= K_INPUT_DIMS) a[A_SHAPES] = 1;  /* the value is skipped below */
+        if (key >= K_INPUT_DIMS) {  /* only whether it is there: the value is skipped below */
+            int64_t *slot = arg_slot(c, r, A_SHAPES);
+            if (!slot) return NO_MEMORY;
+            *slot = 1;
+        }
         if (esc) c->slow[r] = 1;
         else if (key == K_COLLECTIVE) c->slow[r] = 1;
         else if (key == K_CALL_STACK) {  /* a string into the table; "" is none */
@@ -304,11 +343,24 @@ static Status scan_args(Text *t, Columns *c, Strings *strings, Py_ssize_t r) {
             int is_int;
             int64_t v = MISSING;
             if ((s = read_int(t, &v, &is_int))) return s;
-            if (is_int && !(memory && v == MISSING)) a[column] = v; else c->slow[r] = 1;
+            if (is_int && !(memory && v == MISSING)) {
+                int64_t *slot = arg_slot(c, r, column);
+                if (!slot) return NO_MEMORY;
+                *slot = v;
+            } else {
+                c->slow[r] = 1;
+            }
         } else if (triple >= 0) {
             int ok;
-            if ((s = read_triple(t, a + triple, &ok))) return s;
-            if (!ok) c->slow[r] = 1;
+            int64_t xyz[3] = {MISSING, MISSING, MISSING};
+            if ((s = read_triple(t, xyz, &ok))) return s;
+            if (!ok) {
+                c->slow[r] = 1;
+            } else {
+                int64_t *slot = arg_slot(c, r, triple);
+                if (!slot) return NO_MEMORY;
+                memcpy(slot, xyz, sizeof(xyz));
+            }
         } else if ((s = skip_value(t, 2))) {
             return s;
         }
@@ -352,7 +404,8 @@ static Status scan_event(Text *t, Columns *c, Strings *strings) {
     c->phase[r] = 0; c->slow[r] = 0; c->name[r] = -1; c->cat[r] = -1;
     c->ts[r] = 0; c->dur[r] = 0; c->pid[r] = MISSING; c->tid[r] = MISSING;
     c->args_start[r] = -1; c->args_end[r] = -1; c->stack[r] = -1;
-    for (int i = 0; i < N_ARGS; i++) c->args[r * N_ARGS + i] = MISSING;
+    for (int i = 0; i < N_COMMON_ARGS; i++) c->args[r * N_COMMON_ARGS + i] = MISSING;
+    c->rare_at[r] = -1;
     int seen = 0, times_plain = 1;
     const char *odd_text[2] = {NULL, NULL};
     Py_ssize_t odd_length[2] = {0, 0};
@@ -455,8 +508,10 @@ tail:
 PyDoc_STRVAR(scan_doc,
 "scan(piece, decode_string) -> tuple | None\n\n"
 "The events of ``piece`` (a JSON list of trace events) as columns: (count, strings, phase, name,\n"
-"cat, ts, dur, pid, tid, odd, slow, args_start, args_end, args, stack), each column a bytearray of a\n"
-"uint8/int32/int64 array. None: read the piece the Python way. ValueError '... (byte N)': not JSON.");
+"cat, ts, dur, pid, tid, odd, slow, args_start, args_end, args, stack, rare_at, rare), each column a\n"
+"bytearray of a uint8/int32/int64 array: args holds N_COMMON_ARGS values per event, rare N_ARGS -\n"
+"N_COMMON_ARGS per rare row, rare_at each event's rare row (-1: none). None: read the piece the\n"
+"Python way. ValueError '... (byte N)': not JSON.");
 
 static PyObject *scan(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
     if (argc != 2) { PyErr_SetString(PyExc_TypeError, "scan(piece, decode_string)"); return NULL; }
@@ -475,12 +530,13 @@ static PyObject *scan(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
         c.released = NULL;
     }
     if (s == OK && !(names = table_strings(&strings, argv[1]))) s = PyErr_Occurred() ? FAILED : UNUSUAL;
-    if (s == OK && (resize(&c, c.count) || !(odd = odd_list(&c, t.base)))) s = FAILED;
+    if (s == OK && (resize(&c, c.count) || resize_rare(&c, c.rare_count) || !(odd = odd_list(&c, t.base))))
+        s = FAILED;
     if (s == OK) {
         PyObject **k = c.store;
-        result = Py_BuildValue("(nOOOOOOOOOOOOOO)", c.count, names, k[C_PHASE],
+        result = Py_BuildValue("(nOOOOOOOOOOOOOOOO)", c.count, names, k[C_PHASE],
             k[C_NAME], k[C_CAT], k[C_TS], k[C_DUR], k[C_PID], k[C_TID], odd, k[C_SLOW],
-            k[C_ARGS_START], k[C_ARGS_END], k[C_ARGS], k[C_STACK]);
+            k[C_ARGS_START], k[C_ARGS_END], k[C_ARGS], k[C_STACK], k[C_RARE_AT], c.rare_store);
     } else if (s == UNUSUAL) {
         result = Py_NewRef(Py_None);
     } else if (s == INVALID) {
@@ -513,6 +569,10 @@ PyMODINIT_FUNC PyInit__scan(void) {
     index_keys(&EVENT_INDEX, EVENT_KEYS, N_EVENT_KEYS);
     index_keys(&ARG_INDEX, ARG_KEYS, N_ARG_KEYS);
     PyObject *m = PyModule_Create(&module);
-    if (m && PyModule_AddIntConstant(m, "N_ARGS", N_ARGS)) { Py_DECREF(m); return NULL; }
+    if (m && (PyModule_AddIntConstant(m, "N_ARGS", N_ARGS) ||
+              PyModule_AddIntConstant(m, "N_COMMON_ARGS", N_COMMON_ARGS))) {
+        Py_DECREF(m);
+        return NULL;
+    }
     return m;
 }

@@ -4,3 +4,4 @@ from typing import Any, Callable
 
 def scan(piece: bytes | memoryview, decode_string: Callable[[bytes], str], /) -> tuple[Any, ...] | None: ...
 N_ARGS: int
+N_COMMON_ARGS: int

@@ -34,13 +34,16 @@ ARG_COLUMNS = ("external_id", "external_id_legacy", "correlation", "device", "st
                "block_y", "block_z", "mem_bytes", "mem_device_id", "total_allocated", "total_reserved",
                "mem_device_type", "shapes")
 _ARG_INDEX = {name: i for i, name in enumerate(ARG_COLUMNS)}
+COMMON_ARGS = 3
+"""The first ``COMMON_ARGS`` args columns (the ids) have a slot per event; the rest live in rare rows."""
 _DECODE_STRING = msgspec.json.Decoder(str).decode
 _JSON_VALUE = msgspec.json.Decoder().decode
 
 
 def native_scanner() -> bool:
     """Whether pieces are scanned natively (the extension is built and not switched off)."""
-    return (_scan is not None and _scan.N_ARGS == len(ARG_COLUMNS)  # (not an older build's)
+    return (_scan is not None and (_scan.N_ARGS, getattr(_scan, "N_COMMON_ARGS", 0)) ==
+            (len(ARG_COLUMNS), COMMON_ARGS)  # (not an older build's)
             and os.environ.get("OTEL_PROFILER_PURE_PYTHON", "") in ("", "0"))
 
 
@@ -51,7 +54,9 @@ class ScannedPiece:
     ``strings`` holds each distinct name and category; ``name``/``cat`` index it (-1: none, or no
     string). Times are exact ns (``dur`` 0 when absent). ``odd`` lists the pid/tid values that are
     no plain integer as (row, field, JSON text); ``slow`` marks events whose args are to be decoded
-    the Python way, from ``piece[args_start:args_end]`` (-1: no args)."""
+    the Python way, from ``piece[args_start:args_end]`` (-1: no args). ``args`` holds the
+    ``COMMON_ARGS`` first args columns of each event; the others are in ``rare``, one row for each
+    event that has any of them (``rare_at``; -1: none, every such field absent)."""
 
     piece: bytes | memoryview
     strings: list[str]
@@ -66,11 +71,25 @@ class ScannedPiece:
     slow: np.ndarray
     args_start: np.ndarray
     args_end: np.ndarray
-    args: np.ndarray  # (events, len(ARG_COLUMNS)) int64, MISSING where absent
+    args: np.ndarray  # (events, COMMON_ARGS) int64, MISSING where absent
     stack: np.ndarray  # the "Call stack" in ``strings``; -1: none, or ""
+    rare_at: np.ndarray  # int32 per event: its row of ``rare``, -1: none
+    rare: np.ndarray  # (rare rows, len(ARG_COLUMNS) - COMMON_ARGS) int64, MISSING where absent
 
     def __len__(self) -> int:
         return len(self.phase)
+
+    def arg_values(self, first: int, width: int, rows: np.ndarray) -> np.ndarray:
+        """Args columns ``first`` to ``first + width`` (``ARG_COLUMNS`` positions, all of them
+        common or all rare) of ``rows``: shape ``(len(rows), width)``, MISSING where absent."""
+        if first < COMMON_ARGS:
+            return self.args[rows, first:first + width]
+        at = self.rare_at[rows]
+        has = np.flatnonzero(at >= 0)
+        out = np.full((len(rows), width), MISSING, np.int64)
+        if len(has):
+            out[has] = self.rare[at[has], first - COMMON_ARGS:first - COMMON_ARGS + width]
+        return out
 
     def raw_args(self, rows: np.ndarray) -> list:
         """The args text of ``rows`` (``{}`` where an event has none), for ``decode_args``."""
@@ -114,15 +133,16 @@ def scan_piece(piece: bytes | memoryview) -> ScannedPiece | None:
     if found is None:
         return None
     (count, strings, phase, name, cat, ts, dur, pid, tid, odd, slow, args_start, args_end,
-     args, stack) = found
+     args, stack, rare_at, rare) = found
     return ScannedPiece(piece, strings, np.frombuffer(phase, np.uint8),
                         np.frombuffer(name, np.int32), np.frombuffer(cat, np.int32),
                         np.frombuffer(ts, np.int64), np.frombuffer(dur, np.int64),
                         np.frombuffer(pid, np.int64), np.frombuffer(tid, np.int64), odd,
                         np.frombuffer(slow, np.uint8).view(bool), np.frombuffer(args_start, np.int64),
                         np.frombuffer(args_end, np.int64),
-                        np.frombuffer(args, np.int64).reshape(count, len(ARG_COLUMNS)),
-                        np.frombuffer(stack, np.int32))
+                        np.frombuffer(args, np.int64).reshape(count, COMMON_ARGS),
+                        np.frombuffer(stack, np.int32), np.frombuffer(rare_at, np.int32),
+                        np.frombuffer(rare, np.int64).reshape(-1, len(ARG_COLUMNS) - COMMON_ARGS))
 
 
 class DecodedArgs:
@@ -172,11 +192,13 @@ class ScannedArgs:
 
     def ints(self, field: str, at: np.ndarray | None = None) -> np.ndarray:
         rows = self.rows if at is None else self.rows[at]
-        return self.columns[:, _ARG_INDEX[field]][rows]  # (a column's view, then a flat gather)
+        i = _ARG_INDEX[field]
+        if i < COMMON_ARGS:
+            return self.columns[:, i][rows]  # (a column's view, then a flat gather)
+        return self.scanned.arg_values(i, 1, rows)[:, 0]
 
     def triples(self, field: str, at: np.ndarray) -> np.ndarray:
-        first = _ARG_INDEX[field]
-        return self.columns.take(self.rows[at], 0)[:, first:first + 3]
+        return self.scanned.arg_values(_ARG_INDEX[field], 3, self.rows[at])
 
     def present_ints(self, field: str) -> tuple[np.ndarray, np.ndarray]:
         """Which rows have ``field``, and its values there (the scanner leaves MISSING only where
@@ -236,7 +258,8 @@ class ScannedArgsSource:
     def shaped(self, rows: np.ndarray) -> np.ndarray:
         """Which of ``rows`` recorded their inputs' shapes (the scanner marks an ``Input Dims``
         key), as positions in ``rows``."""
-        return np.flatnonzero(self.scanned.args[self.piece_rows[rows], _ARG_INDEX["shapes"]] != MISSING)
+        return np.flatnonzero(self.scanned.arg_values(_ARG_INDEX["shapes"], 1, self.piece_rows[rows])[:, 0]
+                              != MISSING)
 
     def texts(self, rows: np.ndarray) -> list[bytes]:
         """The args text of ``rows`` (``b"{}"`` where an event has none)."""
