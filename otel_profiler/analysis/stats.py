@@ -79,8 +79,8 @@ def group_durations(group_ids: np.ndarray, durations_ns: np.ndarray) -> list[tup
     """Per distinct group id: ``describe_us`` of its durations, biggest total first."""
     if len(group_ids) == 0:
         return []
-    order = np.lexsort((durations_ns, group_ids))
-    ids, durs = group_ids[order], durations_ns[order].astype(np.float64) / NS_PER_US
+    ids, durs = _by_group_then_duration(group_ids, durations_ns)
+    durs = durs.astype(np.float64) / NS_PER_US
     starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
     ends = np.append(starts[1:], len(ids))
     counts = ends - starts
@@ -97,6 +97,20 @@ def group_durations(group_ids: np.ndarray, durations_ns: np.ndarray) -> list[tup
     return [(g, {"count": n, "total_us": t, "avg_us": a, "med_us": m, "min_us": lo_, "max_us": hi_,
                  "std_us": sd})
             for g, n, t, a, m, lo_, hi_, sd in zip(*(c[by_total].tolist() for c in columns))]
+
+
+def _by_group_then_duration(group_ids: np.ndarray, durations_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The (group id, duration) pairs sorted by group, then duration: one sort of the pairs packed
+    into one integer each where they fit (ids and durations non-negative integers), else a
+    two-key sort."""
+    if group_ids.dtype.kind in "iu" and durations_ns.dtype.kind in "iu" and \
+            durations_ns.min() >= 0 and group_ids.min() >= 0:
+        shift = int(durations_ns.max()).bit_length()
+        if shift <= 62 and int(group_ids.max()) >> (62 - shift) == 0:
+            packed = np.sort((group_ids.astype(np.int64) << shift) | durations_ns.astype(np.int64))
+            return packed >> shift, packed & ((1 << shift) - 1)
+    order = np.lexsort((durations_ns, group_ids))
+    return group_ids[order], durations_ns[order]
 
 
 def _unique(values: np.ndarray, counts: bool, axis: int | None = None) -> tuple[np.ndarray, np.ndarray]:
