@@ -48,6 +48,9 @@ NOT_OURS = {
     "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH",
     # Proxies gRPC honours: with one set, the OTLP target's reach is not tested directly.
     "grpc_proxy", "https_proxy", "http_proxy", "GRPC_PROXY", "HTTPS_PROXY", "HTTP_PROXY",
+    # numpy's BLAS pool size: set by the command line only while a subcommand's module is imported,
+    # unless the user set it (the user's value is kept).
+    "OPENBLAS_NUM_THREADS",
     # Internal: marks the profiler's own exporter processes; a job's run and root process, passed on
     # to its child processes; a misspelt switch already named (never set by users).
     EXPORTER_CHILD_ENV, RUN_ENV, SAID_SWITCH_ENV,
