@@ -60,7 +60,9 @@ def _alone_and_beside_neighbours(tmp_path: Path) -> tuple[SummaryDocument, Summa
     procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
              for _ in range(n)]
     try:
-        busy = _doc(_train(tmp_path / "busy"))
+        # twice the epochs: beside the neighbours the job's steps are slow, and the rule needs three
+        # samples within them (two epochs gave two on a machine already busy with other tests)
+        busy = _doc(_train(tmp_path / "busy", "--epochs", "4"))
     finally:
         for p in procs:
             p.kill()
