@@ -165,7 +165,8 @@ class Settings:
         "export of a folder of ranks); needs the cluster extra (default: local processes).")
     pure_python: bool = setting(
         "OTEL_PROFILER_PURE_PYTHON", False, parse_bool,
-        "Read Kineto JSON with the Python scanner instead of the compiled one (same results, slower).")
+        "Read and analyse traces without the compiled extensions (the Kineto JSON scanner, the operator "
+        "nesting): the same results, slower.")
     log: str = setting(
         "OTEL_PROFILER_LOG", "off", parse_choice("off", "debug", "info"),
         "debug: the `otel_profiler` logger writes to stderr every failure the profiler handled "

@@ -9,12 +9,12 @@ import numpy as np
 
 from cuda_tracer.model.events import EventBatch
 
+from ..stats import unique_rows
+
 try:
     from . import _nesting
 except ImportError:  # built without a C compiler: numpy's pointer jumping finds the same parents
     _nesting = None  # type: ignore[assignment]
-
-from ..stats import unique_rows
 
 
 def parents(batch: EventBatch, ops: np.ndarray, points: np.ndarray | None = None
