@@ -58,10 +58,11 @@ case "${CI:-}" in
     ;;
 esac
 
-# The oldest and the newest supported torch, each in a virtual environment of its own (tests/torch_venvs.py;
-# about 4 GB each, made once per machine, then only checked): made in the background while the rest installs.
+# The oldest and the newest supported torch, each in a virtual environment of its own (about 4 GB each), and
+# TensorFlow's (1.8 GB): tests/venvs.py makes them once per machine, then only checks them; made in the
+# background while the rest installs, so that the tests do not wait for them.
 releases_log=$(mktemp)
-python3 tests/torch_venvs.py >"$releases_log" 2>&1 &
+python3 tests/venvs.py >"$releases_log" 2>&1 &
 releases_pid=$!
 
 # Jaeger and the OpenTelemetry Collector for the `backends` tests: built once per machine (Go), then
@@ -75,7 +76,7 @@ fi
 
 python3 -m pip install -q torch==2.13.0 -e '.[dev]'
 if ! wait "$releases_pid"; then
-  echo "scripts/test.sh: the torch release environments could not be made: $(tail -n 5 "$releases_log")" >&2
+  echo "scripts/test.sh: the torch and TensorFlow environments could not be made: $(tail -n 5 "$releases_log")" >&2
   case "${CI:-}" in ""|0|false|no) ;; *) exit 1;; esac
 fi
 rm -f "$releases_log"

@@ -121,7 +121,7 @@ def pytest_configure(config: pytest.Config) -> None:
                        ("fuzz", "generated inputs by the thousand (hypothesis)"),
                        ("hta", "runs Holistic Trace Analysis on every test trace for comparison"),
                        ("backends", "runs the Jaeger and Collector binaries of scripts/backends.sh with training jobs"),
-                       ("torch_releases", "runs jobs on the oldest and newest supported torch (tests/torch_venvs.py)"),
+                       ("torch_releases", "runs jobs on the oldest and newest supported torch (tests/venvs.py)"),
                        ("slow_env", "any of the above: left out of the fast loop")):
         config.addinivalue_line("markers", f"{name}: {text}")
 

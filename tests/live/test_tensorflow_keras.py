@@ -1,19 +1,14 @@
 """Real TensorFlow on CPU: Keras trained zero-code and with the explicit callback, spans at a real OTLP
 receiver, and TensorFlow's own profiler capture of the same run read back through xprof.
 
-TensorFlow lives in its own virtual environment outside the work tree, in
-``${XDG_CACHE_HOME:-~/.cache}/otel-profiler/venv-tf`` (or ``$OTEL_PROFILER_TF_VENV``), made once by the
-``tf_python`` fixture with ``pip install -e '.[tensorflow]'`` and reused while
-its stamp (Python version, repository path, pyproject.toml) matches. It cannot share the main
-environment: tensorflow-cpu and torch pin different protobuf/numpy ranges. When the environment
-cannot be made (no package index, an incompatible wheel), every test here fails with pip's own
-reason; nothing is skipped.
+TensorFlow lives in its own virtual environment outside the work tree (``tests/venvs.py``: made once per
+machine with ``pip install -e '.[tensorflow]'``, by ``scripts/test.sh`` before the tests run or else by the
+``tf_python`` fixture). When the environment cannot be made (no package index, an incompatible wheel),
+every test here fails with pip's own reason; nothing is skipped.
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import os
 import subprocess
@@ -26,49 +21,25 @@ import pytest
 from cuda_tracer.model.events import Kind
 from cuda_tracer.loading import load_profile
 from otlp_receiver import OtlpReceiver
+from venvs import VenvError, tensorflow_python
 
 REPO = Path(__file__).resolve().parents[2]
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "otel-profiler"
-VENV = Path(os.environ.get("OTEL_PROFILER_TF_VENV") or CACHE / "venv-tf")
 EXAMPLE = REPO / "examples" / "train_keras.py"
 SAMPLES, BATCH, EPOCHS = 256, 32, 2
 TRAIN_STEPS = int(SAMPLES * 0.75) // BATCH * EPOCHS  # validation_split=0.25
-INSTALL_TIMEOUT = 1800
 RUN_TIMEOUT = 120
 
 pytestmark = pytest.mark.slow
 
 
 # ---------------------------------------------------------------------------- the environment
-def _stamp() -> str:
-    digest = hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()[:16]
-    return f"{sys.version_info[:2]} {REPO} {digest}"
-
-
 @pytest.fixture(scope="session")
 def tf_python() -> Path:
-    """The Python of the TensorFlow venv with tensorflow-cpu, xprof and this project (editable) installed."""
-    python = VENV / "bin" / "python"
-    stamp = VENV / ".otel-profiler-stamp"
-    VENV.parent.mkdir(parents=True, exist_ok=True)
-    with open(VENV.parent / (VENV.name + ".lock"), "w") as lock:  # one maker at a time (parallel test runs)
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if python.exists() and stamp.exists() and stamp.read_text() == _stamp():
-            return python
-        began = time.monotonic()
-        steps = [[sys.executable, "-m", "venv", "--clear", str(VENV)],
-                 [str(python), "-m", "pip", "install", "--quiet", "-e", f"{REPO}[tensorflow]"]]
-        for cmd in steps:
-            try:
-                out = subprocess.run(cmd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"making the TensorFlow environment timed out: {' '.join(cmd)}")
-            if out.returncode != 0:
-                pytest.fail(f"cannot make the TensorFlow environment ({' '.join(cmd)} exited "
-                            f"{out.returncode}):\n{(out.stderr or out.stdout)[-3000:]}")
-        stamp.write_text(_stamp())
-        print(f"\nmade {VENV} in {time.monotonic() - began:.0f} s", file=sys.stderr)
-        return python
+    """The Python of the TensorFlow environment (tests/venvs.py; scripts/test.sh makes it beforehand)."""
+    try:
+        return tensorflow_python()
+    except VenvError as exc:
+        pytest.fail(str(exc))
 
 
 def clean_env(**extra: str) -> dict[str, str]:

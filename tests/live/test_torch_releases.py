@@ -1,5 +1,5 @@
 """The live path on the oldest and the newest torch this project supports, each in its own virtual
-environment (``tests/torch_venvs.py``; ``scripts/test.sh`` makes them before the tests run).
+environment (``tests/venvs.py``; ``scripts/test.sh`` makes them before the tests run).
 
 On each release, zero-code (``OTEL_PROFILER_ENABLED=true``, the package mounted through
 ``PYTHONPATH`` as docs/zero-code.md describes) with operators, module calls and memory recorded:
@@ -23,7 +23,7 @@ from cuda_tracer.loading import load_profile
 from cuda_tracer.model.events import Kind
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from torch_venvs import NEWEST, OLDEST, REPO, VenvError, torch_python  # noqa: E402
+from venvs import NEWEST, OLDEST, REPO, VenvError, torch_python  # noqa: E402
 
 pytestmark = pytest.mark.slow
 SCRIPTS = REPO / "tests" / "scripts"
