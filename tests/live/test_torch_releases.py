@@ -87,10 +87,14 @@ def test_a_training_job_keeps_its_output_and_is_profiled_whole(release, tmp_path
     names = set(rank.batch.of_kind(Kind.CPU_OP).names())
     assert {"aten::addmm", "aten::mse_loss"} <= names, (sorted(names)[:20], perr[-3000:])
     modules = set(rank.batch.of_kind(Kind.PYTHON_FUNCTION).names())  # named by attribute path
-    if "torch's Python tracer failed" in perr:  # torch up to 2.6, now and then: the chatter thread
-        # was inside a C call as the window started; the window is captured again, operators only
-        retries = [(w["first_step"], w["last_step"], w["captured"]) for w in rank.meta["windows"] if w["reason"] == "retry"]
-        assert retries == [(11, 20, True)], rank.meta["windows"]  # the range window was steps 1 to 10
+    windows = rank.meta["windows"]
+    # torch up to 2.6, now and then: the chatter thread was inside a C call as a window started, and
+    # torch's Python tracer failed. That window is captured again, operators only. It is mostly the
+    # range window (steps 1 to 10); on a busy machine it can be a slow step's window at the job's end.
+    range_lost = "torch's Python tracer failed" in perr and not windows[0]["captured"]
+    if range_lost:
+        retries = [(w["first_step"], w["last_step"], w["captured"]) for w in windows if w["reason"] == "retry"]
+        assert retries == [(11, 20, True)], windows
         assert not modules
     else:
         assert {"nn.Module: Sequential", "nn.Module: 0 (Linear)", "nn.Module: 2 (Linear)"} <= modules, sorted(modules)
