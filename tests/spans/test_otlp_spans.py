@@ -302,18 +302,25 @@ def test_cpu_ops_are_the_context_of_kept_launches(path, budget):
         assert op_spans and call_rows
     per_trace = Counter(zip(table.trace_hi[op_spans].tolist(), table.trace_lo[op_spans].tolist()))
     assert max(per_trace.values(), default=0) <= budget // 4
-    ops = b.kind == Kind.CPU_OP
+    call_starts: dict[int, list[int]] = {}
+    for c in call_rows:
+        call_starts.setdefault(int(b.tid[c]), []).append(int(b.start_ns[c]))
+    calls_by_tid = {tid: np.sort(np.array(starts)) for tid, starts in call_starts.items()}  # per thread, sorted
     for i in op_spans:  # each exported op encloses a kept launch call on its thread
         r = rows[i]
-        assert any(b.tid[c] == b.tid[r] and b.start_ns[r] <= b.start_ns[c] < b.end_ns[r] for c in call_rows)
+        starts = calls_by_tid.get(int(b.tid[r]), np.array([], dtype=np.int64))
+        first = int(np.searchsorted(starts, b.start_ns[r], side="left"))  # the first call at or after the op's start
+        assert first < len(starts) and starts[first] < b.end_ns[r]
+    kept_ops = np.array(sorted(int(rows[i]) for i in op_spans), dtype=np.int64)
+    row_of_span = {int(span): int(rows[i]) for i, span in enumerate(table.span_id.tolist())}
     inside_kept_op = 0
     for c in call_rows:  # a launch under an exported op hangs under the innermost exported one
-        enclosing = [int(r) for r in np.flatnonzero(ops & (b.tid == b.tid[c]) & (b.start_ns <= b.start_ns[c])
-                                                    & (b.end_ns > b.start_ns[c])) if int(r) in span_of_row]
+        enclosing = kept_ops[(b.tid[kept_ops] == b.tid[c]) & (b.start_ns[kept_ops] <= b.start_ns[c])
+                             & (b.end_ns[kept_ops] > b.start_ns[c])].tolist()
         if enclosing:
             inside_kept_op += 1
             innermost = max(enclosing, key=lambda r: (b.start_ns[r], -b.end_ns[r]))
-            prow = rows[list(table.span_id).index(table.parent_id[span_of_row[c]])]
+            prow = row_of_span[int(table.parent_id[span_of_row[c]])]
             # (an op with the very same interval is as innermost; an annotation may sit inside the op)
             assert b.kind[prow] == Kind.USER_ANNOTATION or \
                 (b.start_ns[prow], b.end_ns[prow]) == (b.start_ns[innermost], b.end_ns[innermost])
