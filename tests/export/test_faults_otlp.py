@@ -1,5 +1,5 @@
 """Fault injection on the OTLP path with default settings (30 s of retries, 10 s per request, the
-default close): a real profiled training job of about five seconds against an endpoint that is
+default close): a real profiled training job of about two seconds against an endpoint that is
 down (closed port), hangs (accepts TCP, never answers), answers HTTP 500 / gRPC INTERNAL or 503 /
 UNAVAILABLE for the whole run, flaps or is slow, with both cores kept busy by other processes.
 
@@ -26,7 +26,7 @@ pytest.importorskip("torch")
 FAULTS = [("down", "grpc"), ("down", "http/protobuf"), ("hang", "grpc"), ("hang", "http/protobuf"),
           ("fail500", "http/protobuf"), ("fail500", "grpc"), ("errors", "http/protobuf"),
           ("flap", "grpc"), ("slow", "http/protobuf")]
-STEPS = 100  # x 50 ms: a five-second job (plus start-up)
+STEPS = 40  # x 50 ms: a two-second job (plus start-up)
 
 
 def replay(spool, endpoint: str, protocol: str) -> subprocess.CompletedProcess:
