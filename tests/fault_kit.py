@@ -68,15 +68,28 @@ def otlp_env(endpoint: str, protocol: str, spool: Path, **extra: str) -> dict[st
 def run_job(args: list[str], env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
     """Run the job in its own process group; on timeout the whole group (pool workers, the
     exporter) is killed, so a hung job leaves nothing behind, then ``TimeoutExpired`` is raised."""
-    proc = subprocess.Popen([sys.executable, JOB, *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return run_jobs([(args, env)], timeout)[0]
+
+
+def run_jobs(jobs: list[tuple[list[str], dict[str, str]]], timeout: float = 600) -> list[subprocess.CompletedProcess]:
+    """Run the jobs side by side, each as ``run_job`` runs one (its own process group, killed whole on
+    timeout): independent jobs that mostly wait take the time of the longest, not of them all."""
+    procs = [subprocess.Popen([sys.executable, JOB, *args], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True) for args, env in jobs]
+    deadline = time.monotonic() + timeout
+    done = []
     try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+        for proc in procs:
+            out, err = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    finally:
+        for proc in procs[len(done):]:  # a job timed out: it and the ones not yet waited for
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:  # it had ended
+                pass
+            proc.communicate()
+    return done
 
 
 # ----------------------------------------------------------------------------- the receiver

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from fault_kit import run_job
+from fault_kit import run_jobs
 from real_backends import (Gateway, Jaeger, NodeAgent, exported, job_environment, replay_spool, spans_by_trace,
                            wait_for_traces, write_stack)
 
@@ -44,13 +44,15 @@ def tenants(tmp_path_factory):
             "no-tenant": (gateway.endpoint(), "http/protobuf", ""),
             "wrong-tenant": (gateway.endpoint("vision"), "http/protobuf", "nlp"),
         }
-        results = {}
+        envs = {}
         for service, (endpoint, protocol, tenant) in jobs.items():
-            env = job_environment(folder / service, endpoint, f"run-{service}", service,
-                                  OTEL_EXPORTER_OTLP_PROTOCOL=protocol)
+            envs[service] = job_environment(folder / service, endpoint, f"run-{service}", service,
+                                            OTEL_EXPORTER_OTLP_PROTOCOL=protocol)
             if tenant:
-                env["OTEL_EXPORTER_OTLP_HEADERS"] = f"X-Scope-OrgID={tenant}"
-            out = run_job(["--steps", str(STEPS)], env, timeout=600)
+                envs[service]["OTEL_EXPORTER_OTLP_HEADERS"] = f"X-Scope-OrgID={tenant}"
+        outs = run_jobs([(["--steps", str(STEPS)], env) for env in envs.values()])  # side by side
+        results = {}
+        for (service, env), out in zip(envs.items(), outs):
             assert out.returncode == 0, out.stderr[-3000:]
             if service != "wrong-tenant":
                 replay_spool(folder / service, env)  # what the Collector did not take in time, if any
