@@ -80,8 +80,25 @@ if ! wait "$releases_pid"; then
   case "${CI:-}" in ""|0|false|no) ;; *) exit 1;; esac
 fi
 rm -f "$releases_log"
+# One run of the suite: the tests that may share the machine in parallel workers (pytest-xdist, one per
+# core, 2 to 4; a module's tests stay on one worker, so its fixtures are made once), then the `exclusive`
+# ones alone (tests/conftest.py). Its status is the first failing phase's. With arguments of your own
+# (`-x`, `-k`, a test file, `-m`), one plain pytest run gets them instead, as before.
+workers=$(nproc 2>/dev/null || echo 2)
+workers=$(( workers < 2 ? 2 : workers > 4 ? 4 : workers ))
+suite() {
+  if [ ${#pytest_args[@]} -gt 0 ]; then
+    python3 -m pytest -q "${pytest_args[@]}"
+    return
+  fi
+  local status=0
+  python3 -m pytest -q -n "$workers" --dist loadfile -m "not exclusive" || status=$?
+  python3 -m pytest -q -m exclusive || { [ "$status" -ne 0 ] || status=$?; }
+  return "$status"
+}
+
 if [ -z "$repeat" ]; then
-  python3 -m pytest -q ${pytest_args[@]+"${pytest_args[@]}"}
+  suite
   exit
 fi
 
@@ -89,7 +106,7 @@ load() { [ -r /proc/loadavg ] && echo ", load average $(cut -d' ' -f1-3 /proc/lo
 for run in $(seq "$repeat"); do
   started=$(date +%s)
   status=0
-  python3 -m pytest -q ${pytest_args[@]+"${pytest_args[@]}"} || status=$?
+  suite || status=$?
   took=$(( $(date +%s) - started ))
   if [ "$status" -eq 0 ]; then result=passed; else result="FAILED (pytest exit status $status)"; fi
   echo "scripts/test.sh: run $run of $repeat $result in $((took / 60)) min $((took % 60)) s$(load)"

@@ -10,7 +10,9 @@ fault-injected or other training jobs in child processes, a fresh virtual enviro
 generated inputs, a run of Holistic Trace Analysis, the Jaeger and Collector binaries of
 ``scripts/backends.sh``, or is marked ``slow``. In CI (``CI`` set to a true value) a test of the
 ``browser``, ``prometheus`` or ``backends`` group that skips fails instead: a missing Chromium,
-chromedriver, Prometheus, Jaeger or Collector must not pass unseen.
+chromedriver, Prometheus, Jaeger or Collector must not pass unseen. ``exclusive`` marks the tests that need
+the machine to themselves (they keep every core busy on purpose, or hold a job to a time budget):
+``scripts/test.sh`` runs the others in parallel workers (pytest-xdist), then these alone.
 """
 
 from __future__ import annotations
@@ -51,13 +53,13 @@ MODULE_MARKERS: dict[str, tuple[str, ...]] = {
     "test_faults_process": ("fault_process",),
     "test_faults_otlp": ("fault_process",),
     "test_faults_run": ("fault_process",),
-    "test_exit_path": ("fault_process",),
+    "test_exit_path": ("fault_process", "exclusive"),
     "test_install_runtime": ("fresh_venv",),
     "test_live_zero_code": ("jobs",),
     "test_session_metrics": ("jobs",),
     "test_security_outputs": ("jobs",),
     "test_zero_code_steps": ("jobs",),
-    "test_insights_host": ("jobs",),
+    "test_insights_host": ("jobs", "exclusive"),
     "test_standard_exporters": ("jobs",),
     "test_fuzz_inputs": ("fuzz",),
     "test_hta_agreement": ("hta",),
@@ -81,7 +83,8 @@ MODULE_MARKERS: dict[str, tuple[str, ...]] = {
     "test_torch_releases": ("jobs", "torch_releases"),
 }
 # Fixture -> markers, for tests elsewhere that use it (e.g. the TensorFlow environment).
-FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {"tf_python": ("tensorflow",), "browser": ("browser",)}
+FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {"tf_python": ("tensorflow",), "browser": ("browser",),
+                                                "busy_cores": ("exclusive",)}
 # Test function -> markers, for single slow tests in otherwise quick modules.
 FUNCTION_MARKERS: dict[str, tuple[str, ...]] = {
     "test_cpu_ops_are_the_context_of_kept_launches": ("slow",),
@@ -122,7 +125,9 @@ def pytest_configure(config: pytest.Config) -> None:
                        ("hta", "runs Holistic Trace Analysis on every test trace for comparison"),
                        ("backends", "runs the Jaeger and Collector binaries of scripts/backends.sh with training jobs"),
                        ("torch_releases", "runs jobs on the oldest and newest supported torch (tests/venvs.py)"),
-                       ("slow_env", "any of the above: left out of the fast loop")):
+                       ("slow_env", "any of the above: left out of the fast loop"),
+                       ("exclusive", "needs the machine to itself: keeps every core busy on purpose, or holds a "
+                                     "job to a time budget; scripts/test.sh runs these alone, after the rest")):
         config.addinivalue_line("markers", f"{name}: {text}")
 
 
