@@ -95,7 +95,7 @@ def test_timeline_keeps_the_peak():
 def test_no_memory_events_leave_an_empty_section():
     summary = summarize(load_profile([str(trace("hta/trace_filter/sampled_rank-0.json.gz"))]))
     assert summary["memory"] == {"events": 0, "devices": {}}
-    assert "GPU memory events (profile_memory)" in render_table(summary)
+    assert "GPU memory events (profile_memory)" in render_table(summary, width=200)  # the note, unwrapped
 
 
 def test_table_and_diff_show_the_peak():
