@@ -53,13 +53,13 @@ MODULE_MARKERS: dict[str, tuple[str, ...]] = {
     "test_faults_process": ("fault_process",),
     "test_faults_otlp": ("fault_process",),
     "test_faults_run": ("fault_process",),
-    "test_exit_path": ("fault_process", "exclusive"),
+    "test_exit_path": ("fault_process",),
     "test_install_runtime": ("fresh_venv",),
     "test_live_zero_code": ("jobs",),
     "test_session_metrics": ("jobs",),
     "test_security_outputs": ("jobs",),
     "test_zero_code_steps": ("jobs",),
-    "test_insights_host": ("jobs", "exclusive"),
+    "test_insights_host": ("jobs",),
     "test_standard_exporters": ("jobs",),
     "test_fuzz_inputs": ("fuzz",),
     "test_hta_agreement": ("hta",),
@@ -96,6 +96,10 @@ FUNCTION_MARKERS: dict[str, tuple[str, ...]] = {
     "test_modules_of_a_model_recorded_here": ("slow",),
     "test_a_profiled_run_keeps_cpu_samples_and_its_compute_resources": ("slow",),
     "test_metrics_exporter_prometheus_serves_the_standard_port_for_a_real_scrape": ("prometheus",),
+    # Alone (scripts/test.sh): busy neighbours on purpose; jobs held to the close budget.
+    "test_busy_neighbours_give_the_contention_insight_and_the_job_alone_does_not": ("exclusive",),
+    "test_a_job_ending_with_os_exit_keeps_what_was_recorded": ("exclusive",),
+    "test_a_frozen_exporter_is_not_waited_for_and_what_it_held_can_be_sent": ("exclusive",),
 }
 SLOW_ENV = {"browser", "prometheus", "tensorflow", "fault_process", "fresh_venv", "jobs", "fuzz", "hta",
             "slow", "backends", "torch_releases"}

@@ -58,6 +58,7 @@ def _hand_count(data: dict) -> tuple[float, float]:
             by_thread.setdefault((e["pid"], e["tid"]), []).append(e)
     for ops in by_thread.values():
         ops.sort(key=lambda e: (e["ts"], -e["dur"]))
+    starts_by_thread = {key: [o["ts"] for o in ops] for key, ops in by_thread.items()}
     launches = {e["args"]["correlation"]: e for e in events
                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in (e.get("args") or {})}
     gpu_us = 0.0
@@ -66,7 +67,7 @@ def _hand_count(data: dict) -> tuple[float, float]:
         if launch is None:
             continue
         ops = by_thread.get((launch["pid"], launch["tid"]), [])
-        starts = [o["ts"] for o in ops]
+        starts = starts_by_thread.get((launch["pid"], launch["tid"]), [])
         inner = None  # the innermost operator holding the launch: the latest started that still runs
         for o in reversed(ops[:bisect.bisect_right(starts, launch["ts"])]):
             if o["ts"] + o["dur"] >= launch["ts"]:
