@@ -238,8 +238,8 @@ class RankOutput:
         session recorded: windows, steps, samples), the compute resources, then ``trailer``."""
         torch = sys.modules.get("torch")
         versions = {"otel_profiler": __version__, "python": sys.version.split()[0]}
-        if torch is not None:
-            versions["torch"] = getattr(torch, "__version__", "?")
+        if torch is not None:  # a plain str: torch's own (TorchVersion) would make the exporter
+            versions["torch"] = str(getattr(torch, "__version__", "?"))  # process import torch to unpickle it
         return {
             "source": f"live:{self.origin}",
             "format": "otel-profiler.live",

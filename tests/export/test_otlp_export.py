@@ -16,7 +16,7 @@ from cuda_tracer.model.events import GPU_OP_KINDS
 from cuda_tracer.loading import load_profile
 from otel_profiler import config
 from otel_profiler.cli import main
-from otel_profiler.export.exporter import exporter_from_settings
+from otel_profiler.export.exporter import Exporter, exporter_from_settings
 from otel_profiler.spans.options import options_from_settings
 from otel_profiler.spans.build import build_spans
 from otlp_receiver import OtlpReceiver, free_port, proto_span, table_spans
@@ -373,6 +373,9 @@ def test_live_cpu_torch_run_delivers_steps_annotations_and_metrics(tmp_path, rec
     from otel_profiler.live import session
 
     monkeypatch.setattr(session, "CLOSE_NETWORK_S", 120.0)
+    submitted = []  # what goes to the exporter process, which must not need torch to unpickle it
+    real_submit = Exporter.submit
+    monkeypatch.setattr(Exporter, "submit", lambda self, meta, batch: submitted.append(meta) or real_submit(self, meta, batch))
     model = torch.nn.Linear(16, 4)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with api.Profiler(profile_dir=str(tmp_path / "prof"), summary_at_exit=False, auto_steps=False,
@@ -398,6 +401,18 @@ def test_live_cpu_torch_run_delivers_steps_annotations_and_metrics(tmp_path, rec
     assert point.count == 4 and point.exemplars
     exported_roots = {(s["trace"], s["span"]) for s in roots.values()}
     assert {(e.trace_id.hex(), e.span_id.hex()) for e in point.exemplars} <= exported_roots
+    assert submitted and all(_plain_values(meta) for meta in submitted)
+    assert submitted[-1]["versions"]["torch"] == torch.__version__
+
+
+def _plain_values(value: object) -> bool:
+    """Only JSON's own types, not subclasses (torch's TorchVersion is a str whose pickle imports torch:
+    the exporter process would load torch, 2 s and 500 MiB, to read the rank's metadata)."""
+    if type(value) is dict:
+        return all(type(k) is str and _plain_values(v) for k, v in value.items())  # type: ignore[union-attr]
+    if type(value) in (list, tuple):
+        return all(_plain_values(v) for v in value)  # type: ignore[union-attr]
+    return type(value) in (str, int, float, bool, type(None))
 
 
 def test_spool_drains_by_itself_when_the_endpoint_comes_back(tmp_path, rank):
