@@ -65,6 +65,13 @@ def _filtered_out() -> bool:
     return False
 
 
+def write_line(line: str) -> None:
+    """``line`` and its newline on stderr in one write: ``print`` writes them apart, so a line another
+    thread or process prints at the same moment could land between them."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
 def say_once(message: str, stacklevel: int = 2) -> None:
     """Tell the user once, on one line, never raising (stderr may be unusable, e.g. inside a
     signal handler). ``stacklevel`` as ``warnings.warn`` takes it, counted from the caller."""
@@ -78,6 +85,6 @@ def say_once(message: str, stacklevel: int = 2) -> None:
                 return
             _said.add(message)
         if not _filtered_out():
-            print(f"otel-profiler: warning: {message}", file=sys.stderr, flush=True)
+            write_line(f"otel-profiler: warning: {message}")
     except Exception:
         log.debug("printing a warning line failed", exc_info=True)

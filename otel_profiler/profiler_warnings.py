@@ -10,11 +10,9 @@ stderr) and never raises, or issues it as a ``ProfilerWarning`` where warnings a
 
 from __future__ import annotations
 
-import sys
+from cuda_tracer.terminal_lines import ProfilerWarning, say_once, terminal_safe, write_line
 
-from cuda_tracer.terminal_lines import ProfilerWarning, say_once, terminal_safe
-
-__all__ = ["ProfilerWarning", "print_error", "print_warning", "warn"]
+__all__ = ["ProfilerWarning", "print_error", "print_warning", "warn", "write_line"]
 
 
 def warn(message: str) -> None:
@@ -24,10 +22,10 @@ def warn(message: str) -> None:
 
 def print_warning(message: str) -> None:
     """The command line's and the exporter process's warning: the same one line, every time."""
-    print(f"otel-profiler: warning: {terminal_safe(message)}", file=sys.stderr, flush=True)
+    write_line(f"otel-profiler: warning: {terminal_safe(message)}")
 
 
 def print_error(message: str) -> None:
     """The command line's error line (``otel-profiler: error: ...``), naming the input and what
     is wrong with it."""
-    print(f"otel-profiler: error: {terminal_safe(message)}", file=sys.stderr, flush=True)
+    write_line(f"otel-profiler: error: {terminal_safe(message)}")

@@ -39,7 +39,7 @@ from typing import Any, Callable, Mapping
 
 from .. import config
 from ..logs import enable_from_env
-from ..profiler_warnings import ProfilerWarning, warn  # noqa: F401 (ProfilerWarning: part of this module's API)
+from ..profiler_warnings import ProfilerWarning, warn, write_line  # noqa: F401 (ProfilerWarning: this module's API)
 from . import summary_later
 from .child_processes import SleepingChild, announce_run, children_trained, inherited_run
 from .exit_hooks import close_at_exit, forget_at_exit
@@ -314,7 +314,7 @@ class Session:
                 # summary.json is made after the job, by a detached low-priority process: reading
                 # every rank back must not cost this process memory or time at its exit
                 summary_later.start(self.output.folder, exiting=lifecycle.exiting or lifecycle.in_signal)
-                print(self.output.written_line(), file=sys.stderr)
+                write_line(self.output.written_line())
         except Exception as exc:
             warn(f"could not finish writing the profile ({type(exc).__name__}: {exc})")
         finally:

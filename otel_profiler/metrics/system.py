@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 import time
 from typing import Any, Callable
 
+from ..profiler_warnings import write_line
 from . import points as m
 from .points import Point
 
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 def note(message: str) -> None:
     """One line for the user on stderr (the NVML info line, endpoint warnings)."""
     try:
-        print(f"otel-profiler: {message}", file=sys.stderr, flush=True)
+        write_line(f"otel-profiler: {message}")
     except Exception:
         log.debug("printing a note on stderr failed", exc_info=True)
 
