@@ -409,9 +409,9 @@ def _plain_values(value: object) -> bool:
     """Only JSON's own types, not subclasses (torch's TorchVersion is a str whose pickle imports torch:
     the exporter process would load torch, 2 s and 500 MiB, to read the rank's metadata)."""
     if type(value) is dict:
-        return all(type(k) is str and _plain_values(v) for k, v in value.items())  # type: ignore[union-attr]
+        return all(type(k) is str and _plain_values(v) for k, v in value.items())
     if type(value) in (list, tuple):
-        return all(_plain_values(v) for v in value)  # type: ignore[union-attr]
+        return all(_plain_values(v) for v in value)
     return type(value) in (str, int, float, bool, type(None))
 
 
