@@ -41,6 +41,13 @@ for _folder in sorted(p for p in TESTS.iterdir() if p.is_dir() and p.name != "gp
 # then rightly ignore it, and the test would wait for nothing.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+# Parallel workers (pytest-xdist) share the machine's cores: each worker's torch, and the jobs its tests
+# start (they inherit the variable), get the worker's share of intra-op threads rather than one per core
+# each. Two workers on two cores would otherwise run four OpenMP threads that spin for each other (the
+# parallel phase took 15 % longer). A value set by whoever runs the tests is kept.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+if _WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // _WORKERS)))
 SHARED_TRACES = Path(os.environ.get("OTEL_PROFILER_TEST_TRACES") or REPO / "tests" / "data" / "traces")
 ALL_TRACES = sorted(SHARED_TRACES.rglob("*.json.gz"))
 
