@@ -81,9 +81,10 @@ if ! wait "$releases_pid"; then
 fi
 rm -f "$releases_log"
 # One run of the suite: the tests that may share the machine in parallel workers (pytest-xdist, one per
-# core, 2 to 4; a module's tests stay on one worker, so its fixtures are made once), then the `exclusive`
-# ones alone (tests/conftest.py). Its status is the first failing phase's. With arguments of your own
-# (`-x`, `-k`, a test file, `-m`), one plain pytest run gets them instead, as before.
+# core, 2 to 4; a module's tests stay on one worker, so its fixtures are made once), then the `busy` ones
+# (they keep every core busy on purpose) in parallel workers that share out the busy loops, then the
+# `exclusive` ones alone (tests/conftest.py). Its status is the first failing phase's. With arguments of
+# your own (`-x`, `-k`, a test file, `-m`), one plain pytest run gets them instead, as before.
 workers=$(nproc 2>/dev/null || echo 2)
 workers=$(( workers < 2 ? 2 : workers > 4 ? 4 : workers ))
 suite() {
@@ -92,7 +93,8 @@ suite() {
     return
   fi
   local status=0
-  python3 -m pytest -q -n "$workers" --dist loadfile -m "not exclusive" || status=$?
+  python3 -m pytest -q -n "$workers" --dist loadfile -m "not busy and not exclusive" || status=$?
+  python3 -m pytest -q -n "$workers" -m busy || { [ "$status" -ne 0 ] || status=$?; }
   python3 -m pytest -q -m exclusive || { [ "$status" -ne 0 ] || status=$?; }
   return "$status"
 }

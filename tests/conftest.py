@@ -10,9 +10,10 @@ fault-injected or other training jobs in child processes, a fresh virtual enviro
 generated inputs, a run of Holistic Trace Analysis, the Jaeger and Collector binaries of
 ``scripts/backends.sh``, or is marked ``slow``. In CI (``CI`` set to a true value) a test of the
 ``browser``, ``prometheus`` or ``backends`` group that skips fails instead: a missing Chromium,
-chromedriver, Prometheus, Jaeger or Collector must not pass unseen. ``exclusive`` marks the tests that need
-the machine to themselves (they keep every core busy on purpose, or hold a job to a time budget):
-``scripts/test.sh`` runs the others in parallel workers (pytest-xdist), then these alone.
+chromedriver, Prometheus, Jaeger or Collector must not pass unseen. ``busy`` marks the tests that keep every
+core busy on purpose (``fault_kit.busy_cores``), ``exclusive`` those that need the machine to themselves
+(busy neighbours of their own, or a job held to a time budget): ``scripts/test.sh`` runs the others in
+parallel workers (pytest-xdist), then the ``busy`` ones in parallel workers, then the ``exclusive`` ones alone.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ MODULE_MARKERS: dict[str, tuple[str, ...]] = {
 }
 # Fixture -> markers, for tests elsewhere that use it (e.g. the TensorFlow environment).
 FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {"tf_python": ("tensorflow",), "browser": ("browser",),
-                                                "busy_cores": ("exclusive",)}
+                                                "busy_cores": ("busy",)}
 # Test function -> markers, for single slow tests in otherwise quick modules.
 FUNCTION_MARKERS: dict[str, tuple[str, ...]] = {
     "test_cpu_ops_are_the_context_of_kept_launches": ("slow",),
@@ -137,8 +138,10 @@ def pytest_configure(config: pytest.Config) -> None:
                        ("backends", "runs the Jaeger and Collector binaries of scripts/backends.sh with training jobs"),
                        ("torch_releases", "runs jobs on the oldest and newest supported torch (tests/venvs.py)"),
                        ("slow_env", "any of the above: left out of the fast loop"),
-                       ("exclusive", "needs the machine to itself: keeps every core busy on purpose, or holds a "
-                                     "job to a time budget; scripts/test.sh runs these alone, after the rest")):
+                       ("busy", "keeps every core busy on purpose (busy_cores); scripts/test.sh runs these "
+                                "after the rest, in parallel workers that share out the busy loops"),
+                       ("exclusive", "needs the machine to itself: busy neighbours of its own, or a job held to a "
+                                     "time budget; scripts/test.sh runs these alone, last")):
         config.addinivalue_line("markers", f"{name}: {text}")
 
 

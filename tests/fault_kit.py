@@ -7,8 +7,8 @@
   (HTTP 500 / gRPC INTERNAL on every request: not retryable, kept for replay), ``flap`` (every
   second request refused, so delivery depends on retries), ``slow`` (``delay_s`` per request).
 - :class:`SilentPort`: a port that accepts TCP connections and never answers (a hung collector).
-- :func:`busy_cores`: a fixture running one busy-loop process per core for the test's duration,
-  so the tests that use it pass on a machine with no idle core.
+- :func:`busy_cores`: a fixture running one busy-loop process per core for the test's duration (shared
+  out among parallel workers), so the tests that use it pass on a machine with no idle core.
 - :func:`descendants` / :func:`wait_gone`: the processes a job started, and a poll until they end.
 - :func:`span_ids` / :func:`expected_span_ids`: the ``(trace id, span id)`` pairs received, spooled
   or produced by ``otel-profiler export`` (the span model) for a profile folder, to count spans end
@@ -248,8 +248,10 @@ class SilentPort:
 # ----------------------------------------------------------------------------- a busy machine
 @pytest.fixture
 def busy_cores():
-    """One busy-loop process per core while the test runs (its own processes, ended by pid)."""
-    n = os.cpu_count() or 2
+    """One busy-loop process per core while the test runs (its own processes, ended by pid). Parallel
+    workers share them out: each runs its share, so that the machine holds one per core in all."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    n = max(1, (os.cpu_count() or 2) // workers)
     procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
     try:
         yield n
