@@ -155,6 +155,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(name)
         if SLOW_ENV & {m.name for m in item.iter_markers()}:
             item.add_marker("slow_env")
+    if _WORKERS > 1:
+        # Parallel workers take the modules in this order, as each finishes one: the modules with slow
+        # tests (jobs, servers, browsers) first and the quick ones last, which then fill the workers'
+        # ends evenly, rather than one worker running a long module while the other has finished.
+        slow_modules = {item.path for item in items if item.get_closest_marker("slow_env")}
+        items.sort(key=lambda item: item.path not in slow_modules)  # stable: each module's order is kept
 
 
 def _in_ci() -> bool:
