@@ -46,9 +46,11 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 # start (they inherit the variable), get the worker's share of intra-op threads rather than one per core
 # each. Two workers on two cores would otherwise run four OpenMP threads that spin for each other (the
 # parallel phase took 15 % longer). A value set by whoever runs the tests is kept.
-_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+CORES_PER_WORKER = max(1, len(os.sched_getaffinity(0)) // _WORKERS)
+"""This process's share of the machine's cores: all of them, or a parallel worker's share."""
 if _WORKERS > 1:
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // _WORKERS)))
+    os.environ.setdefault("OMP_NUM_THREADS", str(CORES_PER_WORKER))
 SHARED_TRACES = Path(os.environ.get("OTEL_PROFILER_TEST_TRACES") or REPO / "tests" / "data" / "traces")
 ALL_TRACES = sorted(SHARED_TRACES.rglob("*.json.gz"))
 

@@ -38,6 +38,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from otel_profiler.bootstrap import SITE_DIR
 
+from conftest import CORES_PER_WORKER
+
 REPO = Path(__file__).resolve().parent.parent
 JOB = str(REPO / "tests" / "fault_job.py")
 RUN_ID = "fault-run"
@@ -250,8 +252,7 @@ class SilentPort:
 def busy_cores():
     """One busy-loop process per core while the test runs (its own processes, ended by pid). Parallel
     workers share them out: each runs its share, so that the machine holds one per core in all."""
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
-    n = max(1, (os.cpu_count() or 2) // workers)
+    n = CORES_PER_WORKER
     procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
     try:
         yield n
