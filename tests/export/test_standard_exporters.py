@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -44,12 +45,13 @@ class Job:
         self.proc = subprocess.Popen([sys.executable, str(SCRIPTS / "exporter_job.py"), "12"], env=full,
                                      cwd=tmp, stdout=self._out, stderr=subprocess.PIPE, text=True)
 
-    def wait_for(self, condition, what: str, timeout: float = 90) -> None:
+    def wait_for(self, condition, what: str | Callable[[], str], timeout: float = 90) -> None:
+        """Poll ``condition``; ``what`` names it in the failure (a callable: what was seen by then)."""
         deadline = time.monotonic() + timeout
         while not condition():
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.release()
-                pytest.fail(f"never saw {what}; job stderr:\n{self.stderr[-3000:]}")
+                pytest.fail(f"never saw {what() if callable(what) else what}; job stderr:\n{self.stderr[-3000:]}")
             time.sleep(0.2)
 
     def written(self) -> bool:
@@ -125,12 +127,16 @@ def test_http_json_protocol_is_real_otlp_json(tmp_path):
         job = Job(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint,
                   OTEL_EXPORTER_OTLP_PROTOCOL="http/json", OTEL_METRIC_EXPORT_INTERVAL="500")
 
-        def histogram():
-            points = [p for m in receiver.collected.metrics().get("otel_profiler.step.duration", [])
-                      for p in m.histogram.data_points]
-            return points[-1] if points and points[-1].count == STEPS else None
+        def points():
+            return [p for m in receiver.collected.metrics().get("otel_profiler.step.duration", [])
+                    for p in m.histogram.data_points]
 
-        job.wait_for(lambda: len(step_spans(receiver)) >= STEPS and histogram(), "spans and metrics")
+        def histogram():  # of all the steps; requests of the threaded receiver may be recorded out of order
+            return next((p for p in reversed(points()) if p.count == STEPS), None)
+
+        job.wait_for(lambda: len(step_spans(receiver)) >= STEPS and histogram(),
+                     lambda: f"spans and metrics ({len(step_spans(receiver))} step spans, the step histogram's "
+                             f"counts {[p.count for p in points()][-20:]})")
         job.release()
         spans, point = step_spans(receiver), histogram()
         types = set(receiver.collected.content_types)
