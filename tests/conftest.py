@@ -47,7 +47,8 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 # each. Two workers on two cores would otherwise run four OpenMP threads that spin for each other (the
 # parallel phase took 15 % longer). A value set by whoever runs the tests is kept.
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
-CORES_PER_WORKER = max(1, len(os.sched_getaffinity(0)) // _WORKERS)
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # (not on macOS)
+CORES_PER_WORKER = max(1, _CORES // _WORKERS)
 """This process's share of the machine's cores: all of them, or a parallel worker's share."""
 if _WORKERS > 1:
     os.environ.setdefault("OMP_NUM_THREADS", str(CORES_PER_WORKER))

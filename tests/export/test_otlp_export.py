@@ -375,7 +375,8 @@ def test_live_cpu_torch_run_delivers_steps_annotations_and_metrics(tmp_path, rec
     monkeypatch.setattr(session, "CLOSE_NETWORK_S", 120.0)
     submitted = []  # what goes to the exporter process, which must not need torch to unpickle it
     real_submit = Exporter.submit
-    monkeypatch.setattr(Exporter, "submit", lambda self, meta, batch: submitted.append(meta) or real_submit(self, meta, batch))
+    monkeypatch.setattr(Exporter, "submit",
+                        lambda self, meta, batch: submitted.append(meta) or real_submit(self, meta, batch))
     model = torch.nn.Linear(16, 4)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with api.Profiler(profile_dir=str(tmp_path / "prof"), summary_at_exit=False, auto_steps=False,
