@@ -413,8 +413,10 @@ def modules_only(batch: EventBatch) -> EventBatch:
     as ``copy_out`` keeps the event objects."""
     import numpy as np
 
+    from cuda_tracer.model.array_sets import distinct
+
     python = batch.kind == Kind.PYTHON_FUNCTION
-    names = np.unique(batch.name[python])  # each name checked once, not each event
+    names = distinct(batch.name[python])  # each name checked once, not each event
     other = names[[not batch.strings[i].startswith(MODULE_PREFIX) for i in names.tolist()]]
     if not len(other):
         return batch

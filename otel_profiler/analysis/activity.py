@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from cuda_tracer.model.array_sets import distinct
 from cuda_tracer.model.events import GPU_OP_KINDS, EventBatch, Kind, kinds_in
 
 from .attribution.operators import annotation_rows
@@ -101,7 +102,7 @@ def cpu_active(batch: EventBatch) -> dict[str, dict[str, float]]:
 
     out: dict[str, dict[str, float]] = {}
     cpu = kinds_in(batch.kind, CPU_KINDS)
-    for rank in np.unique(batch.rank).tolist():
+    for rank in distinct(batch.rank).tolist():
         in_rank = batch.rank == rank
         rows = np.flatnonzero(cpu & in_rank)
         if not len(rows):
@@ -121,7 +122,7 @@ def annotation_durations(batch: EventBatch, limit: int = 20_000) -> dict[str, li
     rows = np.sort(np.concatenate([annotation_rows(batch), annotation_rows(batch, Kind.GPU_USER_ANNOTATION)]))
     out: dict[str, list[float]] = {}
     durs = (batch.end_ns[rows] - batch.start_ns[rows]) / 1e3
-    for name_id in np.unique(batch.name[rows]).tolist():
+    for name_id in distinct(batch.name[rows]).tolist():
         sel = durs[batch.name[rows] == name_id]
         out[batch.strings[name_id]] = sel[:limit].tolist()
     return out

@@ -18,6 +18,7 @@ from typing import Iterable
 
 import numpy as np
 
+from cuda_tracer.model.array_sets import distinct
 from cuda_tracer.model.events import EventBatch, Kind, kinds_in
 
 SYNC_API = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
@@ -58,7 +59,7 @@ def platform_of(batch: EventBatch, metas: Iterable[dict] = ()) -> str:
     """``"cuda"``, ``"rocm"`` or ``"unknown"``; see the module docstring."""
     api = np.flatnonzero(kinds_in(batch.kind, (Kind.RUNTIME, Kind.DRIVER)))
     hip = cuda = 0
-    for name_id in np.unique(batch.name[api]).tolist():
+    for name_id in distinct(batch.name[api]).tolist():
         name = batch.strings[name_id]
         if name.startswith(("hip", "hsa")):
             hip += 1

@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 
+from cuda_tracer.model.array_sets import distinct
+
 from .summary_schema import DurationStats, Percentiles, TimeStats
 
 NS_PER_US = 1000.0
@@ -132,7 +134,7 @@ def unique_rows(keys: np.ndarray, counts: bool = False) -> tuple[np.ndarray, np.
     radix = keys.max(axis=0) - low + 1
     values = None
     if np.prod(radix.astype(float)) >= 2.0**62:  # wide ranges: each column's distinct values
-        values = [np.unique(keys[:, j]) for j in range(keys.shape[1])]
+        values = [distinct(keys[:, j]) for j in range(keys.shape[1])]
         radix = np.array([len(v) for v in values], np.int64)
         if np.prod(radix.astype(float)) >= 2.0**62:  # codes would not fit: the plain way
             uniq, found = _unique(keys, counts, axis=0)

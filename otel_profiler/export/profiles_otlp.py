@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from cuda_tracer.model.array_sets import distinct
 from cuda_tracer.model.events import EventBatch, Kind
 
 from ..analysis.attribution.stacks import (OPERATOR, class_name, copy_name, frame_paths, samples,
@@ -148,7 +149,7 @@ class _Encoder:
             location_of_frame[frame_id] = len(self.d.location_table) - 1
         out = {}
         paths = frame_paths(self.model, stack_ids)  # the samples' stacks and their callers'
-        for stack_id in np.unique(stack_ids).tolist():
+        for stack_id in distinct(stack_ids).tolist():
             self.d.stack_table.add(location_indices=[location_of_frame[f] for f in paths[stack_id].tolist()])
             out[stack_id] = len(self.d.stack_table) - 1
         return out

@@ -29,6 +29,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from cuda_tracer.model.array_sets import distinct
 from cuda_tracer.model.correlate import Correlation, correlate, queue_depths
 from cuda_tracer.model.events import EventBatch, Kind, MemcpyKind, SyncKind
 
@@ -129,7 +130,7 @@ class ProfileMetrics:
 
     def _observe_batch(self, batch: EventBatch, meta: dict[str, Any]) -> None:
         corr = correlate(batch)
-        for rank in np.unique(batch.rank).tolist():
+        for rank in distinct(batch.rank).tolist():
             counts = np.bincount(batch.kind[batch.rank == rank], minlength=len(Kind) + 1)
             for k in Kind:
                 if counts[k]:
@@ -144,7 +145,7 @@ class ProfileMetrics:
 
         gpu_rank = batch.rank[corr.gpu_rows]
         matched = corr.matched
-        for rank in np.unique(gpu_rank).tolist():
+        for rank in distinct(gpu_rank).tolist():
             mine = gpu_rank == rank
             for cls, us in class_times(batch, corr.gpu_rows[mine]).items():
                 self._add(m.KERNEL_TIME, {"otel_profiler.rank": rank, "gpu.kernel.class": cls}, us / 1e6)
@@ -173,7 +174,7 @@ class ProfileMetrics:
 
     def _transfers(self, batch: EventBatch) -> None:
         durations = batch.duration_ns
-        for rank in np.unique(batch.rank).tolist():
+        for rank in distinct(batch.rank).tolist():
             in_rank = batch.rank == rank
             copies = in_rank & (batch.kind == Kind.MEMCPY)
             for mk in MemcpyKind:
@@ -198,7 +199,7 @@ class ProfileMetrics:
     def _flops(self, batch: EventBatch, corr: Correlation, meta: dict[str, Any]) -> None:
         if not batch.extra("shape_args"):  # no operator recorded with shapes
             return
-        ranks = np.unique(batch.rank).tolist()
+        ranks = distinct(batch.rank).tolist()
         for rank in ranks:
             part = batch if len(ranks) == 1 else batch.take(np.flatnonzero(batch.rank == rank))
             section = flops_section(part, corr if part is batch else correlate(part),

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cuda_tracer.model.array_sets import distinct
 from cuda_tracer.model.events import EventBatch, Kind
 
 
@@ -51,7 +52,7 @@ def select(batch: EventBatch, budget: int, trace_row: np.ndarray, n_traces: int,
     may_aggregate = np.concatenate([units, call_rows, dropped_annotations])
     key = (trace_row[may_aggregate] << 40) | (batch.kind[may_aggregate].astype(np.int64) << 32) | \
         batch.name[may_aggregate].astype(np.int64)
-    distinct_keys = np.unique(key)
+    distinct_keys = distinct(key)
     reserve = np.bincount((distinct_keys >> 40).astype(np.int64), minlength=n_traces)
     fixed = 1 + np.bincount(trace_row[annotations[keep[annotations]]], minlength=n_traces)
     available = np.maximum(budget - fixed - reserve - reserved, 0)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from cuda_tracer.model.array_sets import distinct
 from cuda_tracer.model.events import GPU_OP_KINDS, Kind, MemcpyKind, SyncKind
 
 from ..analysis.breakdown import KERNEL_CLASSES, classify
@@ -149,7 +150,7 @@ def mfu(key: str, layout: SpanLayout, columns: Columns) -> None:
     plan, figures = layout.plan, layout.figures
     peak = peak_of(meta_device_names([plan.meta]), figures.flops_by_dtype)
     batch = plan.batch
-    gpus = len(np.unique(batch.device[batch.kind == Kind.KERNEL]))
+    gpus = len(distinct(batch.device[batch.kind == Kind.KERNEL]))
     traces = layout.root_traces
     step = plan.traces.is_step[traces] & (figures.flops[traces] > 0)
     spans, values = [], []

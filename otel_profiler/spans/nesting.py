@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from cuda_tracer.model.array_sets import distinct
 from cuda_tracer.model.events import MISSING, EventBatch
 
 
@@ -68,7 +69,7 @@ def thread_forests(batch: EventBatch, scopes: np.ndarray) -> dict[int, Forest]:
     and for the calls' parents."""
     out = {}
     tids = batch.tid[scopes]
-    for tid in np.unique(tids).tolist():
+    for tid in distinct(tids).tolist():
         rows = scopes[tids == tid]
         rows = rows[np.lexsort((-batch.end_ns[rows], batch.start_ns[rows]))]
         starts, ends = batch.start_ns[rows], batch.end_ns[rows]
@@ -92,7 +93,7 @@ def parents_by_thread(forests: dict[int, Forest], rows: np.ndarray, anchor_t: np
     """Innermost scope on the anchor thread containing the anchor time (same trace), else -1."""
     out = np.full(len(rows), -1, np.int64)
     q_tid = anchor_tid[rows]
-    for tid in np.unique(q_tid).tolist():
+    for tid in distinct(q_tid).tolist():
         if tid == MISSING or tid not in forests:
             continue
         scope_rows, starts, ends, par = forests[tid]

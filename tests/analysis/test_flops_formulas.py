@@ -599,3 +599,17 @@ def test_peak_fallbacks_and_overrides() -> None:
         "Some Accelerator 9000", "bf16", 123.0, 4.5)
     assert peak_for("Some Accelerator 9000", "bf16") is None
     assert peak_for("Some Accelerator 9000", "bf16", None, 4.5) is None  # no FLOP/s figure
+
+
+def test_peak_override_reads_the_settings_only_when_set(monkeypatch) -> None:
+    from otel_profiler.analysis.flops.result import PeakOverride, peak_override
+
+    monkeypatch.delenv("OTEL_PROFILER_PEAK_TFLOPS", raising=False)
+    monkeypatch.delenv("OTEL_PROFILER_PEAK_TB_PER_S", raising=False)
+    assert peak_override() == PeakOverride()
+    monkeypatch.setenv("OTEL_PROFILER_PEAK_TB_PER_S", "2.5")
+    assert peak_override() == PeakOverride(None, 2.5)
+    monkeypatch.setenv("OTEL_PROFILER_PEAK_TFLOPS", "not a number")  # the settings' rule: the default
+    assert peak_override() == PeakOverride(None, 2.5)
+    monkeypatch.setenv("OTEL_PROFILER_PEAK_TFLOPS", "312")
+    assert peak_override() == PeakOverride(312.0, 2.5)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from cuda_tracer.model.array_sets import distinct
 from cuda_tracer.model.correlate import Correlation, correlate
 from cuda_tracer.model.events import MISSING, EventBatch, Kind, kinds_in
 
@@ -57,7 +58,7 @@ def annotation_rows(batch: EventBatch, kind: Kind = Kind.USER_ANNOTATION) -> np.
     """Rows of the annotations of ``kind`` that the user's code opened: torch's own ranges, recorded
     the same way, left out (see the module docstring)."""
     rows = np.flatnonzero(batch.kind == kind)
-    names = np.unique(batch.name[rows])  # each name checked once
+    names = distinct(batch.name[rows])  # each name checked once
     torchs = names[[torch_range(batch.strings[i]) is not None for i in names.tolist()]]
     return rows[~np.isin(batch.name[rows], torchs)] if len(torchs) else rows
 

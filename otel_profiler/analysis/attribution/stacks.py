@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cuda_tracer.model.array_sets import distinct
 from cuda_tracer.model.correlate import Correlation, _keys, _lookup, correlate
 from cuda_tracer.model.events import LAUNCH_KINDS, MISSING, EventBatch, Kind, MemcpyKind, kinds_in
 
@@ -260,7 +261,7 @@ def step_rows(batch: EventBatch, model: StackModel) -> tuple[np.ndarray, np.ndar
     when = np.concatenate([when_gpu, batch.start_ns[o]])
     out = np.full(len(rows), -1, np.int64)
     steps = np.flatnonzero(batch.kind == Kind.STEP)
-    for rank in np.unique(batch.rank[steps]).tolist():
+    for rank in distinct(batch.rank[steps]).tolist():
         mine = steps[batch.rank[steps] == rank]
         mine = mine[np.argsort(batch.start_ns[mine], kind="stable")]
         at = np.flatnonzero(batch.rank[rows] == rank)
@@ -274,19 +275,19 @@ def step_rows(batch: EventBatch, model: StackModel) -> tuple[np.ndarray, np.ndar
 def used_frames(model: StackModel, stack_ids: np.ndarray) -> np.ndarray:
     """The frame ids, ascending, of ``stack_ids`` and all their callers."""
     used = np.zeros(len(model.stack_frame), bool)
-    level = np.unique(stack_ids)
+    level = distinct(stack_ids)
     while len(level):  # the stacks, then their callers, up to the outermost
         used[level] = True
-        level = np.unique(model.stack_caller[level])
+        level = distinct(model.stack_caller[level])
         level = level[~used[level]]
-    frame_ids = np.unique(model.stack_frame[used])
+    frame_ids = distinct(model.stack_frame[used])
     return frame_ids[frame_ids >= 0]
 
 
 def frame_paths(model: StackModel, stack_ids: np.ndarray) -> dict[int, np.ndarray]:
     """Per stack id of ``stack_ids``: its frame ids, innermost first (callers' paths computed once)."""
     paths: dict[int, np.ndarray] = {0: np.zeros(0, np.int64)}
-    for stack_id in np.unique(stack_ids).tolist():
+    for stack_id in distinct(stack_ids).tolist():
         chain = []
         while stack_id not in paths:
             chain.append(stack_id)

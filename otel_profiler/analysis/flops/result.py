@@ -5,6 +5,7 @@ Definitions in ``costs``."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,8 +25,15 @@ class PeakOverride:
     tb_per_s: float | None = None
 
 
+PEAK_VARIABLES = ("OTEL_PROFILER_PEAK_TFLOPS", "OTEL_PROFILER_PEAK_TB_PER_S")
+
+
 def peak_override() -> PeakOverride:
-    """The peak figures of the settings (0: none given)."""
+    """The peak figures of the settings (0: none given). The settings are read only where one of
+    their two variables is set: reading them all (and importing their definitions) took 16 ms, a
+    tenth of a summary of 216k events."""
+    if not any(name in os.environ for name in PEAK_VARIABLES):
+        return PeakOverride()
     from ...config import load
 
     settings = load()

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import numpy as np
 
+from cuda_tracer.model.array_sets import distinct
 from cuda_tracer.model.correlate import Correlation, correlate
 from cuda_tracer.model.events import EventBatch, Kind, kinds_in
 from cuda_tracer.profile import Profile
@@ -87,7 +88,7 @@ class Context:
         if not len(steps) or not len(rows):
             return rows[:0]
         keep = np.zeros(len(rows), bool)
-        for rank in np.unique(b.rank[steps]).tolist():
+        for rank in distinct(b.rank[steps]).tolist():
             s = steps[b.rank[steps] == rank]
             lo, hi = b.start_ns[s], b.end_ns[s]
             mine = b.rank[rows] == rank

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cuda_tracer.model.array_sets import distinct
 from cuda_tracer.model.events import MISSING
 from cuda_tracer.profile import Profile
 
@@ -115,7 +116,7 @@ def step_outliers(ctx: Context) -> list[Insight]:
     floors: jitter of a few ms, as under DDP, is no finding). The first ``warmup_steps`` of a rank
     are named warm-up; when only they are slow the finding is low severity."""
     b, th, out = ctx.batch, ctx.th, []
-    for rank in np.unique(b.rank[ctx.step_rows]).tolist():
+    for rank in distinct(b.rank[ctx.step_rows]).tolist():
         rows = ctx.step_rows[b.rank[ctx.step_rows] == rank]
         if len(rows) < th.min_steps:
             continue
@@ -196,7 +197,7 @@ def load_balancing(ctx: Context) -> list[Insight]:
 def straggler_ranks(ctx: Context) -> list[Insight]:
     """Ranks whose median step time is ``straggler_pct`` % above the median over ranks."""
     b = ctx.batch
-    ranks = np.unique(b.rank[ctx.step_rows]).tolist()
+    ranks = distinct(b.rank[ctx.step_rows]).tolist()
     if len(ranks) < 2:
         return []
     med = {}
@@ -233,7 +234,7 @@ def _memory_samples(ctx: Context) -> dict[tuple[int, int], tuple[np.ndarray, np.
     """(rank, device) → (times, Total Allocated bytes) of CUDA [memory] events, in time order."""
     b = ctx.batch
     key_id = b.name_id("total_allocated")
-    rows = np.unique(b.extra_row[b.extra_key == key_id]) if key_id >= 0 else np.zeros(0, np.int64)
+    rows = distinct(b.extra_row[b.extra_key == key_id]) if key_id >= 0 else np.zeros(0, np.int64)
     alloc = b.extra_column("total_allocated", rows)
     keep = (b.extra_column("device_type", rows) == CUDA_DEVICE_TYPE) & (alloc != MISSING)
     rows, alloc = rows[keep], alloc[keep]

@@ -24,6 +24,7 @@ from typing import TypedDict
 
 import numpy as np
 
+from cuda_tracer.model.array_sets import distinct
 from cuda_tracer.model.events import MISSING, EventBatch, Kind
 
 from ..attribution.operators import operator_rows
@@ -48,7 +49,7 @@ def gpu_memory_rows(batch: EventBatch, host: bool = False) -> dict[str, np.ndarr
     relative = allocated == MISSING
     if relative.any():  # older traces: totals from the sizes, per device
         key = (batch.rank[rows].astype(np.int64) << 32) | batch.device[rows]
-        for k in np.unique(key[relative]).tolist():
+        for k in distinct(key[relative]).tolist():
             at = np.flatnonzero((key == k) & relative)
             allocated[at] = np.cumsum(batch.bytes[rows[at]])
     return {"rows": rows, "allocated": allocated, "reserved": reserved, "relative": relative}
@@ -216,7 +217,7 @@ def memory_timeline(batch: EventBatch, multi_rank: bool = False, points: int = T
         alloc, reserved = m["allocated"][at], m["reserved"][at]
         if len(t) > points:
             edges = np.linspace(t[0], t[-1] + 1, points + 1)
-            starts = np.unique(np.searchsorted(t, edges[:-1]))
+            starts = distinct(np.searchsorted(t, edges[:-1]))
             starts = starts[starts < len(t)]
             t, alloc, reserved = (t[starts], np.maximum.reduceat(alloc, starts),
                                   np.maximum.reduceat(reserved, starts))
