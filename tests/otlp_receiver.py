@@ -30,6 +30,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
+    ExportTracePartialSuccess,
     ExportTraceServiceResponse,
 )
 from ports import free_port  # noqa: F401  (also for the modules importing it from here)
@@ -87,6 +88,9 @@ class _Servicer(trace_service_pb2_grpc.TraceServiceServicer):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong credentials")
         time.sleep(self.r.delay_s)
         self.r.collected.add(request, headers)
+        if self.r.reject_spans:  # a partial success: the receiver says it dropped some
+            return ExportTraceServiceResponse(partial_success=ExportTracePartialSuccess(
+                rejected_spans=self.r.reject_spans, error_message="over this receiver's quota"))
         return ExportTraceServiceResponse()
 
 
@@ -105,8 +109,9 @@ class OtlpReceiver:
     """``start()`` opens a gRPC server and an HTTP server on free localhost ports."""
 
     def __init__(self, required_headers: dict[str, str] | None = None, delay_s: float = 0.0,
-                 grpc_port: int = 0) -> None:
+                 grpc_port: int = 0, reject_spans: int = 0) -> None:
         self.grpc_port = grpc_port
+        self.reject_spans = reject_spans  # gRPC: each trace request answered with this many rejected
         self.required_headers = {k.lower(): v for k, v in (required_headers or {}).items()}
         self.delay_s = delay_s
         self.collected = Collected()

@@ -40,8 +40,11 @@ if TYPE_CHECKING:
 MAX_PENDING_BYTES = 64 << 20  # more waiting for the network than this goes to the spool at once
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class _Item:
+    """One request: compared by identity (two requests may hold the same bytes), and never shown:
+    its text is megabytes of encoded spans."""
+
     request: bytes
     spans: int
     done: bool = False
@@ -163,11 +166,9 @@ class Delivery:
             if item.done:
                 return  # a close spooled it while it was in flight
             item.done = True
-            try:
+            if item in self._pending:  # (sent inline, or spooled before it was queued: not there)
                 self._pending.remove(item)
                 self._pending_bytes -= len(item.request)
-            except ValueError:
-                pass
             c = self.counters
             if result is not None and result.ok:
                 c.add("requests_sent")

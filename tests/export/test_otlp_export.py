@@ -73,6 +73,22 @@ def test_every_span_arrives_once_with_parent_link_times_attrs(tmp_path, receiver
     assert res["otel_profiler.run.id"].string_value == "run-1"
 
 
+def test_a_partial_success_counts_the_rejected_spans_and_warns_once(tmp_path, rank, capfd):
+    with OtlpReceiver(reject_spans=3) as receiver:
+        settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.grpc_endpoint,
+                             OTEL_EXPORTER_OTLP_PROTOCOL="grpc", OTEL_PROFILER_SPAN_BUDGET="400")
+        exporter = exporter_from_settings(settings)
+        assert exporter.submit(rank.meta, rank.batch)
+        counters = exporter.close(20)
+    received = len(receiver.collected.spans())
+    requests = counters["requests_sent"]
+    assert received > 0 and requests > 0 and counters["spans_dropped"] == 0
+    assert counters["spans_rejected"] == 3 * requests
+    assert counters["spans_exported"] == received - 3 * requests
+    warnings = [line for line in capfd.readouterr().err.splitlines() if "rejected" in line]
+    assert len(warnings) == 1 and "receiver rejected 3 spans" in warnings[0], warnings
+
+
 def test_gzip_and_headers_from_traces_variables(tmp_path, rank):
     with OtlpReceiver(required_headers={"authorization": "Bearer s3cret"}) as receiver:
         settings = _settings(tmp_path, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=receiver.http_endpoint + "/v1/traces",
