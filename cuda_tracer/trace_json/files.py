@@ -44,7 +44,9 @@ from cuda_tracer.trace_json.schema import Complete, TraceFile
 from cuda_tracer.trace_json.stream import read_stream
 
 
-THREADED_TEXT = 32 << 20  # less JSON text is read faster without the threads' hand-offs
+THREADED_TEXT = 12 << 20
+"""Less JSON text (about one piece) is read faster in one thread: there is no other piece to scan
+while one is converted. From 14 MB on, the threads took a fifth off the read (docs/benchmarks.md)."""
 TEXT_BYTES_PER_ROW = 256  # about what a Kineto trace holds (flow events counted in): sizes the columns
 _RANK_IN_FILENAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _TRACE_SUFFIXES = (".json", ".json.gz")
