@@ -49,6 +49,10 @@ _BOM = b"\xef\xbb\xbf"
 CHUNK_BYTES = 8 << 20
 """Text is decompressed (and, when streamed, decoded) this many bytes at a time."""
 
+FIRST_CHUNK_BYTES = 2 << 20
+"""The first chunk is smaller: a reader that scans the text in another thread starts on it
+sooner (it waited for 16 MB to be decompressed before: a tenth of a 53 MB file's read)."""
+
 _NOT_REGULAR = ((stat.S_ISDIR, "is a directory, not a trace file"),
                 (stat.S_ISFIFO, "is a FIFO (named pipe), not a regular file: only files are read"),
                 (stat.S_ISCHR, "is a character device, not a regular file: only files are read"),
@@ -137,9 +141,10 @@ def text_chunks(path: str, max_text_bytes: int | None = None, chunk_bytes: int =
                 done = now
 
         try:
+            first_bytes = min(chunk_bytes, FIRST_CHUNK_BYTES)
             if not is_gzip(f):
                 first = True
-                while chunk := f.read(chunk_bytes):
+                while chunk := f.read(first_bytes if first else chunk_bytes):
                     report()
                     if first and chunk.startswith(_BOM):
                         chunk = chunk[len(_BOM):]
@@ -149,7 +154,7 @@ def text_chunks(path: str, max_text_bytes: int | None = None, chunk_bytes: int =
             limit = text_limit(os.fstat(f.fileno()).st_size, max_text_bytes)
             total = 0
             with GzipFile(fileobj=f, mode="rb") as z:
-                while chunk := z.read(min(chunk_bytes, limit + 1 - total)):
+                while chunk := z.read(min(chunk_bytes if total else first_bytes, limit + 1 - total)):
                     if not total and chunk.startswith(_BOM):
                         chunk, total = chunk[len(_BOM):], len(_BOM)
                     total += len(chunk)

@@ -47,6 +47,7 @@ from cuda_tracer.trace_json.stream import read_stream
 THREADED_TEXT = 12 << 20
 """Less JSON text (about one piece) is read faster in one thread: there is no other piece to scan
 while one is converted. From 14 MB on, the threads took a fifth off the read (docs/benchmarks.md)."""
+FIRST_PIECE_BYTES = 1 << 20  # the threads' first piece: converted while the next one is scanned
 TEXT_BYTES_PER_ROW = 256  # about what a Kineto trace holds (flow events counted in): sizes the columns
 _RANK_IN_FILENAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _TRACE_SUFFIXES = (".json", ".json.gz")
@@ -93,7 +94,7 @@ def _read_serial(path: str, chunks) -> tuple[TraceFile, list[Part] | Assembly]:
         return read_stream(path, chunks, lambda events: parts.append(convert_part(events))), parts
     assembly = Assembly(text_size(path) // TEXT_BYTES_PER_ROW)
     text = read_ahead(chunks)
-    scanned = ahead(lambda emit: read_stream(path, text, emit))
+    scanned = ahead(lambda emit: read_stream(path, text, emit, first_piece_bytes=FIRST_PIECE_BYTES))
     with closing(text), closing(scanned):
         while True:
             try:

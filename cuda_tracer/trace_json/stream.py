@@ -20,6 +20,7 @@ as are texts smaller than one piece.
 from __future__ import annotations
 
 import re
+from itertools import chain
 from typing import Any, Callable, Iterable
 
 import msgspec
@@ -41,9 +42,13 @@ _ERROR_BYTE = re.compile(r"\(byte (\d+)\)")
 
 
 def read_stream(path: str, chunks: Iterable[bytes], on_events: Callable[[Any], None],
-                piece_bytes: int = PIECE_BYTES, decode: bool = True) -> TraceFile:
+                piece_bytes: int = PIECE_BYTES, decode: bool = True,
+                first_piece_bytes: int | None = None) -> TraceFile:
     """Decode ``chunks`` of a trace's text, handing each piece's decoded events to ``on_events``
     in file order; returns the file's fields with the events not handed on. Raises ``TraceError``.
+
+    ``first_piece_bytes``: the size of the first piece, where it is to be handed on sooner (a
+    consumer in another thread then starts on it while the next piece is read).
 
     ``decode`` False: each piece is only checked to be a JSON list, and handed on as its text
     (``b"[...]"``), for ``decode_events`` elsewhere (another process)."""
@@ -62,13 +67,15 @@ def read_stream(path: str, chunks: Iterable[bytes], on_events: Callable[[Any], N
     head = bytes(buf[:head_end])
     del buf[:head_end - 1]  # the buffer keeps the array's "[": a piece is one slice of it
     consumed = head_end  # the file offset of buf[1]
-    for chunk in it:
+    size = first_piece_bytes or piece_bytes
+    for chunk in chain([b""], it):  # (the text read with the head may hold a first piece)
         buf += chunk
-        while len(buf) > piece_bytes:
+        while len(buf) > size:
             taken, buf = _hand_on_piece(path, buf, consumed, on_events, decode)
             if not taken:
                 break  # one event longer than a piece: wait for more text
             consumed += taken
+            size = piece_bytes
     if len(buf) > TAIL_BYTES:  # the rest is one more piece: up to the array's end where it is found
         end = _array_end(head, buf)
         if end is not None and _hand_on_all(path, buf, end, consumed, on_events, decode):

@@ -64,7 +64,8 @@ def test_long_args_values_are_cut_and_counted_in_whichever_piece_they_are(tmp_pa
         original = trace_files.read_stream
         monkeypatch.setattr(trace_files, "THREADED_TEXT", 0)
         monkeypatch.setattr(trace_files, "read_stream",
-                            lambda p, chunks, emit: original(p, chunks, emit, piece_bytes=16 << 10))
+                            lambda p, chunks, emit, **_: original(p, chunks, emit, piece_bytes=16 << 10,
+                                                                  first_piece_bytes=4 << 10))
     rank = read_trace(str(path))
     values = [v for v in rank.batch.extra_value if isinstance(v, str)]
     assert sorted(map(len, values))[-2:] == [MAX_STRING_CHARS] * 2 and values.count("a.py(1): f") == 998

@@ -67,14 +67,15 @@ def test_every_trace_read_in_pieces_equals_it_read_whole(path):
 def test_every_trace_read_by_threads_and_joined_as_it_comes_equals_it_read_whole(path, bytes_per_row,
                                                                                  monkeypatch):
     """The threaded read (one thread decompresses, one scans, this one converts each piece and
-    joins it at once), with the columns sized beyond the rows or growing past their estimate."""
+    joins it at once; the first piece smaller), with the columns sized beyond the rows or growing
+    past their estimate."""
     size = len(b"".join(text_chunks(str(path))))
     piece = max(4096, size // 7)
     original = trace_files.read_stream
     monkeypatch.setattr(trace_files, "THREADED_TEXT", 0)
     monkeypatch.setattr(trace_files, "TEXT_BYTES_PER_ROW", bytes_per_row)
-    monkeypatch.setattr(trace_files, "read_stream",
-                        lambda path, chunks, emit: original(path, chunks, emit, piece_bytes=piece))
+    monkeypatch.setattr(trace_files, "read_stream", lambda path, chunks, emit, **_: original(
+        path, chunks, emit, piece_bytes=piece, first_piece_bytes=max(2048, piece // 3)))
     whole = read_whole(str(path))
     assert_same(trace_files.read_trace(str(path)), whole)
 
@@ -127,6 +128,27 @@ def test_pieces_cut_inside_strings_and_nested_values_are_not_taken(tmp_path):
         assert parts > 3
         assert_same(streamed, whole)
     assert len(whole.batch) == 400 and whole.batch.names()[0] == "k0" + trap
+
+
+def test_the_first_piece_is_handed_on_before_the_next_text_is_read(tmp_path):
+    """A smaller first piece goes out as soon as the text read with the head holds it: a reader
+    scanning in another thread starts on it while the rest is still being decompressed."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i % 5}", "ts": 10 * i, "dur": 3, "pid": 1,
+               "tid": 1} for i in range(3000)]
+    text = json.dumps({"traceEvents": events}).encode()
+    first, rest = text[:60_000], text[60_000:]
+    seen: list[str] = []
+
+    def chunks():
+        yield first
+        seen.append("second chunk read")
+        yield rest
+
+    def on_events(piece) -> None:
+        seen.append("piece")
+
+    read_stream("first-piece.json", chunks(), on_events, piece_bytes=100_000, first_piece_bytes=20_000)
+    assert seen[:2] == ["piece", "second chunk read"] and seen.count("piece") >= 2, seen
 
 
 @pytest.mark.parametrize("after", ['', ', "traceName": "t", "baseTimeNanoseconds": 5',
