@@ -79,6 +79,7 @@ class _Context:
         numbers = batch.extra("step")
         self.steps = sorted(((int(batch.rank[r]), int(batch.start_ns[r]), int(batch.end_ns[r]),
                               numbers.get(int(r), -1)) for r in steps.tolist()))
+        self._thread_ops: dict[tuple[int, int, int], np.ndarray] = {}  # (rank, pid, tid): its operators
 
     def step_of(self, rank: int, t: int) -> int | None:
         for r, start, end, number in self.steps:
@@ -87,10 +88,15 @@ class _Context:
         return None
 
     def operator_of(self, row: int) -> str | None:
-        b, ops = self.batch, self.ops
+        b = self.batch
+        thread = (int(b.rank[row]), int(b.pid[row]), int(b.tid[row]))
+        ops = self._thread_ops.get(thread)
+        if ops is None:
+            ops = self.ops[(b.rank[self.ops] == thread[0]) & (b.pid[self.ops] == thread[1]) &
+                           (b.tid[self.ops] == thread[2])]
+            self._thread_ops[thread] = ops
         t = b.start_ns[row]
-        holds = ops[(b.rank[ops] == b.rank[row]) & (b.pid[ops] == b.pid[row]) &
-                    (b.tid[ops] == b.tid[row]) & (b.start_ns[ops] <= t) & (t <= b.end_ns[ops])]
+        holds = ops[(b.start_ns[ops] <= t) & (t <= b.end_ns[ops])]
         if not len(holds):
             return None
         inner = holds[np.lexsort((b.end_ns[holds] * -1, b.start_ns[holds]))[-1]]
