@@ -9,8 +9,6 @@ their ranks have no entry.
 
 from __future__ import annotations
 
-import statistics
-
 from cuda_tracer.model.events import Kind
 from cuda_tracer.profile import Profile
 
@@ -18,6 +16,8 @@ from ..summary_schema import CpuStats, CpuUsage
 
 
 def _stats(values: list[float]) -> CpuStats:
+    import statistics
+
     return {"mean": round(statistics.fmean(values), 2), "p50": round(statistics.median(values), 2),
             "max": round(max(values), 2)}
 
@@ -60,6 +60,8 @@ def cpu_usage(profile: Profile) -> dict[str, CpuUsage]:
                 keep, window = inside, "steps"
         if not keep:
             continue
+        import statistics  # here: most profiles have no samples, and its import took 4 ms
+
         m, p = [float(machine[i]) for i in keep], [float(process[i]) for i in keep]
         process_cores = statistics.fmean(p) / 100 * cores
         job_cores = statistics.fmean(float(job[i]) for i in keep) if isinstance(job, list) and len(job) >= len(t) else None
