@@ -32,7 +32,8 @@ class BuildPyWithStartupHook(build_py):
 # The native trace scanner (cuda_tracer/trace_json/scan.py): optional, so that an install without a C
 # compiler still works, reading every trace the Python way.
 SCANNER = Extension("cuda_tracer.trace_json._scan", ["cuda_tracer/trace_json/_scan.c"],
-                    depends=["cuda_tracer/trace_json/_scan_json.h", "cuda_tracer/trace_json/_scan_strings.h"],
+                    depends=["cuda_tracer/trace_json/_scan_json.h", "cuda_tracer/trace_json/_scan_keys.h",
+                             "cuda_tracer/trace_json/_scan_strings.h"],
                     optional=True,
                     extra_compile_args=["-O3"] if os.name == "posix" else [])
 

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "_scan_json.h"
+#include "_scan_keys.h"
 #include "_scan_strings.h"
 
 /* The integer args columns, in this order (trace_scan.ARG_COLUMNS names them). The first
@@ -131,11 +132,6 @@ static void free_columns(Columns *c) {
 }
 
 /* The keys read, in the order of their columns (args) or field bits (events). */
-typedef struct {
-    const char *name;
-    Py_ssize_t length;
-} Key;
-
 #define KEY(text) {text, sizeof(text) - 1}
 static const Key EVENT_KEYS[] = {KEY("ph"), KEY("cat"), KEY("name"), KEY("pid"), KEY("tid"),
                                  KEY("ts"), KEY("dur"), KEY("args")};
@@ -151,46 +147,8 @@ static const Key ARG_KEYS[] = {KEY("External id"), KEY("external id"), KEY("corr
 enum { N_EVENT_KEYS = 8, K_GRID = 9, K_BLOCK, K_COLLECTIVE, K_CALL_STACK, K_MEMORY,
        K_INPUT_DIMS = K_MEMORY + 5, N_ARG_KEYS = K_INPUT_DIMS + 2 };
 
-/* The keys of one set chained by length, so that a look-up compares only keys of the key's length
- * (most members of an event's args are no key of ours, and most lengths have none). */
-#define MAX_KEY_LENGTH 31
-typedef struct {
-    const Key *keys;
-    int8_t head[MAX_KEY_LENGTH + 1], next[32];
-    uint64_t word[32];  /* each key's first eight bytes, zero-padded */
-} KeyIndex;
-
 static KeyIndex EVENT_INDEX, ARG_INDEX;
-
-static void index_keys(KeyIndex *index, const Key *keys, int count) {
-    index->keys = keys;
-    memset(index->head, -1, sizeof(index->head));
-    for (int i = count - 1; i >= 0; i--) {  /* each chain in the set's order */
-        index->next[i] = index->head[keys[i].length];
-        index->head[keys[i].length] = (int8_t)i;
-        index->word[i] = 0;
-        memcpy(&index->word[i], keys[i].name, keys[i].length < 8 ? keys[i].length : 8);
-    }
-}
-
-/* The key's id in ``index``, or -1. ``end`` ends the text: a key of up to eight bytes is compared
- * as one word where eight bytes can be read from its start (a key is followed by its quote). */
-static inline int find_key(const char *k, Py_ssize_t n, const KeyIndex *index, const char *end) {
-    if (n > MAX_KEY_LENGTH || index->head[n] < 0) return -1;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    if (n <= 8 && end - k >= 8) {
-        uint64_t w;
-        memcpy(&w, k, 8);
-        if (n < 8) w &= (((uint64_t)1) << (8 * n)) - 1;  /* the first n bytes (little-endian) */
-        for (int i = index->head[n]; i >= 0; i = index->next[i])
-            if (index->word[i] == w) return i;
-        return -1;
-    }
-#endif
-    for (int i = index->head[n]; i >= 0; i = index->next[i])
-        if (!memcmp(index->keys[i].name, k, n)) return i;
-    return -1;
-}
+static QuickKeys EVENT_QUICK, ARG_QUICK;
 
 
 /* The args object of row r: its integer fields into the args columns; anything it does not read
@@ -200,10 +158,14 @@ static Status scan_args(Text *t, Columns *c, Strings *strings, Py_ssize_t r) {
     t->p++;
     skip_ws(t);
     if (t->p < t->end && *t->p == '}') { t->p++; return OK; }
-    for (;;) {
-        const char *k; Py_ssize_t n; int esc, more; Status s;
-        if ((s = member_key(t, &k, &n, &esc))) return s;
-        int key = esc ? -1 : find_key(k, n, &ARG_INDEX, t->end);
+    for (int guess = 0;;) {
+        const char *k; Py_ssize_t n; int esc = 0, more; Status s;
+        int key = quick_key(t, &ARG_QUICK, guess);
+        if (key < 0) {
+            if ((s = member_key(t, &k, &n, &esc))) return s;
+            key = esc ? -1 : find_key(k, n, &ARG_INDEX, t->end);
+        }
+        guess = key + 1;
         int memory = key >= K_MEMORY && key < K_INPUT_DIMS;
         int column = key >= 0 && key < K_GRID ? key : memory ? A_MEMORY + key - K_MEMORY : -1;
         int triple = key == K_GRID ? A_GRID : key == K_BLOCK ? A_BLOCK : -1;
@@ -297,11 +259,15 @@ static Status scan_event(Text *t, Columns *c, Strings *strings) {
     t->p++;
     skip_ws(t);
     if (t->p < t->end && *t->p == '}') { t->p++; c->count++; return OK; }
-    for (;;) {
+    for (int guess = 0;;) {
         const char *k; Py_ssize_t n; int esc, more; Status s;
-        if ((s = member_key(t, &k, &n, &esc))) return s;
-        if (esc) return UNUSUAL;  /* a key that might decode to one of ours */
-        int key = find_key(k, n, &EVENT_INDEX, t->end);
+        int key = quick_key(t, &EVENT_QUICK, guess);
+        if (key < 0) {
+            if ((s = member_key(t, &k, &n, &esc))) return s;
+            if (esc) return UNUSUAL;  /* a key that might decode to one of ours */
+            key = find_key(k, n, &EVENT_INDEX, t->end);
+        }
+        guess = key + 1;
         int field = key >= 0 ? 1 << key : 0;
         if (field & seen) return UNUSUAL;  /* a duplicate field */
         seen |= field;
@@ -452,6 +418,8 @@ PyMODINIT_FUNC PyInit__scan(void) {
     init_tables();
     index_keys(&EVENT_INDEX, EVENT_KEYS, N_EVENT_KEYS);
     index_keys(&ARG_INDEX, ARG_KEYS, N_ARG_KEYS);
+    index_quick_keys(&EVENT_QUICK, EVENT_KEYS, N_EVENT_KEYS);
+    index_quick_keys(&ARG_QUICK, ARG_KEYS, N_ARG_KEYS);
     PyObject *m = PyModule_Create(&module);
     if (m && (PyModule_AddIntConstant(m, "N_ARGS", N_ARGS) ||
               PyModule_AddIntConstant(m, "N_COMMON_ARGS", N_COMMON_ARGS))) {

@@ -204,12 +204,43 @@ static Status number_at(Text *t, const char **digits, int *negative, int *plain,
     return OK;
 }
 
+/* The digits of a number at p (after an optional minus sign): their count (0: none, or more than
+ * 18, or a leading zero before another digit: cases the full path reads) and value. */
+static inline Py_ssize_t plain_digits(const char **at, const char *end, uint64_t *value) {
+    const char *p = *at, *digits = p;
+    uint64_t v = 0;
+    while (p < end && (unsigned)(*p - '0') < 10u) {
+        v = v * 10 + (uint64_t)(*p - '0');
+        p++;
+    }
+    Py_ssize_t n = p - digits;
+    if (n > 18 || (n > 1 && *digits == '0')) return 0;
+    *at = p;
+    *value = v;
+    return n;
+}
+
+/* The common case of read_int, in one pass: -?digits, at most 18, with no fraction or exponent.
+ * 0 (nothing read) for anything else, which read_int's full path then reads and checks. */
+static inline int quick_int(Text *t, int64_t *out) {
+    const char *p = t->p;
+    int negative = p < t->end && *p == '-';
+    p += negative;
+    uint64_t v;
+    if (!plain_digits(&p, t->end, &v) || (p < t->end && (*p == '.' || *p == 'e' || *p == 'E')))
+        return 0;
+    t->p = p;
+    *out = negative ? -(int64_t)v : (int64_t)v;
+    return 1;
+}
+
 /* A plain integer value (-?digits, at most 18 of them) into *out; *is_int 0 for any other value
  * (skipped). */
 static Status read_int(Text *t, int64_t *out, int *is_int) {
     const char *p;
     int negative, plain, found;
-    *is_int = 0;
+    *is_int = quick_int(t, out);
+    if (*is_int) return OK;
     Status s = number_at(t, &p, &negative, &plain, &found);
     if (s || !found || !plain || t->p - p > 18) return s;
     int64_t v = 0;
@@ -248,11 +279,40 @@ static Status read_id(Text *t, int64_t *out, int *is_int, int *named) {
     return OK;
 }
 
+/* The common case of read_time, in one pass: -?digits[.digits] (each at most 18 digits, no
+ * exponent) within the limits; 0 (nothing read) for anything else, which the full path reads. */
+static inline int quick_time(Text *t, int64_t *ns) {
+    const char *p = t->p;
+    int negative = p < t->end && *p == '-';
+    p += negative;
+    uint64_t whole, frac = 0;
+    if (!plain_digits(&p, t->end, &whole)) return 0;
+    int frac_digits = 0;
+    if (p < t->end && *p == '.') {
+        const char *first = ++p;
+        while (p < t->end && (unsigned)(*p - '0') < 10u) {
+            if (p - first < 3) frac = frac * 10 + (uint64_t)(*p - '0');
+            p++;
+        }
+        frac_digits = (int)(p - first);
+        if (!frac_digits || frac_digits > 18) return 0;
+    }
+    if (p < t->end && (*p == 'e' || *p == 'E')) return 0;
+    for (int d = frac_digits; d < 3; d++) frac *= 10;
+    if (whole >= (uint64_t)WHOLE_LIMIT) return 0;
+    int64_t v = (int64_t)whole * 1000 + (int64_t)frac;
+    if (v >= TIME_LIMIT_NS) return 0;
+    t->p = p;
+    *ns = negative ? -v : v;
+    return 1;
+}
+
 /* A plain decimal time (µs) as exact ns, as trace_times.decimal_ns: *ok 0 for any other value. */
 static Status read_time(Text *t, int64_t *ns, int *ok) {
     const char *p;
     int negative, plain, found;
-    *ok = 0;
+    *ok = quick_time(t, ns);
+    if (*ok) return OK;
     Status s = number_at(t, &p, &negative, &plain, &found);
     if (s || !found) return s;
     int64_t whole = 0, frac = 0;

@@ -61,13 +61,15 @@ def _decimal(draw, negative: bool = False) -> str:
     return f"{whole}{frac}"
 
 
-ODD_TIMES = ["1e3", "null", '"12"', "[]", "12345678901234567890", "-0.5", "1.5E2"]
+ODD_TIMES = ["1e3", "null", '"12"', "[]", "12345678901234567890", "-0.5", "1.5E2", "0", "-0", "0.25",
+             "123456789012345678", "1234567890123456789.5", "12.1234567890123456789", "01"]
 IDS = st.one_of(st.integers(-5, 2**40), st.sampled_from(
     ['"25738"', '"stream 7"', '"Traces"', '""', '"0x1A"', '" 12 "', '"inf"', '"nan"', '"1e3"',
      "1.5", "null", "true", '"12345678901234567"', '"-3"', '"7\\u0030"', "[1]", '{"a": 1}']))
 ARG_VALUES = st.one_of(st.integers(-2**63, 2**63 - 1), st.sampled_from(
     ['"7"', "-1", "1.5", "null", "[1, 2, 3]", "[1, 2]", '[1, "2", 3]', "[]", '{"x": [1, {"y": 2}]}',
-     '"\\u00e9\\n"', "true", "99999999999999999999"]))
+     '"\\u00e9\\n"', "true", "99999999999999999999", "-0", "0", "123456789012345678",
+     "1234567890123456789", "9999999999999999999", "-9223372036854775809", "1E2", "-12e-1", "01"]))
 ARG_KEYS = ["External id", "external id", "correlation", "device", "stream", "bytes", "grid",
             "block", "registers per thread", "shared memory", "graph id", "Collective name",
             "Call stack", "In msg nelems", "dtype", "Bytes", "Device Id", "Total Allocated",
@@ -87,6 +89,7 @@ NAMES = ["ProfilerStep#3", "[memory]", "aten::mm", "cudaLaunchKernel", "Memcpy H
 def events(draw):
     """One event's JSON text: usual fields in any order, values usual or odd."""
     fields = {}
+    colon = draw(st.sampled_from([": ", ": ", ":", " : ", ":\n  "]))  # keys written every way
     fields["ph"] = json.dumps(draw(st.sampled_from("XXXXiIMsftBECP"))) if draw(
         st.integers(0, 300)) else draw(st.sampled_from(['"XX"', "1", '"\\u0058"']))
     if draw(st.integers(0, 20)):
@@ -108,7 +111,7 @@ def events(draw):
             else _decimal(draw)
     if draw(st.integers(0, 8)):
         keys = draw(st.lists(st.sampled_from(ARG_KEYS), max_size=6, unique=True))
-        fields["args"] = "{" + ", ".join(f'"{k}": {_value(draw, k)}' for k in keys) + "}"
+        fields["args"] = "{" + ", ".join(f'"{k}"{colon}{_value(draw, k)}' for k in keys) + "}"
     elif draw(st.booleans()):
         fields["args"] = draw(st.sampled_from(["null", "[]", '"x"', "3"]))
     if draw(st.booleans()):
@@ -116,7 +119,10 @@ def events(draw):
     if draw(st.booleans()):  # a near miss of an event key
         fields[draw(st.sampled_from(["nam", "phx", "tS", "durs", "argz", "pi", "Name"]))] = "1"
     order = draw(st.permutations(list(fields)))
-    return "{" + ", ".join(f'"{k}": {fields[k]}' for k in order) + "}"
+    if draw(st.integers(0, 30)) == 0:  # an escaped key that decodes to one of ours
+        order = [k.replace("p", "\\u0070", 1) if k == "ph" else k for k in order]
+        fields = {k.replace("p", "\\u0070", 1) if k == "ph" else k: v for k, v in fields.items()}
+    return "{" + ", ".join(f'"{k}"{colon}{fields[k]}' for k in order) + "}"
 
 
 def _value(draw, key: str) -> str:
