@@ -21,7 +21,6 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..spans.attributes import AttrColumn
 from ..spans.table import SPAN_KIND_INTERNAL, SpanTable
 from ..shared.ids import mix64
 
@@ -29,6 +28,7 @@ DEFAULT_MAX_REQUEST_BYTES = 3 * 1024 * 1024
 
 # ------------------------------------------------------------------------- protobuf primitives
 _POW7 = np.array([1 << (7 * k) for k in range(1, 10)], np.uint64)
+_SHIFTS = np.arange(0, 70, 7, dtype=np.uint64)  # the ten seven-bit groups of a 64-bit varint
 
 
 def varint(value: int) -> bytes:
@@ -55,11 +55,8 @@ def varint_width(values: np.ndarray) -> int:
 
 def fixed_varints(values: np.ndarray, width: int) -> np.ndarray:
     """``(n, width)`` uint8: each value as a varint padded to ``width`` bytes with continuation bits."""
-    u = values.astype(np.uint64)
-    out = np.empty((len(u), width), np.uint8)
-    for i in range(width):
-        byte = (u >> np.uint64(7 * i)) & np.uint64(0x7F)
-        out[:, i] = byte if i == width - 1 else byte | np.uint64(0x80)
+    out = ((values.astype(np.uint64)[:, None] >> _SHIFTS[:width]) & np.uint64(0x7F)).astype(np.uint8)
+    out[:, :-1] |= np.uint8(0x80)
     return out
 
 
@@ -152,13 +149,15 @@ def _group_keys(table: SpanTable) -> np.ndarray:
 
 
 class SpanEncoder:
-    """Encodes one SpanTable; pre-encodes names, keys and values once."""
+    """Encodes one SpanTable; pre-encodes names, keys and values once, and the byte columns of the
+    ids and times once for the whole table (each group takes its rows)."""
 
     def __init__(self, table: SpanTable) -> None:
         self.t = table
         self._name_bytes: dict[int, bytes] = {}
         self._value_bytes: dict[int, bytes] = {}
         self._key_bytes = [_len_field(0x0A, a.key.encode()) for a in table.attrs]
+        self._columns: dict[str, np.ndarray] = {}
 
     def _name(self, i: int) -> bytes:
         b = self._name_bytes.get(i)
@@ -172,6 +171,34 @@ class SpanEncoder:
             b = self._value_bytes[i] = _len_field(0x12, any_value(self.t.values[i]))
         return b
 
+    def _column(self, name: str) -> np.ndarray:
+        """The table's ``trace`` ids (16 bytes), ``span``/``parent``/``link`` ids (8, big-endian) or
+        ``start``/``end`` times (8, little-endian) as bytes, one row per span."""
+        column = self._columns.get(name)
+        if column is None:
+            t = self.t
+            column = self._columns[name] = (
+                np.hstack([_be_bytes(t.trace_hi), _be_bytes(t.trace_lo)]) if name == "trace" else
+                _le_bytes(getattr(t, f"{name}_ns")) if name in ("start", "end") else
+                _be_bytes(getattr(t, "span_id" if name == "span" else f"{name}_id")))
+        return column
+
+    def _layout_fields(self, rows: np.ndarray) -> list[np.ndarray]:
+        """What decides a span's layout, per field, for ``rows``: spans of one group must agree on
+        all of them (``_group_keys`` hashes them; a collision must not mix two layouts)."""
+        t = self.t
+        fields = [t.name[rows], t.parent_id[rows] != 0, t.link_id[rows] != 0]
+        for a in t.attrs:
+            if a.present is not None:
+                fields.append(a.present[rows])
+            if a.type == "value":
+                fields.append(a.values[rows])
+        fields += [link.span_id[rows] != 0 for link in t.extra_links]
+        if t.trace_states:
+            states = {state: k for k, state in enumerate(dict.fromkeys(t.trace_states.values()), 1)}
+            fields.append(np.array([states.get(t.trace_states.get(r, ""), 0) for r in rows.tolist()]))
+        return fields
+
     def records(self) -> Iterator[np.ndarray]:
         """Per layout group: an ``(n, record_len)`` uint8 array of ``ScopeSpans.spans`` fields."""
         t = self.t
@@ -181,64 +208,69 @@ class SpanEncoder:
         order = np.argsort(keys, kind="stable")
         sk = keys[order]
         bounds = np.flatnonzero(sk[1:] != sk[:-1]) + 1
-        for rows in np.split(order, bounds):
-            yield from self._group(rows)
+        starts = np.concatenate(([0], bounds))
+        first = order[np.repeat(starts, np.diff(np.append(starts, len(order))))]  # each one's group's
+        differs = np.zeros(len(order), bool)
+        for of_rows, of_first in zip(self._layout_fields(order), self._layout_fields(first)):
+            differs |= of_rows != of_first
+        mixed = np.logical_or.reduceat(differs, starts)  # groups whose keys collided
+        for rows, collided in zip(np.split(order, bounds), mixed.tolist()):
+            if collided:
+                yield from self._split(rows)
+            else:
+                yield self._group(rows)
 
-    def _group(self, rows: np.ndarray) -> Iterator[np.ndarray]:
+    def _split(self, rows: np.ndarray) -> Iterator[np.ndarray]:
+        """Rows whose layout keys collided: the first one's layout, then the others'."""
+        same = np.ones(len(rows), bool)
+        for field in self._layout_fields(rows):
+            same &= field == field[0]
+        if not same.all():
+            yield from self._split(rows[~same])
+            rows = rows[same]
+        yield self._group(rows)
+
+    def _group(self, rows: np.ndarray) -> np.ndarray:
         t = self.t
         first = rows[0]
-        # Hash collisions are harmless but must not mix layouts: split off rows that differ.
-        same = t.name[rows] == t.name[first]
-        same &= (t.parent_id[rows] != 0) == (t.parent_id[first] != 0)
-        same &= (t.link_id[rows] != 0) == (t.link_id[first] != 0)
-        for a in t.attrs:
-            if a.present is not None:
-                same &= a.present[rows] == a.present[first]
-            if a.type == "value":
-                same &= a.values[rows] == a.values[first]
-        for link in t.extra_links:
-            same &= (link.span_id[rows] != 0) == (link.span_id[first] != 0)
         state = t.trace_states.get(int(first), "")
-        same &= np.array([t.trace_states.get(r, "") == state for r in rows.tolist()]) if t.trace_states else True
-        if not same.all():
-            yield from self._group(rows[~same])
-            rows = rows[same]
         n = len(rows)
         lay = _Layout()
-        hi, lo = t.trace_hi[rows], t.trace_lo[rows]
+        trace = self._column("trace")[rows]
         lay.const(b"\x0a\x10")
-        lay.column(np.hstack([_be_bytes(hi), _be_bytes(lo)]))
+        lay.column(trace)
         lay.const(b"\x12\x08")
-        lay.column(_be_bytes(t.span_id[rows]))
+        lay.column(self._column("span")[rows])
         if state:
             lay.const(_len_field(0x1A, state.encode("ascii", "replace")))
         if t.parent_id[first]:
             lay.const(b"\x22\x08")
-            lay.column(_be_bytes(t.parent_id[rows]))
+            lay.column(self._column("parent")[rows])
         lay.const(self._name(int(t.name[first])))
         lay.const(bytes([0x30, SPAN_KIND_INTERNAL]))
         lay.const(b"\x39")
-        lay.column(_le_bytes(t.start_ns[rows]))
+        lay.column(self._column("start")[rows])
         lay.const(b"\x41")
-        lay.column(_le_bytes(t.end_ns[rows]))
-        for key, a in zip(self._key_bytes, t.attrs):
+        lay.column(self._column("end")[rows])
+        for i, (key, a) in enumerate(zip(self._key_bytes, t.attrs)):
             if a.present is not None and not a.present[first]:
                 continue
-            self._attr(lay, key, a, rows)
+            self._attr(lay, key, i, rows)
         if t.link_id[first]:
             lay.const(b"\x6a\x1c\x0a\x10")
-            lay.column(np.hstack([_be_bytes(hi), _be_bytes(lo)]))
+            lay.column(trace)
             lay.const(b"\x12\x08")
-            lay.column(_be_bytes(t.link_id[rows]))
+            lay.column(self._column("link")[rows])
         for link in t.extra_links:  # links to other traces: the run span, the user's span
             if link.span_id[first]:
                 lay.const(b"\x6a\x1c\x0a\x10")
                 lay.column(np.hstack([_be_bytes(link.trace_hi[rows]), _be_bytes(link.trace_lo[rows])]))
                 lay.const(b"\x12\x08")
                 lay.column(_be_bytes(link.span_id[rows]))
-        yield lay.render(n, b"\x12" + varint(lay.size))
+        return lay.render(n, b"\x12" + varint(lay.size))
 
-    def _attr(self, lay: _Layout, key: bytes, a: AttrColumn, rows: np.ndarray) -> None:
+    def _attr(self, lay: _Layout, key: bytes, i: int, rows: np.ndarray) -> None:
+        a = self.t.attrs[i]
         if a.type == "value":
             body = key + self._value(int(a.values[rows[0]]))
             lay.const(b"\x4a" + varint(len(body)) + body)

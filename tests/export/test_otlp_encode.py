@@ -55,6 +55,20 @@ def test_protobuf_parses_into_exactly_the_model(table):
     assert resources[0]["otel_profiler.rank"].int_value == table.resource["otel_profiler.rank"]
 
 
+@pytest.mark.parametrize("keys", ["all-equal", "two-values"])
+def test_layout_keys_that_collide_never_mix_two_layouts(table, keys, monkeypatch):
+    """Spans are grouped by a hash of their layout: where hashes collide (here: all of them, or
+    every other span), the groups are split by layout, and every span still parses exactly."""
+    from otel_profiler.export import otlp
+
+    def colliding(t: SpanTable) -> np.ndarray:
+        return np.zeros(len(t), np.uint64) if keys == "all-equal" else np.arange(len(t), dtype=np.uint64) % 2
+
+    monkeypatch.setattr(otlp, "_group_keys", colliding)
+    spans, _ = _decode([encode_request(table)])
+    assert _by_id(spans) == _by_id(table_spans(table))
+
+
 def test_split_requests_cover_every_span_once(table):
     parts = split_requests(table, max_request_bytes=64 * 1024)
     assert len(parts) > 5
