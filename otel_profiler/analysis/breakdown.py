@@ -20,6 +20,7 @@ Definitions follow Holistic Trace Analysis (HTA), stated next to the code:
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,7 +28,9 @@ from cuda_tracer.model.correlate import Correlation
 from cuda_tracer.model.events import GPU_OP_KINDS, EventBatch, Kind, kinds_in
 
 from .stats import unique_rows
-from .summary_schema import DeviceBreakdown, StreamIdle
+
+if TYPE_CHECKING:  # (the summary's types: a span export need not import them, 10 ms)
+    from .summary_schema import DeviceBreakdown, DeviceTimes, StreamIdle
 
 COMPUTE, COMMUNICATION, MEMORY = "compute", "communication", "memory"
 KERNEL_CLASSES = (COMPUTE, COMMUNICATION, MEMORY)
@@ -80,13 +83,6 @@ def merged_length(starts: np.ndarray, ends: np.ndarray) -> int:
     first = np.flatnonzero(new)
     last = np.append(first[1:], len(s)) - 1
     return int((e[last] - s[first]).sum())
-
-
-class DeviceTimes(DeviceBreakdown):
-    """A device's temporal breakdown with the rank and device it is of."""
-
-    rank: int
-    device: int
 
 
 def temporal_breakdown(batch: EventBatch, rows: np.ndarray | None = None,

@@ -7,12 +7,15 @@ million kernel launches cost a few numpy passes rather than a Python loop per ev
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cuda_tracer.model.array_sets import distinct
 
-from .summary_schema import DurationStats, Percentiles, TimeStats
+if TYPE_CHECKING:  # (the summary's types: a span export need not import them, 10 ms)
+    from .summary_schema import DurationStats, Percentiles, TimeStats
+
 
 NS_PER_US = 1000.0
 

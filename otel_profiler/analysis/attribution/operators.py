@@ -29,6 +29,8 @@ Definitions:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from cuda_tracer.model.array_sets import distinct
@@ -36,9 +38,11 @@ from cuda_tracer.model.correlate import Correlation, correlate
 from cuda_tracer.model.events import MISSING, EventBatch, Kind, kinds_in
 
 from ...names import demangle, torch_range
-from ..summary_schema.sections import CallStack, OperatorRow, OperatorTable, RegionRow, TopKernel
 from .python_stacks import top_stacks
 from .time_nesting import depths, parents
+
+if TYPE_CHECKING:  # (the summary's types: a span export need not import them, 10 ms)
+    from ..summary_schema.sections import CallStack, OperatorRow, OperatorTable, RegionRow, TopKernel
 
 OPERATOR_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.STEP)
 COMPILED_MARKERS = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")

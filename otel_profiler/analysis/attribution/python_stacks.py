@@ -10,12 +10,16 @@ each operator name are spelled out.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from cuda_tracer.model.events import EventBatch, Kind
 
-from ..summary_schema.sections import CallStack
 from .time_nesting import depths, parents
+
+if TYPE_CHECKING:  # (the summary's types: a span export need not import them, 10 ms)
+    from ..summary_schema.sections import CallStack
 
 MAX_FRAMES = 64
 """Frames kept per stack, innermost first (deeper callers are cut off)."""

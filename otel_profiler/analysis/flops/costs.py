@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
@@ -32,9 +32,11 @@ from cuda_tracer.model.events import EventBatch, Kind
 from cuda_tracer.trace_json.schema import operator_inputs
 
 from ..attribution.operators import attribution
-from ..summary_schema.sections import Flops, FlopsFigures, FlopsOperatorFigures, FlopsStepFigures, FlopsTotals
 from .formulas import OpCost, dtype_of, op_cost
 from .result import PeakOverride, flops_result
+
+if TYPE_CHECKING:  # (the summary's types: a span export need not import them, 10 ms)
+    from ..summary_schema.sections import Flops, FlopsFigures, FlopsOperatorFigures, FlopsStepFigures, FlopsTotals
 
 CLASSES = ("gemm", "conv", "attention", "elementwise", "other")
 _ENCODE = msgspec.json.Encoder().encode

@@ -8,11 +8,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..summary_schema.sections import (Flops, FlopsClass, FlopsFigures, FlopsOperatorFigures, FlopsOperatorRow,
-                                FlopsRates, FlopsStep, FlopsStepFigures, FlopsTotals)
 from .peaks import Peak, peak_for
+
+if TYPE_CHECKING:  # (the summary's types: a span export need not import them, 10 ms)
+    from ..summary_schema.sections import (Flops, FlopsClass, FlopsFigures, FlopsOperatorFigures, FlopsOperatorRow,
+                                    FlopsRates, FlopsStep, FlopsStepFigures, FlopsTotals)
 
 TOP_OPERATORS = 50
 

@@ -20,7 +20,7 @@ reserved bytes are null; otherwise ``baseline`` is ``"absolute"``.
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
@@ -28,7 +28,9 @@ from cuda_tracer.model.array_sets import distinct
 from cuda_tracer.model.events import MISSING, EventBatch, Kind
 
 from ..attribution.operators import operator_rows
-from ..summary_schema.sections import DeviceMemory, Memory, MemoryStep, Place
+
+if TYPE_CHECKING:  # (the summary's types: a span export need not import them, 10 ms)
+    from ..summary_schema.sections import DeviceMemory, Memory, MemoryStep, Place
 
 LARGEST = 10
 TIMELINE_POINTS = 1500

@@ -45,6 +45,13 @@ class DeviceBreakdown(TypedDict):
     non_compute_pct: float
 
 
+class DeviceTimes(DeviceBreakdown):
+    """A device's temporal breakdown with the rank and device it is of (``breakdown``)."""
+
+    rank: int
+    device: int
+
+
 class TimeStats(TypedDict):
     """Durations summed up as ``nsys stats`` does (``stats.describe_us``), without their count."""
 
