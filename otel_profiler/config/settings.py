@@ -58,8 +58,8 @@ def attribute_name(variable: str) -> str:
     return variable[len(PROFILER_PREFIX):].lower() if variable.startswith(PROFILER_PREFIX) else variable.lower()
 
 
-@dataclass(frozen=True)
-class Settings:
+@dataclass(frozen=True, repr=False, eq=False)  # never shown (secrets), compared as objects; and
+class Settings:                                 # a quarter off the import of every command and job
     """Every setting, read and validated once by ``config.load``, never changed, passed to the session,
     exporter, metrics and commands: one field per variable (its value; its default when unset), then
     what ``load`` found and resolved: ``warnings`` (unusable: profiling turns itself off), ``notices``
