@@ -7,14 +7,14 @@ All times are in µs, sizes in bytes; every section is present even when empty. 
 device index for a single-rank profile and ``"<rank>:<device>"`` otherwise. Keys present only
 sometimes sit in a ``total=False`` class of their own (the package supports Python 3.10, whose
 ``typing`` has no ``NotRequired``). At run time these are plain dicts: the JSON written is the dicts'
-own key order, as built.
+own key order, as built. The annotations are evaluated as the classes are made (no ``from __future__
+import annotations`` here and in ``sections``): as text, each would be compiled into a forward
+reference, a third more import time.
 
 Names: ``name`` is what a person reads (C++ symbols demangled, ``otel_profiler.names``); ``raw_name``
 the name as the trace recorded it (mangled where it was), ``short_name`` its short form (template
 arguments folded).
 """
-
-from __future__ import annotations
 
 from typing import Any, TypedDict
 

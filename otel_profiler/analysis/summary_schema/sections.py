@@ -3,8 +3,6 @@ its ``modules``, ``memory``, ``flops``, ``communication`` and ``compiled``, one 
 and per kind of row. Each section's definitions are stated beside the code that builds it, named in
 its type's docstring."""
 
-from __future__ import annotations
-
 from typing import Any, TypedDict
 
 
