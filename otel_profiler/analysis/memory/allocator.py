@@ -36,16 +36,22 @@ LARGEST = 10
 TIMELINE_POINTS = 1500
 
 
-def gpu_memory_rows(batch: EventBatch, host: bool = False) -> dict[str, np.ndarray]:
+def memory_columns(batch: EventBatch) -> tuple[np.ndarray, ...]:
+    """Every ``[memory]`` event's row (ascending), device type, total allocated and reserved (read
+    from the side table once: ``gpu_memory_rows`` of the GPUs and of the host take their share)."""
+    rows = np.flatnonzero(batch.kind == Kind.MEMORY)
+    return rows, *(batch.extra_column(key, rows) for key in ("device_type", "total_allocated", "total_reserved"))
+
+
+def gpu_memory_rows(batch: EventBatch, host: bool = False, columns: tuple[np.ndarray, ...] | None = None
+                    ) -> dict[str, np.ndarray]:
     """The GPU ``[memory]`` events (``host``: those of the CPU instead) in time order with their
     totals: rows, allocated, reserved, and ``relative`` (True for events whose trace records no
     totals: their allocated bytes are the running sum of ``Bytes`` on their device from the first
-    event, reserved is MISSING)."""
-    rows = np.flatnonzero(batch.kind == Kind.MEMORY)
-    dtype = batch.extra_column("device_type", rows)
-    rows = rows[dtype == 0] if host else rows[(dtype != 0) & (batch.device[rows] >= 0)]
-    allocated = batch.extra_column("total_allocated", rows)  # rows in ascending order here
-    reserved = batch.extra_column("total_reserved", rows)
+    event, reserved is MISSING). ``columns``: ``memory_columns(batch)``, when already read."""
+    rows, dtype, allocated, reserved = columns if columns is not None else memory_columns(batch)
+    mine = dtype == 0 if host else (dtype != 0) & (batch.device[rows] >= 0)
+    rows, allocated, reserved = rows[mine], allocated[mine], reserved[mine]
     order = np.argsort(batch.start_ns[rows], kind="stable")
     rows, allocated, reserved = rows[order], allocated[order], reserved[order]
     relative = allocated == MISSING
@@ -118,8 +124,9 @@ def memory(batch: EventBatch, multi_rank: bool = False, largest: int = LARGEST) 
     module docstring; ``host`` only when the CPU's allocator events were recorded)."""
     out: Memory = {"events": 0, "devices": {}}
     ctx = None
+    columns = memory_columns(batch)
     for host in (False, True):
-        m = gpu_memory_rows(batch, host)
+        m = gpu_memory_rows(batch, host, columns)
         if not len(m["rows"]):
             continue
         ctx = ctx or _Context(batch)
