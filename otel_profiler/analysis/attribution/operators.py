@@ -278,6 +278,16 @@ def _regions(batch: EventBatch, ops: np.ndarray, parent: np.ndarray, krows: np.n
         ids = np.array([label(str(t), kind) for t in uniq.tolist()], np.int64)
         region[at] = ids[inv.reshape(-1)]
 
+    def assign_names(at: np.ndarray, name_ids: np.ndarray, kind: str) -> None:
+        """``assign`` of the names ``name_ids``: each distinct one looked up once (labels made in
+        the order of their texts, as ``assign`` makes them), with no string per kernel."""
+        uniq, inv = np.unique(name_ids, return_inverse=True)
+        texts = [batch.strings[i] for i in uniq.tolist()]
+        ids = np.empty(len(uniq), np.int64)
+        for j in sorted(range(len(texts)), key=texts.__getitem__):
+            ids[j] = label(texts[j], kind)
+        region[at] = ids[inv.reshape(-1)]
+
     graph = batch.graph_id[krows]
     graph_launch = np.array([i for i, s in enumerate(batch.strings) if "GraphLaunch" in s], np.int64)
     in_graph = np.flatnonzero((graph != MISSING) | np.isin(
@@ -290,7 +300,7 @@ def _regions(batch: EventBatch, ops: np.ndarray, parent: np.ndarray, krows: np.n
     anc[kop >= 0] = compiled[kop[kop >= 0]]
     in_region = np.flatnonzero((region < 0) & (anc >= 0))
     if len(in_region):
-        assign(in_region, batch.names(ops[anc[in_region]]), "compiled")
+        assign_names(in_region, batch.name[ops[anc[in_region]]], "compiled")
     loose = np.flatnonzero((region < 0) & (kop < 0))
     triton = [k for k, n in zip(loose.tolist(), batch.names(krows[loose])) if n.startswith("triton_")]
     if triton:
