@@ -61,7 +61,7 @@ from cuda_tracer.model.events import LAUNCH_KINDS, EventBatch, Kind, kinds_in
 
 from ...names import demangle
 from ..summary_schema.sections import Compiled, CompiledRegion, Dynamo
-from .operators import COMPILED_MARKERS, OPERATOR_KINDS, compiled_ancestor, attribution
+from .operators import COMPILED_MARKERS, OPERATOR_KINDS, attribution, compiled_ancestors
 from .time_nesting import parents
 
 log = logging.getLogger(__name__)
@@ -252,7 +252,7 @@ def compiled(batch: EventBatch, corr: Correlation) -> Compiled:
         return np.array(values, bool)[inverse] if len(ops) else np.zeros(0, bool)
 
     primary = flag([t.startswith((REGION, BACKWARD)) for t in texts])
-    outer = compiled_ancestor(batch, ops, parent)
+    outer = compiled_ancestors(batch, corr)
     head = primary | (flag([t.startswith(COMPILED_MARKERS) for t in texts]) & (outer == np.arange(len(ops))))
     region = _innermost(parent, head, np.arange(len(ops)))  # each op's innermost region (an op index)
     heads = np.flatnonzero(head)

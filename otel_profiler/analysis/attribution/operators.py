@@ -129,6 +129,19 @@ def _attribution_of(batch: EventBatch, corr: Correlation) -> tuple[np.ndarray, .
     return ops, krows, klaunch, kop, parent, by_time
 
 
+def compiled_ancestors(batch: EventBatch, corr: Correlation) -> np.ndarray:
+    """``compiled_ancestor`` of the attribution's operators, made once per correlation (the
+    operator view's regions and the compiled-code view read it), kept in it."""
+    cached = corr.__dict__.get("_compiled_ancestors")
+    if cached is not None and cached[0] is batch:
+        return cached[1]
+    ops, _, _, _, parent, _ = _attribute(batch, corr)
+    found = compiled_ancestor(batch, ops, parent)
+    found.flags.writeable = False
+    corr.__dict__["_compiled_ancestors"] = (batch, found)
+    return found
+
+
 def attribution(batch: EventBatch, corr: Correlation) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(operator rows, kernel rows, each kernel's operator index into the operator rows or -1, each
     operator's parent index or -1): the operator view's attribution, for other analyses."""
@@ -201,7 +214,8 @@ def operators(batch: EventBatch, corr: Correlation | None = None, top_kernels: i
                              "no_operator": {"kernels": int(no_op.sum()),
                                              "gpu_us": float(kdur[no_op].sum()) / 1e3}},
             "by_name": rows,
-            "regions": _regions(batch, ops, parent, krows, klaunch, kop, kdur, top_kernels)}
+            "regions": _regions(batch, ops, compiled_ancestors(batch, corr), krows, klaunch, kop, kdur,
+                                top_kernels)}
 
 
 def _call_stacks(batch: EventBatch, ops: np.ndarray, inverse: np.ndarray, top: int = TOP_STACKS
@@ -259,9 +273,10 @@ def _top_kernels(batch: EventBatch, rows: np.ndarray, durs: np.ndarray, group: n
     return out
 
 
-def _regions(batch: EventBatch, ops: np.ndarray, parent: np.ndarray, krows: np.ndarray,
+def _regions(batch: EventBatch, ops: np.ndarray, compiled: np.ndarray, krows: np.ndarray,
              launch: np.ndarray, kop: np.ndarray, kdur: np.ndarray, top: int) -> list[RegionRow]:
-    """Kernels gathered by CUDA graph and by compiled region (see the module docstring)."""
+    """Kernels gathered by CUDA graph and by compiled region (see the module docstring); ``compiled``:
+    each operator's outermost compiled region (``compiled_ancestor``)."""
     region = np.full(len(krows), -1, np.int64)
     labels: dict[str, int] = {}
     kinds: dict[int, str] = {}
@@ -295,7 +310,6 @@ def _regions(batch: EventBatch, ops: np.ndarray, parent: np.ndarray, krows: np.n
     if len(in_graph):
         assign(in_graph, [f"CUDA graph {g}" if g != MISSING else "CUDA graph"
                           for g in graph[in_graph].tolist()], "cuda_graph")
-    compiled = compiled_ancestor(batch, ops, parent)
     anc = np.full(len(kop), -1, np.int64)
     anc[kop >= 0] = compiled[kop[kop >= 0]]
     in_region = np.flatnonzero((region < 0) & (anc >= 0))
