@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
+from cuda_tracer.model.correlate import correlate
 from cuda_tracer.profile import Profile
 
 from .insights import Thresholds, insights
@@ -28,6 +29,8 @@ class SummaryDocument:
 
     @cached_property
     def summary(self) -> Summary:
-        out = summarize(self.profile)
-        out["insights"] = insights(self.profile, out, self.thresholds)
+        # one correlation of a one-rank profile for the figures and the insights (each made its own)
+        corr = correlate(self.profile.batch()) if len(self.profile.ranks) == 1 else None
+        out = summarize(self.profile, corr=corr)
+        out["insights"] = insights(self.profile, out, self.thresholds, corr)
         return out
