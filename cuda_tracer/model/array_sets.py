@@ -21,3 +21,15 @@ def distinct(values: np.ndarray) -> np.ndarray:
     keep[:1] = True
     np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
     return ordered[keep]
+
+
+def distinct_codes(values: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` of a 1-D array of integers in ``[0, size)`` (name
+    ids: ``size`` is the string table's length), found with a table of ``size`` entries instead of
+    a sort: 3.9 ms against 26 ms for 700k operator names (``docs/benchmarks.md``)."""
+    seen = np.zeros(size, bool)
+    seen[values] = True
+    uniq = np.flatnonzero(seen)
+    code = np.zeros(size, np.intp)
+    code[uniq] = np.arange(len(uniq))
+    return uniq.astype(values.dtype, copy=False), code[values]

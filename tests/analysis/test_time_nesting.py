@@ -130,3 +130,21 @@ def test_the_nesting_is_built_where_the_tests_run_in_ci():
     """CI installs with a C compiler: a pass that failed to build must not go unnoticed."""
     if os.environ.get("CI"):
         assert time_nesting.native_nesting()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_depths_count_every_enclosing_event_as_a_walk_up_the_parents_does(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    parent = np.array([rng.integers(-1, i) if i else -1 for i in range(n)], np.int64)
+    shuffle = rng.permutation(n)  # parents at any index, not only earlier ones
+    position = np.empty(n, np.int64)
+    position[shuffle] = np.arange(n)
+    parent = np.where(parent[shuffle] >= 0, position[np.maximum(parent[shuffle], 0)], -1)
+    walked = []
+    for i in range(n):
+        depth, at = 0, parent[i]
+        while at >= 0:
+            depth, at = depth + 1, parent[at]
+        walked.append(depth)
+    assert time_nesting.depths(parent).tolist() == walked

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from cuda_tracer.model.array_sets import distinct
+from cuda_tracer.model.array_sets import distinct, distinct_codes
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8, np.bool_, np.float64, np.str_])
@@ -34,3 +34,13 @@ def test_distinct_leaves_numpy_ma_unloaded() -> None:
             "print('numpy.ma' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("size", [0, 1, 7, 5000])
+def test_distinct_codes_equal_numpy_unique_with_its_inverse(dtype, size) -> None:
+    values = np.random.default_rng(size).integers(0, 40, size).astype(dtype)
+    got, codes = distinct_codes(values, 41)
+    expected, inverse = np.unique(values, return_inverse=True)
+    assert got.dtype == expected.dtype and np.array_equal(got, expected)
+    assert codes.dtype == inverse.dtype and np.array_equal(codes, inverse.reshape(-1))

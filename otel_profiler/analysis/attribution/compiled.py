@@ -56,6 +56,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from cuda_tracer.model.array_sets import distinct_codes
 from cuda_tracer.model.correlate import Correlation
 from cuda_tracer.model.events import LAUNCH_KINDS, EventBatch, Kind, kinds_in
 
@@ -243,8 +244,7 @@ def compiled(batch: EventBatch, corr: Correlation) -> Compiled:
     recompilations: {count, ids}, python_us_in_regions?}}``, regions and kernels by GPU time."""
     ops, krows, kop, parent = attribution(batch, corr)
     dur = batch.duration_ns
-    uniq, inverse = np.unique(batch.name[ops], return_inverse=True)
-    inverse = inverse.reshape(-1)
+    uniq, inverse = distinct_codes(batch.name[ops], len(batch.strings))
     texts = [batch.strings[i] for i in uniq.tolist()]
     parsed = [parse_kernel_name(t) for t in texts]
 

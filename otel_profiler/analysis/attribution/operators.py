@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cuda_tracer.model.array_sets import distinct
+from cuda_tracer.model.array_sets import distinct, distinct_codes
 from cuda_tracer.model.correlate import Correlation, correlate
 from cuda_tracer.model.events import MISSING, EventBatch, Kind, kinds_in
 
@@ -176,7 +176,7 @@ def operators(batch: EventBatch, corr: Correlation | None = None, top_kernels: i
     total_gpu = _inclusive(self_gpu, parent)
 
     names = _op_names(batch, ops)
-    uniq, inverse = np.unique(names, return_inverse=True)
+    uniq, inverse = distinct_codes(names, len(batch.strings) + 1)
     n = len(uniq)
 
     def per_name(values: np.ndarray) -> np.ndarray:
