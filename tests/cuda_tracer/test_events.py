@@ -113,3 +113,15 @@ def test_kinds_in_is_isin_for_every_size_of_code_set(rows):
         assert found.dtype == bool
         np.testing.assert_array_equal(found, np.isin(codes, np.asarray(wanted, np.int64)))
     np.testing.assert_array_equal(kinds_in(codes.astype(np.int64), (1, 2)), np.isin(codes, [1, 2]))
+
+
+def test_durations_are_made_once_per_columns_and_left_out_of_a_pickle() -> None:
+    import pickle
+
+    batch = EventBatch.from_columns(["a"], kind=[1, 1], name=[0, 0], start_ns=[10, 20], end_ns=[15, 40])
+    first = batch.duration_ns
+    assert first.tolist() == [5, 20] and batch.duration_ns is first and not first.flags.writeable
+    batch.columns["end_ns"] = np.array([11, 21], np.int64)  # new columns: new durations
+    assert batch.duration_ns.tolist() == [1, 1]
+    copy = pickle.loads(pickle.dumps(batch))
+    assert "_duration" not in copy.__dict__ and copy.duration_ns.tolist() == [1, 1]
