@@ -17,7 +17,7 @@ decimal strings, enums as integers), one request per line as the Collector's fil
 from __future__ import annotations
 
 import struct
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -148,6 +148,17 @@ def _group_keys(table: SpanTable) -> np.ndarray:
     return key if n else np.zeros(0, np.uint64)
 
 
+# The ids (big-endian: trace ids 16 bytes, span ids 8) and times (fixed64) of a table as bytes.
+_BYTE_COLUMNS: dict[str, Callable[[SpanTable], np.ndarray]] = {
+    "trace": lambda t: np.hstack([_be_bytes(t.trace_hi), _be_bytes(t.trace_lo)]),
+    "span": lambda t: _be_bytes(t.span_id),
+    "parent": lambda t: _be_bytes(t.parent_id),
+    "link": lambda t: _be_bytes(t.link_id),
+    "start": lambda t: _le_bytes(t.start_ns),
+    "end": lambda t: _le_bytes(t.end_ns),
+}
+
+
 class SpanEncoder:
     """Encodes one SpanTable; pre-encodes names, keys and values once, and the byte columns of the
     ids and times once for the whole table (each group takes its rows)."""
@@ -172,15 +183,10 @@ class SpanEncoder:
         return b
 
     def _column(self, name: str) -> np.ndarray:
-        """The table's ``trace`` ids (16 bytes), ``span``/``parent``/``link`` ids (8, big-endian) or
-        ``start``/``end`` times (8, little-endian) as bytes, one row per span."""
+        """One of ``_BYTE_COLUMNS`` for the whole table, made on first use."""
         column = self._columns.get(name)
         if column is None:
-            t = self.t
-            column = self._columns[name] = (
-                np.hstack([_be_bytes(t.trace_hi), _be_bytes(t.trace_lo)]) if name == "trace" else
-                _le_bytes(getattr(t, f"{name}_ns")) if name in ("start", "end") else
-                _be_bytes(getattr(t, "span_id" if name == "span" else f"{name}_id")))
+            column = self._columns[name] = _BYTE_COLUMNS[name](self.t)
         return column
 
     def _layout_fields(self, rows: np.ndarray) -> list[np.ndarray]:
@@ -209,7 +215,7 @@ class SpanEncoder:
         sk = keys[order]
         bounds = np.flatnonzero(sk[1:] != sk[:-1]) + 1
         starts = np.concatenate(([0], bounds))
-        first = order[np.repeat(starts, np.diff(np.append(starts, len(order))))]  # each one's group's
+        first = order[np.repeat(starts, np.diff(np.append(starts, len(order))))]  # its group's first row
         differs = np.zeros(len(order), bool)
         for of_rows, of_first in zip(self._layout_fields(order), self._layout_fields(first)):
             differs |= of_rows != of_first
