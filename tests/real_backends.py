@@ -287,6 +287,11 @@ class NodeAgent(Collector):
         config = stack_config(stack, "otel-collector-node.yaml", {
             ("receivers", "otlp", "protocols", "grpc", "endpoint"): f"127.0.0.1:{self.grpc_port}",
             ("receivers", "otlp", "protocols", "http", "endpoint"): f"127.0.0.1:{self.http_port}"})
+        # The shipped file leaves the agent's own metrics at the Collector's default, localhost:8888:
+        # two agents at once (tests in two workers) would both bind it. One address more, a free port.
+        assert "telemetry" not in config["service"], "the node agent's telemetry: replace its port instead"
+        config["service"]["telemetry"] = {"metrics": {"readers": [{"pull": {"exporter": {"prometheus": {
+            "host": "127.0.0.1", "port": free_port()}}}}]}}
         super().__init__(folder, "node-agent", config, ready_port=self.http_port,
                          env={"OTEL_GATEWAY_ENDPOINT": gateway, "OTEL_GATEWAY_TENANT": tenant})
 
