@@ -46,7 +46,8 @@ from cuda_tracer.trace_json.stream import read_stream
 
 THREADED_TEXT = 12 << 20
 """Less JSON text (about one piece) is read faster in one thread: there is no other piece to scan
-while one is converted. From 14 MB on, the threads took a fifth off the read (docs/benchmarks.md)."""
+while one is converted. On 14 to 26 MB traces the threads took 5 to 21 % off the read
+(docs/benchmarks.md)."""
 FIRST_PIECE_BYTES = 1 << 20  # the threads' first piece: converted while the next one is scanned
 TEXT_BYTES_PER_ROW = 256  # about what a Kineto trace holds (flow events counted in): sizes the columns
 _RANK_IN_FILENAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)

@@ -29,7 +29,7 @@ Definitions:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -106,13 +106,19 @@ def _attribute(batch: EventBatch, corr: Correlation) -> tuple[np.ndarray, ...]:
     """(operator rows, kernel rows, their launch rows, each kernel's operator index or -1, each
     operator's parent index, the kernels attributed by the enclosing operator); made once per
     correlation (the operator view, FLOPs and compiled regions read it), kept in it."""
-    cached = corr.__dict__.get("_attribution")
+    return _kept(corr, "_attribution", batch, lambda: _attribution_of(batch, corr))
+
+
+def _kept(corr: Correlation, key: str, batch: EventBatch, make: Callable[[], Any]) -> Any:
+    """``make()``, made once per correlation of ``batch`` and kept in it under ``key``; its arrays
+    are made read-only, as every reader of the correlation shares them."""
+    cached = corr.__dict__.get(key)
     if cached is not None and cached[0] is batch:
         return cached[1]
-    found = _attribution_of(batch, corr)
-    for array in found:
-        array.flags.writeable = False  # shared by every reader of this correlation
-    corr.__dict__["_attribution"] = (batch, found)
+    found = make()
+    for array in found if isinstance(found, tuple) else (found,):
+        array.flags.writeable = False
+    corr.__dict__[key] = (batch, found)
     return found
 
 
@@ -132,14 +138,8 @@ def _attribution_of(batch: EventBatch, corr: Correlation) -> tuple[np.ndarray, .
 def compiled_ancestors(batch: EventBatch, corr: Correlation) -> np.ndarray:
     """``compiled_ancestor`` of the attribution's operators, made once per correlation (the
     operator view's regions and the compiled-code view read it), kept in it."""
-    cached = corr.__dict__.get("_compiled_ancestors")
-    if cached is not None and cached[0] is batch:
-        return cached[1]
     ops, _, _, _, parent, _ = _attribute(batch, corr)
-    found = compiled_ancestor(batch, ops, parent)
-    found.flags.writeable = False
-    corr.__dict__["_compiled_ancestors"] = (batch, found)
-    return found
+    return _kept(corr, "_compiled_ancestors", batch, lambda: compiled_ancestor(batch, ops, parent))
 
 
 def attribution(batch: EventBatch, corr: Correlation) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -296,12 +296,12 @@ def _regions(batch: EventBatch, ops: np.ndarray, compiled: np.ndarray, krows: np
     def assign_names(at: np.ndarray, name_ids: np.ndarray, kind: str) -> None:
         """``assign`` of the names ``name_ids``: each distinct one looked up once (labels made in
         the order of their texts, as ``assign`` makes them), with no string per kernel."""
-        uniq, inv = np.unique(name_ids, return_inverse=True)
+        uniq, inv = distinct_codes(name_ids, len(batch.strings))
         texts = [batch.strings[i] for i in uniq.tolist()]
         ids = np.empty(len(uniq), np.int64)
         for j in sorted(range(len(texts)), key=texts.__getitem__):
             ids[j] = label(texts[j], kind)
-        region[at] = ids[inv.reshape(-1)]
+        region[at] = ids[inv]
 
     graph = batch.graph_id[krows]
     graph_launch = np.array([i for i, s in enumerate(batch.strings) if "GraphLaunch" in s], np.int64)
